@@ -1,0 +1,223 @@
+"""The ``cli`` adapter: any command, spoken to over the stdin/stdout transport.
+
+The request goes to the agent's stdin as one JSON line (then stdin is closed); the response is
+the last line the agent writes on stdout; events are JSON lines on stderr, and every other
+stderr line is kept as the agent's log. Settings::
+
+    agents:
+      - name: my-agent
+        type: cli
+        command: [python3, agent.py]      # a list, or a string split like a shell would
+        cwd: .                            # default: the folder of the file defining the agent
+        env: {LOG_LEVEL: debug}           # added to ATP's environment (inherit_env: false: only these)
+        timeout: 120                      # seconds; the test's timeout_seconds applies too
+
+The agent runs in its own process group; when a run ends (time limit, Ctrl-C, flood) the
+whole group is sent SIGTERM, then SIGKILL after ``grace_seconds``.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import signal
+import subprocess
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Annotated, Any
+
+import anyio
+import anyio.abc
+import msgspec
+
+from atp.core.adapter import Adapter
+from atp.core.errors import AdapterError, AgentError, ProtocolError
+from atp.core.hookspecs import hookimpl
+from atp.core.protocol import ATPRequest, ATPResponse, decode_event, decode_response, encode
+from atp.core.trace import EventSink
+
+MiB = 1024 * 1024
+CHUNK = 256 * 1024
+_EVENT_KEY = b'"event_type"'
+
+
+class CliSettings(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    command: str | list[str]
+    cwd: str | None = None
+    env: dict[str, str] = msgspec.field(default_factory=dict)
+    inherit_env: bool = True
+    grace_seconds: Annotated[float, msgspec.Meta(ge=0)] = 3.0
+    max_output_bytes: Annotated[int, msgspec.Meta(ge=1024)] = 64 * MiB
+    max_line_bytes: Annotated[int, msgspec.Meta(ge=1024)] = 4 * MiB
+
+
+class CliAdapter(Adapter):
+    type = "cli"
+    summary = "a command speaking ATP over stdin (request), stdout (response) and stderr (events)"
+    Settings = CliSettings
+    settings: CliSettings
+
+    def __init__(self, settings: CliSettings, *, name: str, base_dir: Path) -> None:
+        super().__init__(settings, name=name, base_dir=base_dir)
+        command = settings.command
+        argv = shlex.split(command) if isinstance(command, str) else list(command)
+        if not argv:
+            raise AdapterError(f"agent {name!r}: 'command' is empty")
+        self.cwd = (base_dir / settings.cwd).resolve() if settings.cwd else base_dir
+        program = argv[0]
+        if os.sep in program and not os.path.isabs(program):
+            argv[0] = str(self.cwd / program)
+        self.argv = argv
+        environment = dict(os.environ) if settings.inherit_env else {}
+        environment.update(settings.env)
+        self.env = environment
+
+    async def execute(self, request: ATPRequest, sink: EventSink) -> ATPResponse:
+        try:
+            process = await anyio.open_process(
+                self.argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                cwd=self.cwd,
+                env=self.env,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            raise AdapterError(
+                f"agent {self.name!r}: cannot start {shlex.join(self.argv)!r} in {self.cwd}: "
+                f"{exc.strerror or exc}"
+            ) from None
+        failure: list[AgentError] = []
+        stdout = bytearray()
+        try:
+            async with anyio.create_task_group() as tg:
+
+                def guarded(job: Callable[[], Awaitable[None]]) -> Callable[[], Awaitable[None]]:
+                    async def run() -> None:
+                        try:
+                            await job()
+                        except AgentError as exc:
+                            failure.append(exc)
+                            tg.cancel_scope.cancel()
+
+                    return run
+
+                tg.start_soon(self._send, process, request)
+                tg.start_soon(guarded(lambda: self._read_events(process, sink)))
+                tg.start_soon(guarded(lambda: self._read_stdout(process, stdout)))
+            if failure:
+                raise failure[0]
+            code = await process.wait()
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self._stop(process)
+        return self._response(bytes(stdout), code, sink)
+
+    # --- the three streams -----------------------------------------------------------------
+
+    @staticmethod
+    async def _send(process: anyio.abc.Process, request: ATPRequest) -> None:
+        stdin = process.stdin
+        assert stdin is not None
+        try:
+            await stdin.send(encode(request) + b"\n")
+            await stdin.aclose()
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+            pass  # the agent exited or closed stdin without reading: its output says why
+
+    async def _read_stdout(self, process: anyio.abc.Process, into: bytearray) -> None:
+        stream = process.stdout
+        assert stream is not None
+        limit = self.settings.max_output_bytes
+        async for chunk in stream:
+            into += chunk
+            if len(into) > limit:
+                raise AgentError(f"agent flooded stdout: more than {limit} bytes")
+
+    async def _read_events(self, process: anyio.abc.Process, sink: EventSink) -> None:
+        stream = process.stderr
+        assert stream is not None
+        max_line = self.settings.max_line_bytes
+        pending = b""
+        async for chunk in stream:
+            if pending:
+                chunk = pending + chunk
+            lines = chunk.split(b"\n")
+            pending = lines.pop()
+            for line in lines:
+                self._line(line, sink)
+            if len(pending) > max_line:
+                sink.warn(f"a stderr line longer than {max_line} bytes was cut")
+                self._line(pending[:max_line], sink)
+                pending = b""
+        if pending:
+            self._line(pending, sink)
+
+    @staticmethod
+    def _line(line: bytes, sink: EventSink) -> None:
+        if line[:1] == b"{":
+            try:
+                event = decode_event(line)
+            except ProtocolError as exc:
+                if _EVENT_KEY in line:
+                    sink.warn(f"a stderr line looks like an ATP event but is not one: {exc}")
+            else:
+                sink.event(event, line)
+                return
+        sink.log(line.decode("utf-8", "replace").rstrip("\r"))
+
+    # --- ending ----------------------------------------------------------------------------
+
+    async def _stop(self, process: anyio.abc.Process) -> None:
+        """Stop the agent's whole process group: SIGTERM, then SIGKILL after the grace period."""
+        if process.returncode is None:
+            self._signal(process, signal.SIGTERM)
+            with anyio.move_on_after(self.settings.grace_seconds):
+                await process.wait()
+        # SIGKILL also reaches what the agent left behind in its group after exiting
+        self._signal(process, getattr(signal, "SIGKILL", signal.SIGTERM))
+        await process.aclose()
+
+    @staticmethod
+    def _signal(process: anyio.abc.Process, sig: int) -> None:
+        try:
+            if hasattr(os, "killpg"):
+                os.killpg(process.pid, sig)
+            elif process.returncode is None:  # pragma: no cover - Windows
+                process.send_signal(sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    def _response(self, stdout: bytes, code: int, sink: EventSink) -> ATPResponse:
+        lines = [line for line in stdout.splitlines() if line.strip()]
+        if not lines:
+            raise AgentError(f"agent {_exit(code)} without writing a response on stdout")
+        for noise in lines[:-1]:
+            sink.log("[stdout] " + noise.decode("utf-8", "replace"))
+        if len(lines) > 1:
+            sink.warn(f"{len(lines) - 1} stdout lines before the response were kept as the agent's log")
+        try:
+            response = decode_response(lines[-1])
+        except ProtocolError as exc:
+            preview = lines[-1][:200].decode("utf-8", "replace")
+            raise AgentError(
+                f"agent {_exit(code)}; its last stdout line is not an ATP response ({exc}): {preview!r}"
+            ) from None
+        if code != 0:
+            sink.warn(f"agent {_exit(code)} after writing its response")
+        return response
+
+
+def _exit(code: int) -> str:
+    if code < 0:
+        try:
+            return f"was killed by signal {signal.Signals(-code).name}"
+        except ValueError:
+            return f"was killed by signal {-code}"
+    return f"exited with code {code}"
+
+
+@hookimpl
+def atp_register_adapters(register: Any) -> None:
+    register(CliAdapter)

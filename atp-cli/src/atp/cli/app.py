@@ -1,0 +1,82 @@
+"""What the commands share: the process's plugins, options, reporters."""
+
+from __future__ import annotations
+
+import functools
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from atp.core.errors import ConfigError
+from atp.core.plugins import Plugins
+from atp.core.reporter import ReportOptions, Reporter
+from atp.core.results import RunStore, SuiteResults
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+@functools.lru_cache(maxsize=1)
+def plugins() -> Plugins:
+    """The plugins of this process, loaded once; load problems are warned about on stderr."""
+    loaded = Plugins()
+    for problem in loaded.problems():
+        click.echo(f"atp: warning: {problem}", err=True)
+    return loaded
+
+
+def config_option(func: F) -> F:
+    return click.option(
+        "--config",
+        "config_path",
+        type=click.Path(path_type=Path, dir_okay=False),
+        help="Config file (default: atp.config.yaml in the working directory, if any).",
+    )(func)
+
+
+def split_outputs(values: Sequence[str]) -> list[str]:
+    names: list[str] = []
+    for value in values:
+        names.extend(n.strip() for n in value.split(",") if n.strip())
+    return names
+
+
+def make_reporters(
+    loaded: Plugins,
+    names: Sequence[str],
+    output_file: Path | None,
+    verbose: bool,
+) -> list[Reporter]:
+    """The reporters for ``--output`` names. ``--output-file`` goes to the first reporter that
+    writes files; the console report is added unless another reporter writes to stdout."""
+    if not names:
+        names = ["console"]
+    classes = [loaded.reporter(name) for name in dict.fromkeys(names)]
+    file_target = next((c for c in classes if c.file_extension is not None), None)
+    if output_file is not None and file_target is None:
+        raise ConfigError("--output-file needs an --output that writes a file (like json)")
+    reporters: list[Reporter] = []
+    stdout_taken = False
+    for cls in classes:
+        target = output_file if cls is file_target else None
+        if cls.file_extension is not None and target is None:
+            stdout_taken = True
+        reporters.append(cls(ReportOptions(output_file=target, verbose=verbose, stream=sys.stdout)))
+    if not stdout_taken and not any(r.name == "console" for r in reporters) and "console" in loaded.reporters:
+        console = loaded.reporter("console")
+        reporters.insert(0, console(ReportOptions(verbose=verbose, stream=sys.stdout)))
+    return reporters
+
+
+def render(reporters: Sequence[Reporter], results: SuiteResults, store: RunStore) -> None:
+    for reporter in reporters:
+        reporter.report(results, store)
+        target = reporter.options.output_file
+        if target is not None:
+            click.echo(f"{reporter.name} results written to {target}", err=True)
+
+
+def exit_code(results: SuiteResults) -> int:
+    return 0 if results.summary.ok else 1

@@ -1,0 +1,1 @@
+"""The built-in commands, each imported only when it is called."""

@@ -1,0 +1,88 @@
+"""Information commands: ``atp plugins``, ``list-agents``, ``list-evaluators``, ``version``."""
+
+from __future__ import annotations
+
+import platform
+from importlib import metadata
+from pathlib import Path
+
+import click
+import msgspec
+
+from atp.cli.app import config_option, plugins
+from atp.core.config import agent_definitions, load_config
+from atp.core.suite import load_suite
+
+DISTRIBUTIONS = ("atp-core", "atp-adapters", "atp-evaluators", "atp-reporters", "atp-cli")
+
+
+@click.command("plugins")
+@click.option("--json", "as_json", is_flag=True, help="Print the list as JSON.")
+def plugins_command(as_json: bool) -> int:
+    """List installed plugins: distribution, version, what they register, and load errors."""
+    infos = plugins().infos()
+    if as_json:
+        click.echo(msgspec.json.format(msgspec.json.encode(infos), indent=2).decode())
+        return 0
+    if not infos:
+        click.echo("No plugins installed.")
+        return 0
+    for info in infos:
+        origin = f"{info.distribution} {info.version}" if info.distribution else info.module or "-"
+        click.echo(f"{info.name}  ({origin})")
+        for label, names in (
+            ("adapters", info.adapters),
+            ("evaluators", info.evaluators),
+            ("reporters", info.reporters),
+        ):
+            if names:
+                click.echo(f"    {label}: {', '.join(names)}")
+        for error in info.errors:
+            click.echo(f"    error: {error}")
+    return 0
+
+
+@click.command("list-evaluators")
+def list_evaluators_command() -> int:
+    """List the assertion types that installed evaluators check."""
+    loaded = plugins()
+    owners = {name: info.name for info in loaded.infos() for name in info.evaluators}
+    evaluators = loaded.evaluators
+    width = max((len(n) for n in evaluators), default=0)
+    for name in sorted(evaluators):
+        cls = evaluators[name]
+        click.echo(f"{name.ljust(width)}  {cls.summary}  [{owners.get(name, '?')}]")
+    return 0
+
+
+@click.command("list-agents")
+@click.option("--suite", "suite_path", type=click.Path(path_type=Path, dir_okay=False), help="Also list the agents this suite defines.")
+@config_option
+def list_agents_command(suite_path: Path | None, config_path: Path | None) -> int:
+    """List the agents defined in the config file (and in a suite, with --suite)."""
+    config = load_config(config_path)
+    suite = load_suite(suite_path, plugins().evaluators) if suite_path else None
+    definitions = agent_definitions(config, suite)
+    if not definitions:
+        click.echo("No agents defined: add them to atp.config.yaml or a suite's 'agents' list.")
+        return 0
+    width = max(len(n) for n in definitions)
+    for name, definition in sorted(definitions.items()):
+        where = ""
+        if definition.document is not None:
+            where = f"{definition.document.path}:{definition.document.line_of(definition.at)}"
+        click.echo(f"{name.ljust(width)}  type={definition.type or '?'}  {where}")
+    return 0
+
+
+@click.command("version")
+def version_command() -> int:
+    """Show the versions of ATP's installed distributions."""
+    for dist in DISTRIBUTIONS:
+        try:
+            version = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            version = "not installed"
+        click.echo(f"{dist} {version}")
+    click.echo(f"python {platform.python_version()}")
+    return 0

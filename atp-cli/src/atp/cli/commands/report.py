@@ -1,0 +1,37 @@
+"""``atp report``: render the results stored in a run directory, as the live run did."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from atp.cli.app import config_option, exit_code, make_reporters, plugins, render, split_outputs
+from atp.core.config import load_config
+from atp.core.results import RunStore
+
+
+@click.command("report")
+@click.argument("run_dir", required=False, type=click.Path(path_type=Path, file_okay=False))
+@click.option("--output", "outputs", multiple=True, help="Reporter: console (default), json, or a plugin's (repeatable).")
+@click.option("--output-file", type=click.Path(path_type=Path, dir_okay=False), help="File for the file-writing reporter (like json).")
+@click.option("-v", "--verbose", is_flag=True, help="Show every check, agent errors, warnings and log tails.")
+@config_option
+def report_command(
+    run_dir: Path | None,
+    outputs: tuple[str, ...],
+    output_file: Path | None,
+    verbose: bool,
+    config_path: Path | None,
+) -> int:
+    """Render the results in RUN_DIR (default: the newest run in .atp/runs).
+
+    Exits 0 when every test in it passed and 1 otherwise, like the run itself.
+    """
+    if run_dir is None:
+        run_dir = RunStore.latest(load_config(config_path).run_dir)
+    store = RunStore.open(run_dir)
+    results = store.results()
+    reporters = make_reporters(plugins(), split_outputs(outputs), output_file, verbose)
+    render(reporters, results, store)
+    return exit_code(results)

@@ -1,0 +1,112 @@
+"""The ``atp`` entry point: a Click group whose commands are imported only when called.
+
+Exit codes: 0 every selected test passed; 1 a test failed or errored; 2 a usage, config or
+suite error (the message on stderr, no traceback unless ``--debug``); 130 interrupted by
+Ctrl-C, after the finished results are written and reported.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from typing import Any
+
+import click
+
+BUILTIN_COMMANDS = {
+    "test": ("atp.cli.commands.test", "test_command", "Run a suite against an agent."),
+    "report": ("atp.cli.commands.report", "report_command", "Render the results of a run directory."),
+    "plugins": ("atp.cli.commands.info", "plugins_command", "List installed plugins and what they register."),
+    "list-agents": ("atp.cli.commands.info", "list_agents_command", "List the agents defined in the config and a suite."),
+    "list-evaluators": ("atp.cli.commands.info", "list_evaluators_command", "List the assertion types evaluators provide."),
+    "version": ("atp.cli.commands.info", "version_command", "Show the versions of ATP's installed distributions."),
+}
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+_debug = bool(os.environ.get("ATP_DEBUG"))
+
+
+class LazyGroup(click.Group):
+    """Built-in commands load on first use; plugin commands join through ``atp_register_commands``."""
+
+    _plugins_loaded = False
+
+    def _load_plugin_commands(self) -> None:
+        if self._plugins_loaded:
+            return
+        self._plugins_loaded = True
+        from atp.cli.app import plugins
+
+        plugins().hook.atp_register_commands(cli=self)
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        self._load_plugin_commands()
+        return sorted(set(BUILTIN_COMMANDS) | set(self.commands))
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name in BUILTIN_COMMANDS:
+            module, attribute, _ = BUILTIN_COMMANDS[name]
+            command: click.Command = getattr(importlib.import_module(module), attribute)
+            return command
+        if name not in self.commands:
+            self._load_plugin_commands()
+        return self.commands.get(name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """Help lists built-ins from their one-line summaries, without importing them."""
+        rows = [(name, help_) for name, (_, _, help_) in BUILTIN_COMMANDS.items()]
+        self._load_plugin_commands()
+        for name, command in self.commands.items():
+            if name not in BUILTIN_COMMANDS:
+                rows.append((name, command.get_short_help_str(limit=formatter.width)))
+        with formatter.section("Commands"):
+            formatter.write_dl(sorted(rows))
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--debug", is_flag=True, help="Show tracebacks for errors.")
+def cli(debug: bool) -> None:
+    """ATP, the Agent Test Platform: test AI agents through the ATP Protocol.
+
+    \b
+    Run a suite:      atp test --suite=suite.yaml --agent=my-agent
+    Re-render a run:  atp report .atp/runs/<run-id> --output=json --output-file=results.json
+    """
+    global _debug
+    _debug = _debug or debug
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the CLI and return its exit code."""
+    from atp.core.errors import AtpError
+
+    try:
+        result: Any = cli.main(args=argv, prog_name="atp", standalone_mode=False)
+    except click.exceptions.Exit as exc:
+        return exc.exit_code
+    except click.ClickException as exc:
+        exc.show()
+        return EXIT_USAGE if isinstance(exc, click.UsageError) else exc.exit_code
+    except click.exceptions.Abort:
+        click.echo("Aborted.", err=True)
+        return EXIT_INTERRUPTED
+    except AtpError as exc:
+        if _debug:
+            raise
+        click.echo(f"atp: error: {exc}", err=True)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        click.echo("Interrupted.", err=True)
+        return EXIT_INTERRUPTED
+    return result if isinstance(result, int) else EXIT_OK
+
+
+def run() -> None:
+    """Console-script entry point."""
+    sys.exit(main())
+
+
+if __name__ == "__main__":  # pragma: no cover
+    run()

@@ -1,0 +1,55 @@
+"""The adapter interface: how ATP speaks to one kind of agent.
+
+An adapter is registered under the ``type`` that agent definitions name (``type: cli``). ATP
+makes one adapter per agent for a whole ``atp test``, calls :meth:`Adapter.start` once, then
+:meth:`Adapter.execute` for every run (concurrently when ``--parallel`` allows), and
+:meth:`Adapter.aclose` at the end.
+
+The runner enforces the time limit by cancelling :meth:`Adapter.execute`; an adapter stops its
+agent in a ``finally`` block. An agent that misbehaves (crashes, prints garbage, breaks the
+protocol) is reported by raising :class:`~atp.core.errors.AgentError`; an agent that cannot be
+reached or started at all, by :class:`~atp.core.errors.AdapterError`.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from pathlib import Path
+from typing import Any, ClassVar
+
+import msgspec
+
+from atp.core.protocol import ATPRequest, ATPResponse
+from atp.core.trace import EventSink
+
+
+class NoSettings(msgspec.Struct, forbid_unknown_fields=True):
+    """For adapters that take no settings."""
+
+
+class Adapter(ABC):
+    type: ClassVar[str]
+    """The agent ``type`` this adapter serves."""
+    summary: ClassVar[str] = ""
+    """One line for ``atp plugins``."""
+    Settings: ClassVar[type[msgspec.Struct]] = NoSettings
+    """The agent settings this adapter accepts (unknown keys are errors)."""
+
+    def __init__(self, settings: Any, *, name: str, base_dir: Path) -> None:
+        self.settings = settings
+        self.name = name
+        self.base_dir = base_dir
+
+    async def start(self) -> None:  # noqa: B027 - optional hook
+        """Prepare once before the first run (open clients, build images)."""
+
+    @abstractmethod
+    async def execute(self, request: ATPRequest, sink: EventSink) -> ATPResponse:
+        """Run one task: deliver events to ``sink`` as they come, return the agent's response."""
+
+    async def health_check(self) -> bool:
+        """Whether the agent can be reached."""
+        return True
+
+    async def aclose(self) -> None:  # noqa: B027 - optional hook
+        """Release what :meth:`start` acquired."""

@@ -1,0 +1,305 @@
+"""The configuration file ``atp.config.yaml`` and agent definitions.
+
+Found in the working directory (``atp.config.yaml`` or ``atp.config.yml``) or named with
+``--config``. Its sections (design section 6.2): ``defaults``, ``agents`` (by name),
+``evaluators`` (settings per evaluator), ``reporting`` and ``secrets``. An agent is defined in
+the config or in a suite's ``agents`` list; a suite entry that gives only a ``name`` refers to
+the config's agent of that name.
+
+``${VAR}`` (and ``${VAR:-default}``; ``$$`` for a literal ``$``) is replaced by the environment
+variable's value in agent settings and secrets. Secret values, and the values of variables
+whose names look secret (``*KEY*``, ``*TOKEN*``, ...), are masked in everything ATP writes.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Annotated, Any
+
+import msgspec
+
+from atp.core.adapter import Adapter
+from atp.core.errors import ConfigError, SuiteError
+from atp.core.secrets import Masker, looks_secret
+from atp.core.suite import RunsCount, Suite, _Strict, check_format_version, normalize_version
+from atp.core.protocol import TimeoutSeconds
+from atp.core.yamlfile import PathPart, YamlDocument
+
+CONFIG_NAMES = ("atp.config.yaml", "atp.config.yml")
+DEFAULT_RUN_DIR = ".atp/runs"
+COMMON_AGENT_KEYS = ("name", "type", "timeout")
+
+_VAR = re.compile(r"\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+
+class ConfigFileError(SuiteError):
+    """An error in ``atp.config.yaml``, located like a suite error."""
+
+
+class ConfigDefaults(_Strict, kw_only=True):
+    timeout_seconds: TimeoutSeconds | None = None
+    runs_per_test: RunsCount | None = None
+    parallel_workers: Annotated[int, msgspec.Meta(ge=1, le=1024)] | None = None
+
+
+class ReportingSpec(_Strict, kw_only=True):
+    default: str | list[str] = "console"
+    verbose: bool = False
+    run_dir: str = DEFAULT_RUN_DIR
+
+
+class ConfigSpec(_Strict, kw_only=True):
+    version: str = "1.0"
+    defaults: ConfigDefaults = msgspec.field(default_factory=ConfigDefaults)
+    agents: dict[str, dict[str, Any]] = msgspec.field(default_factory=dict)
+    evaluators: dict[str, dict[str, Any]] = msgspec.field(default_factory=dict)
+    reporting: ReportingSpec = msgspec.field(default_factory=ReportingSpec)
+    secrets: dict[str, str | None] = msgspec.field(default_factory=dict)
+
+
+class Config:
+    """A loaded configuration (empty when there is no file)."""
+
+    def __init__(
+        self,
+        spec: ConfigSpec,
+        document: YamlDocument | None = None,
+        environ: Mapping[str, str] | None = None,
+    ) -> None:
+        self.spec = spec
+        self.document = document
+        self.path = document.path if document else None
+        self.base_dir = self.path.parent if self.path else Path.cwd()
+        self.environ = os.environ if environ is None else environ
+        self.secrets: dict[str, str] = {}
+        for name, value in spec.secrets.items():
+            if value is None:
+                continue
+            where: tuple[PathPart, ...] = ("secrets", name)
+            resolved = interpolate(value, self.environ, self._missing_ok, where)
+            if resolved:
+                self.secrets[name] = resolved
+
+    @staticmethod
+    def _missing_ok(variable: str, where: Sequence[PathPart]) -> str:
+        return ""  # an unset secret is an error only where it is needed
+
+    @property
+    def run_dir(self) -> Path:
+        return self.base_dir / self.spec.reporting.run_dir
+
+    def evaluator_settings(self, name: str) -> dict[str, Any]:
+        return dict(self.spec.evaluators.get(name, {}))
+
+
+def load_config(path: Path | None = None, cwd: Path | None = None) -> Config:
+    """Load ``path``, or the config file in ``cwd`` if there is one, or an empty config."""
+    if path is None:
+        where = cwd or Path.cwd()
+        path = next((where / n for n in CONFIG_NAMES if (where / n).is_file()), None)
+        if path is None:
+            return Config(ConfigSpec())
+    doc = YamlDocument.load(path, ConfigFileError)
+    data = doc.data if doc.data is not None else {}
+    if not isinstance(data, dict):
+        raise doc.error("a config file must be a mapping")
+    normalize_version(data)
+    spec = doc.convert(data, ConfigSpec)
+    check_format_version(doc, spec.version, "config")
+    return Config(spec, doc)
+
+
+# --- interpolation --------------------------------------------------------------------------
+
+
+def interpolate(
+    value: Any,
+    environ: Mapping[str, str],
+    on_missing: Any,
+    where: Sequence[PathPart] = (),
+    used: set[str] | None = None,
+) -> Any:
+    """Replace ``${VAR}`` in every string inside ``value``; ``on_missing(var, where)`` decides
+    what an unset variable without a default becomes (or raises)."""
+    if isinstance(value, str):
+        if "$" not in value:
+            return value
+
+        def replace(match: re.Match[str]) -> str:
+            name = match.group(1)
+            if name is None:
+                return "$"
+            if used is not None:
+                used.add(name)
+            if name in environ:
+                return environ[name]
+            if match.group(2) is not None:
+                return match.group(2)
+            result: str = on_missing(name, where)
+            return result
+
+        return _VAR.sub(replace, value)
+    if isinstance(value, dict):
+        return {k: interpolate(v, environ, on_missing, (*where, k), used) for k, v in value.items()}
+    if isinstance(value, list):
+        return [interpolate(v, environ, on_missing, (*where, i), used) for i, v in enumerate(value)]
+    return value
+
+
+# --- agents ---------------------------------------------------------------------------------
+
+
+class AgentDefinition:
+    """An agent as a suite or the config defines it, not yet validated against its adapter."""
+
+    def __init__(
+        self,
+        name: str,
+        raw: dict[str, Any],
+        document: YamlDocument | None,
+        at: tuple[PathPart, ...],
+        base_dir: Path,
+    ) -> None:
+        self.name = name
+        self.raw = raw
+        self.document = document
+        self.at = at
+        self.base_dir = base_dir
+
+    @property
+    def type(self) -> str | None:
+        value = self.raw.get("type")
+        return value if isinstance(value, str) else None
+
+    def error(self, message: str, key: str | None = None) -> ConfigError:
+        if self.document is None:
+            return ConfigError(f"agent {self.name!r}: {message}")
+        return self.document.error(message, (*self.at, key) if key else self.at)
+
+
+class ResolvedAgent:
+    """An agent ready to run: its adapter class and validated settings."""
+
+    def __init__(
+        self,
+        definition: AgentDefinition,
+        adapter_cls: type[Adapter],
+        settings: msgspec.Struct,
+        timeout: float | None,
+        secrets: list[str],
+    ) -> None:
+        self.definition = definition
+        self.adapter_cls = adapter_cls
+        self.settings = settings
+        self.timeout = timeout
+        self.secrets = secrets
+
+    @property
+    def name(self) -> str:
+        return self.definition.name
+
+    @property
+    def type(self) -> str:
+        return self.adapter_cls.type
+
+    def create_adapter(self) -> Adapter:
+        return self.adapter_cls(self.settings, name=self.name, base_dir=self.definition.base_dir)
+
+
+def agent_definitions(config: Config, suite: Suite | None = None) -> dict[str, AgentDefinition]:
+    """Every agent the config and the suite define, by name; the suite's entries win, and a
+    suite entry with only a name refers to the config's agent."""
+    found: dict[str, AgentDefinition] = {}
+    for name, raw in config.spec.agents.items():
+        found[name] = AgentDefinition(
+            name, raw or {}, config.document, ("agents", name), config.base_dir
+        )
+    if suite is not None and suite.path is not None:
+        for index, raw in enumerate(suite.agents):
+            name = raw["name"]
+            if set(raw) == {"name"}:
+                if name not in found:
+                    raise _suite_error(suite, f"agent {name!r} is not defined in the config", index)
+                continue
+            found[name] = AgentDefinition(
+                name, raw, suite.document, ("agents", index), suite.path.parent
+            )
+    return found
+
+
+def _suite_error(suite: Suite, message: str, index: int) -> ConfigError:
+    if suite.document is not None:
+        return suite.document.error(message, ("agents", index, "name"))
+    return ConfigError(message)
+
+
+def choose_agent(definitions: Mapping[str, AgentDefinition], name: str | None) -> AgentDefinition:
+    if name is not None:
+        if name not in definitions:
+            known = ", ".join(sorted(definitions)) or "none are defined"
+            raise ConfigError(
+                f"no agent named {name!r} (defined: {known}); define agents in the suite's "
+                f"'agents' list or in atp.config.yaml"
+            )
+        return definitions[name]
+    if len(definitions) == 1:
+        return next(iter(definitions.values()))
+    if not definitions:
+        raise ConfigError(
+            "no agent is defined: add one to the suite's 'agents' list or to atp.config.yaml"
+        )
+    raise ConfigError(f"choose an agent with --agent: {', '.join(sorted(definitions))}")
+
+
+def resolve_agent(
+    definition: AgentDefinition,
+    adapters: Mapping[str, type[Adapter]],
+    environ: Mapping[str, str] | None = None,
+) -> ResolvedAgent:
+    """Interpolate ``${VAR}`` in the settings and validate them against the adapter."""
+    env = os.environ if environ is None else environ
+    type_ = definition.type
+    if type_ is None:
+        raise definition.error("the agent has no 'type' (like 'type: cli')", "type")
+    adapter_cls = adapters.get(type_)
+    if adapter_cls is None:
+        known = ", ".join(sorted(adapters)) or "none are installed"
+        raise definition.error(
+            f"unknown agent type {type_!r} (installed adapters: {known}); is the plugin that "
+            f"provides it installed? The built-in ones come with: pip install atp-adapters",
+            "type",
+        )
+    used: set[str] = set()
+
+    def missing(variable: str, where: Sequence[PathPart]) -> str:
+        raise definition.error(
+            f"environment variable {variable} is not set (used as ${{{variable}}})",
+            str(where[0]) if where else None,
+        )
+
+    raw = {k: v for k, v in definition.raw.items() if k not in COMMON_AGENT_KEYS}
+    settings_data = interpolate(raw, env, missing, (), used)
+    timeout = definition.raw.get("timeout")
+    if timeout is not None and (
+        isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0
+    ):
+        raise definition.error("'timeout' must be a positive number of seconds", "timeout")
+    if definition.document is not None:
+        settings = definition.document.convert(settings_data, adapter_cls.Settings, definition.at)
+    else:
+        try:
+            settings = msgspec.convert(settings_data, adapter_cls.Settings)
+        except msgspec.ValidationError as exc:
+            raise definition.error(str(exc)) from None
+    secrets = [env[v] for v in used if v in env and looks_secret(v)]
+    return ResolvedAgent(definition, adapter_cls, settings, timeout, secrets)
+
+
+def masker_for(config: Config, agent: ResolvedAgent | None = None) -> Masker:
+    values = list(config.secrets.values())
+    if agent is not None:
+        values.extend(agent.secrets)
+    return Masker(values)

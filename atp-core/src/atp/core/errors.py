@@ -1,0 +1,63 @@
+"""Errors a user can cause, each saying what happened and what to do.
+
+The CLI prints an :class:`AtpError` as its message alone (exit code 2); anything else is a bug
+and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+
+class AtpError(Exception):
+    """Base of every error ATP reports to a user without a traceback."""
+
+
+class ConfigError(AtpError):
+    """A configuration file, suite file or command-line option is wrong."""
+
+
+class SuiteError(ConfigError):
+    """A suite file is invalid: malformed YAML, a wrong field, a duplicate id, an unknown type.
+
+    ``location`` names where: ``file``, ``path`` (like ``tests[2].assertions[0].type``) and
+    ``line`` (1-based), each ``None`` when not known.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        file: str | None = None,
+        path: str | None = None,
+        line: int | None = None,
+    ) -> None:
+        self.reason = message
+        self.file = file
+        self.path = path
+        self.line = line
+        where = file or "<suite>"
+        if line is not None:
+            where += f":{line}"
+        if path:
+            where += f": at {path}"
+        super().__init__(f"{where}: {message}")
+
+
+class ProtocolError(AtpError):
+    """A message does not follow ATP Protocol 1.0: which message, which field, what was expected."""
+
+
+class PluginError(AtpError):
+    """A plugin is missing, failed to load, or registered something twice."""
+
+
+class MissingDependencyError(PluginError):
+    """A plugin needs a third-party library that is not installed; the message names the fix."""
+
+
+class AdapterError(AtpError):
+    """An adapter could not reach or start its agent (not: the agent misbehaved)."""
+
+
+class AgentError(Exception):
+    """The agent misbehaved during one run: it crashed, printed garbage, broke the protocol, or
+    flooded ATP. The run fails with this message as its reason; the other runs go on."""

@@ -1,0 +1,93 @@
+"""The hooks an ATP plugin may implement.
+
+A plugin is a module (or object) named by an entry point in the ``atp`` group::
+
+    [project.entry-points.atp]
+    my_plugin = "my_package.atp_plugin"
+
+with functions marked ``@hookimpl`` whose names are hooks below. Registration hooks receive a
+``register`` callback; lifecycle hooks are notifications, called in the order plugins loaded,
+and must not block (they run on the runner's event loop).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import pluggy
+
+if TYPE_CHECKING:
+    from atp.core.adapter import Adapter
+    from atp.core.evaluator import Evaluator
+    from atp.core.protocol import ATPRequest, Event
+    from atp.core.reporter import Reporter
+    from atp.core.results import RunHeader, RunResult, SuiteResults, TestResult
+    from atp.core.suite import Test
+
+hookspec = pluggy.HookspecMarker("atp")
+hookimpl = pluggy.HookimplMarker("atp")
+
+
+# --- registration --------------------------------------------------------------------------
+
+
+@hookspec
+def atp_register_adapters(register: Callable[[type[Adapter]], None]) -> None:
+    """Register adapter classes: ``register(MyAdapter)``; agents name them by ``MyAdapter.type``."""
+
+
+@hookspec
+def atp_register_evaluators(register: Callable[[type[Evaluator]], None]) -> None:
+    """Register evaluator classes: ``register(MyEvaluator)``; assertions name them by
+    ``MyEvaluator.name``."""
+
+
+@hookspec
+def atp_register_reporters(register: Callable[[type[Reporter]], None]) -> None:
+    """Register reporter classes: ``register(MyReporter)``; ``--output`` names them by
+    ``MyReporter.name``."""
+
+
+@hookspec
+def atp_register_commands(cli: Any) -> None:
+    """Add commands to the ``atp`` command line: ``cli`` is its Click group
+    (``cli.add_command(my_command)``)."""
+
+
+# --- run lifecycle -------------------------------------------------------------------------
+
+
+@hookspec
+def atp_suite_started(header: RunHeader) -> None:
+    """A suite is about to run: ``header`` names the suite, the agent and the planned tests."""
+
+
+@hookspec
+def atp_test_started(test: Test) -> None:
+    """The first run of a test is about to start."""
+
+
+@hookspec
+def atp_run_started(test: Test, run_number: int, request: ATPRequest) -> None:
+    """One run is about to be sent to the agent."""
+
+
+@hookspec
+def atp_event(test: Test, run_number: int, event: Event) -> None:
+    """The agent sent an event during a run. Called for every event: keep it cheap."""
+
+
+@hookspec
+def atp_run_finished(result: RunResult) -> None:
+    """A run finished and its result is stored."""
+
+
+@hookspec
+def atp_test_finished(result: TestResult) -> None:
+    """Every run of a test finished."""
+
+
+@hookspec
+def atp_suite_finished(results: SuiteResults) -> None:
+    """The suite finished (or was interrupted); ``results`` are what the run directory holds."""

@@ -1,0 +1,369 @@
+"""ATP Protocol 1.0: the request, response and event messages as msgspec Structs.
+
+Wire messages are tolerant of unknown fields (a higher minor version may add some) and omit
+fields left at their default when encoded. Artifacts are a tagged union on ``type``; events are
+a tagged union on ``event_type`` whose ``payload`` is typed per event type. An event type this
+version does not know (added by a higher minor version) decodes as :class:`UnknownEvent`.
+
+Decode with :func:`decode_request`, :func:`decode_response` and :func:`decode_event`: they turn
+any decoding failure into a :class:`~atp.core.errors.ProtocolError` naming the message, the field
+and what was expected, and reject a message whose major version is not 1.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, timezone
+from typing import Annotated, Any, ClassVar, Literal, Union
+
+import msgspec
+
+from atp.core.errors import ProtocolError
+
+PROTOCOL_VERSION = "1.0"
+PROTOCOL_MAJOR = 1
+
+
+class Message(msgspec.Struct, omit_defaults=True, kw_only=True):
+    """Base of every wire Struct: unknown fields are ignored, defaults are not encoded."""
+
+
+# --- request -------------------------------------------------------------------------------
+
+Description = Annotated[str, msgspec.Meta(min_length=1, max_length=10000)]
+MaxSteps = Annotated[int, msgspec.Meta(ge=1, le=1000)]
+MaxTokens = Annotated[int, msgspec.Meta(ge=1, le=10_000_000)]
+TimeoutSeconds = Annotated[int, msgspec.Meta(ge=1, le=86400)]
+Budget = Annotated[float, msgspec.Meta(ge=0)]
+
+DEFAULT_TIMEOUT_SECONDS = 300
+
+
+class ExpectedArtifact(Message, kw_only=True):
+    type: Literal["file", "structured"] | None = None
+    format: str | None = None
+    name: str | None = None
+
+
+class Task(Message, kw_only=True):
+    description: Description
+    input_data: dict[str, Any] | None = None
+    expected_artifacts: list[ExpectedArtifact] | None = None
+
+
+class Constraints(Message, kw_only=True):
+    max_steps: MaxSteps | None = None
+    max_tokens: MaxTokens | None = None
+    timeout_seconds: TimeoutSeconds | None = None
+    allowed_tools: list[str] | None = None
+    budget_usd: Budget | None = None
+
+
+class Context(Message, kw_only=True):
+    tools_endpoint: str | None = None
+    workspace_path: str | None = None
+    environment: dict[str, str] | None = None
+
+
+class ATPRequest(Message, kw_only=True):
+    """A task for an agent."""
+
+    version: str = PROTOCOL_VERSION
+    task_id: str
+    task: Task
+    constraints: Constraints | None = None
+    context: Context | None = None
+    metadata: dict[str, Any] | None = None
+
+
+# --- response ------------------------------------------------------------------------------
+
+
+class FileArtifact(Message, tag_field="type", tag="file", kw_only=True):
+    path: str
+    content_type: str | None = None
+    size_bytes: int | None = None
+    content_hash: str | None = None
+    content: str | None = None
+
+
+class StructuredArtifact(Message, tag_field="type", tag="structured", kw_only=True):
+    name: str
+    data: dict[str, Any]
+    schema: str | None = None
+
+
+class ReferenceArtifact(Message, tag_field="type", tag="reference", kw_only=True):
+    path: str
+    content_type: str | None = None
+    size_bytes: int | None = None
+    content_hash: str | None = None
+
+
+Artifact = Union[FileArtifact, StructuredArtifact, ReferenceArtifact]
+
+ResponseStatus = Literal["completed", "failed", "timeout", "cancelled", "partial"]
+RESPONSE_STATUSES: tuple[str, ...] = ("completed", "failed", "timeout", "cancelled", "partial")
+
+
+class Metrics(Message, kw_only=True):
+    total_tokens: int | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    total_steps: int | None = None
+    tool_calls: int | None = None
+    llm_calls: int | None = None
+    wall_time_seconds: float | None = None
+    cost_usd: float | None = None
+
+
+class ATPResponse(Message, kw_only=True):
+    """What an agent produced for a task."""
+
+    version: str = PROTOCOL_VERSION
+    task_id: str
+    status: ResponseStatus
+    artifacts: list[Artifact]
+    metrics: Metrics
+    error: str | None = None
+    trace_id: str | None = None
+    error_code: str | None = None
+    error_details: dict[str, Any] | None = None
+
+
+# --- events --------------------------------------------------------------------------------
+
+
+class ToolCallPayload(Message, kw_only=True):
+    tool: str
+    input: Any = None
+    output: Any = None
+    duration_ms: float | None = None
+    status: str | None = None
+    error: str | None = None
+
+
+class LLMRequestPayload(Message, kw_only=True):
+    model: str | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    duration_ms: float | None = None
+    temperature: float | None = None
+    stop_reason: str | None = None
+
+
+class ReasoningPayload(Message, kw_only=True):
+    thought: str | None = None
+    plan: list[str] | None = None
+    step: str | None = None
+
+
+class StateChangePayload(Message, kw_only=True):
+    from_state: str | None = None
+    to_state: str | None = None
+    reason: str | None = None
+
+
+class ArtifactCreatedPayload(Message, kw_only=True):
+    artifact_type: str | None = None
+    path: str | None = None
+    name: str | None = None
+    size_bytes: int | None = None
+
+
+class ErrorPayload(Message, kw_only=True):
+    error_type: str | None = None
+    message: str | None = None
+    recoverable: bool | None = None
+    retry_after_ms: float | None = None
+
+
+class ProgressPayload(Message, kw_only=True):
+    current_step: int | None = None
+    total_steps: int | None = None
+    percentage: float | None = None
+    message: str | None = None
+
+
+Sequence = Annotated[int, msgspec.Meta(ge=0)]
+
+
+class _EventFields(Message, tag_field="event_type", kw_only=True):
+    version: str = PROTOCOL_VERSION
+    task_id: str
+    timestamp: datetime
+    sequence: Sequence
+
+
+class ToolCallEvent(_EventFields, tag="tool_call", kw_only=True):
+    event_type: ClassVar[str] = "tool_call"
+    payload: ToolCallPayload
+
+
+class LLMRequestEvent(_EventFields, tag="llm_request", kw_only=True):
+    event_type: ClassVar[str] = "llm_request"
+    payload: LLMRequestPayload
+
+
+class ReasoningEvent(_EventFields, tag="reasoning", kw_only=True):
+    event_type: ClassVar[str] = "reasoning"
+    payload: ReasoningPayload
+
+
+class StateChangeEvent(_EventFields, tag="state_change", kw_only=True):
+    event_type: ClassVar[str] = "state_change"
+    payload: StateChangePayload
+
+
+class ArtifactCreatedEvent(_EventFields, tag="artifact_created", kw_only=True):
+    event_type: ClassVar[str] = "artifact_created"
+    payload: ArtifactCreatedPayload
+
+
+class ErrorEvent(_EventFields, tag="error", kw_only=True):
+    event_type: ClassVar[str] = "error"
+    payload: ErrorPayload
+
+
+class ProgressEvent(_EventFields, tag="progress", kw_only=True):
+    event_type: ClassVar[str] = "progress"
+    payload: ProgressPayload
+
+
+class UnknownEvent(Message, kw_only=True):
+    """An event of a type this protocol version does not define (sent by a newer minor version)."""
+
+    version: str = PROTOCOL_VERSION
+    task_id: str
+    timestamp: datetime
+    sequence: Sequence
+    event_type: str
+    payload: dict[str, Any]
+
+
+KnownEvent = Union[
+    ToolCallEvent,
+    LLMRequestEvent,
+    ReasoningEvent,
+    StateChangeEvent,
+    ArtifactCreatedEvent,
+    ErrorEvent,
+    ProgressEvent,
+]
+Event = Union[KnownEvent, UnknownEvent]
+
+EVENT_TYPES: dict[str, type[Any]] = {
+    cls.event_type: cls
+    for cls in (
+        ToolCallEvent,
+        LLMRequestEvent,
+        ReasoningEvent,
+        StateChangeEvent,
+        ArtifactCreatedEvent,
+        ErrorEvent,
+        ProgressEvent,
+    )
+}
+
+
+def make_event(
+    task_id: str,
+    sequence: int,
+    payload: msgspec.Struct,
+    *,
+    timestamp: datetime | None = None,
+) -> Event:
+    """Build an event from its typed payload (the event type follows from the payload's type)."""
+    cls = _EVENT_BY_PAYLOAD[type(payload)]
+    ts = timestamp if timestamp is not None else datetime.now(timezone.utc)
+    event: Event = cls(task_id=task_id, timestamp=ts, sequence=sequence, payload=payload)
+    return event
+
+
+_EVENT_BY_PAYLOAD: dict[type[Any], type[Any]] = {
+    ToolCallPayload: ToolCallEvent,
+    LLMRequestPayload: LLMRequestEvent,
+    ReasoningPayload: ReasoningEvent,
+    StateChangePayload: StateChangeEvent,
+    ArtifactCreatedPayload: ArtifactCreatedEvent,
+    ErrorPayload: ErrorEvent,
+    ProgressPayload: ProgressEvent,
+}
+
+
+# --- encoding and decoding -----------------------------------------------------------------
+
+_encoder = msgspec.json.Encoder()
+_request_decoder = msgspec.json.Decoder(ATPRequest)
+_response_decoder = msgspec.json.Decoder(ATPResponse)
+_event_decoder = msgspec.json.Decoder(KnownEvent)
+_unknown_event_decoder = msgspec.json.Decoder(UnknownEvent)
+_VERSION_RE = re.compile(r"^(\d+)\.(\d+)$")
+
+
+def encode(message: msgspec.Struct) -> bytes:
+    """Encode any protocol message as compact JSON."""
+    return _encoder.encode(message)
+
+
+def check_version(version: str, what: str) -> None:
+    """Reject a message whose major version is not the one ATP speaks; accept any minor."""
+    if version == PROTOCOL_VERSION:
+        return
+    match = _VERSION_RE.match(version)
+    if match is None:
+        raise ProtocolError(f"{what}: version {version!r} is not of the form MAJOR.MINOR")
+    if int(match.group(1)) != PROTOCOL_MAJOR:
+        raise ProtocolError(
+            f"{what}: protocol version {version} is not supported; "
+            f"ATP speaks version {PROTOCOL_MAJOR}.x"
+        )
+
+
+def _problem(what: str, exc: msgspec.MsgspecError) -> ProtocolError:
+    text = str(exc)
+    if isinstance(exc, msgspec.ValidationError):
+        return ProtocolError(f"{what}: {text}")
+    return ProtocolError(f"{what} is not valid JSON: {text}")
+
+
+def decode_request(data: bytes | str) -> ATPRequest:
+    try:
+        request = _request_decoder.decode(data)
+    except msgspec.MsgspecError as exc:
+        raise _problem("ATP request", exc) from None
+    check_version(request.version, "ATP request")
+    return request
+
+
+def decode_response(data: bytes | str) -> ATPResponse:
+    try:
+        response = _response_decoder.decode(data)
+    except msgspec.MsgspecError as exc:
+        raise _problem("ATP response", exc) from None
+    check_version(response.version, "ATP response")
+    return response
+
+
+def decode_event(data: bytes | str) -> Event:
+    try:
+        event: Event = _event_decoder.decode(data)
+    except msgspec.ValidationError as exc:
+        event = _decode_unknown_event(data, exc)
+    except msgspec.DecodeError as exc:
+        raise _problem("ATP event", exc) from None
+    if event.version != PROTOCOL_VERSION:
+        check_version(event.version, "ATP event")
+    return event
+
+
+def _decode_unknown_event(data: bytes | str, original: msgspec.ValidationError) -> UnknownEvent:
+    """An event that failed typed decoding is accepted only when its type is one we don't know."""
+    try:
+        event = _unknown_event_decoder.decode(data)
+    except msgspec.MsgspecError:
+        raise _problem("ATP event", original) from None
+    check_version(event.version, "ATP event")
+    if event.event_type in EVENT_TYPES:
+        raise _problem("ATP event", original) from None
+    return event

@@ -1,0 +1,353 @@
+"""The runner: every selected test, N times, through the agent's adapter, into the run directory.
+
+For each run it builds the ATP request (a fresh task_id; the test's constraints; metadata with
+test_id, run_number and total_runs), executes it through the adapter under the platform's time
+limit, checks the response, runs the evaluators, scores the run and appends the result to the
+run directory before anything else sees it. ``parallel`` bounds how many runs are in flight.
+
+An agent that times out, crashes, lies or floods fails its own run with a reason; the other runs
+go on. Ctrl-C (or SIGTERM) stops the runs in flight, stops their agents, and leaves every
+finished result in the run directory.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from atp.core.adapter import Adapter
+from atp.core.config import ResolvedAgent
+from atp.core.errors import AgentError, AtpError
+from atp.core.evaluator import EvalContext, Evaluator
+from atp.core.plugins import Plugins
+from atp.core.protocol import ATPRequest, ATPResponse, Event
+from atp.core.results import (
+    Check,
+    PlannedTest,
+    RunHeader,
+    RunResult,
+    RunStore,
+    SuiteResults,
+    make_test_result,
+    new_run_id,
+    utcnow,
+)
+from atp.core.scoring import score_run
+from atp.core.secrets import Masker
+from atp.core.suite import Assertion, Suite, Test
+from atp.core.trace import DEFAULT_MAX_EVENTS, RunTrace
+
+
+class Terminated(Exception):
+    """The run was stopped by SIGTERM; finished results are in the run directory."""
+
+
+class Runner:
+    """Runs the selected tests of a suite against one agent."""
+
+    def __init__(
+        self,
+        plugins: Plugins,
+        suite: Suite,
+        tests: list[Test],
+        agent: ResolvedAgent,
+        *,
+        run_root: Path,
+        masker: Masker | None = None,
+        parallel: int = 1,
+        runs: int | None = None,
+        deselected: int = 0,
+        evaluator_settings: Callable[[str], dict[str, Any]] | None = None,
+        max_events: int = DEFAULT_MAX_EVENTS,
+    ) -> None:
+        if parallel < 1:
+            raise AtpError("--parallel must be at least 1")
+        self.plugins = plugins
+        self.suite = suite
+        self.tests = tests
+        self.agent = agent
+        self.run_root = run_root
+        self.masker = masker if masker else None
+        self.parallel = parallel
+        self.runs = runs
+        self.deselected = deselected
+        self.evaluator_settings = evaluator_settings or (lambda name: {})
+        self.max_events = max_events
+        self.store: RunStore | None = None
+        self._evaluators: dict[str, Evaluator] = {}
+        self._remaining: dict[str, int] = {}
+        self._finished_runs: dict[str, list[RunResult]] = {}
+        self._planned: dict[str, PlannedTest] = {}
+        self._terminated = False
+        hook = plugins.hook
+        self._hook = hook
+        self._hooked = {
+            name: plugins.has_impls(name)
+            for name in ("atp_test_started", "atp_run_started", "atp_event", "atp_test_finished")
+        }
+
+    def runs_of(self, test: Test) -> int:
+        return self.runs if self.runs is not None else test.runs
+
+    async def run(self) -> SuiteResults:
+        """Run everything; returns the results as the run directory holds them."""
+        planned = [
+            PlannedTest(
+                id=t.id,
+                name=t.name,
+                description=t.description,
+                tags=list(t.tags),
+                runs=self.runs_of(t),
+                skip=t.skip,
+            )
+            for t in self.tests
+        ]
+        self._planned = {p.id: p for p in planned}
+        header = RunHeader(
+            run_id=new_run_id(),
+            suite=self.suite.name,
+            suite_file=str(self.suite.path) if self.suite.path else None,
+            agent=self.agent.name,
+            agent_type=self.agent.type,
+            started_at=utcnow(),
+            deselected=self.deselected,
+            tests=planned,
+        )
+        store = self.store = RunStore.create(self.run_root, header, self.masker)
+        self._hook.atp_suite_started(header=header)
+        work = [(t, n) for t in self.tests if t.skip is None for n in range(1, self.runs_of(t) + 1)]
+        for test in self.tests:
+            if test.skip is None:
+                self._remaining[test.id] = self.runs_of(test)
+        adapter = self.agent.create_adapter()
+        interrupted = True
+        try:
+            await adapter.start()
+            await self._run_all(adapter, work)
+            interrupted = self._terminated
+        finally:
+            with anyio.CancelScope(shield=True):
+                await adapter.aclose()
+            header.finished_at = utcnow()
+            header.interrupted = interrupted
+            store.write_header(header)
+            store.close()
+            results = store.results()
+            self._hook.atp_suite_finished(results=results)
+        if self._terminated:
+            raise Terminated(f"stopped by SIGTERM; finished results are in {store.directory}")
+        return results
+
+    async def _run_all(self, adapter: Adapter, work: list[tuple[Test, int]]) -> None:
+        items = iter(work)
+        async with anyio.create_task_group() as outer:
+            if threading.current_thread() is threading.main_thread():
+                outer.start_soon(self._watch_sigterm, outer.cancel_scope)
+            async with anyio.create_task_group() as workers:
+                for _ in range(min(self.parallel, len(work))):
+                    workers.start_soon(self._worker, adapter, items)
+            outer.cancel_scope.cancel()
+
+    async def _watch_sigterm(self, scope: anyio.CancelScope) -> None:
+        try:
+            receiver = anyio.open_signal_receiver(signal.SIGTERM)
+        except (NotImplementedError, ValueError, AttributeError):  # pragma: no cover - not POSIX
+            return
+        with receiver as signals:
+            async for _ in signals:
+                self._terminated = True
+                scope.cancel()
+                return
+
+    async def _worker(self, adapter: Adapter, items: Iterator[tuple[Test, int]]) -> None:
+        for test, run_number in items:
+            await self.run_one(adapter, test, run_number)
+
+    # --- one run -------------------------------------------------------------------------
+
+    def build_request(self, test: Test, run_number: int) -> ATPRequest:
+        return ATPRequest(
+            task_id=str(uuid.uuid4()),
+            task=test.task,
+            constraints=test.constraints,
+            metadata={
+                "test_id": test.id,
+                "run_number": run_number,
+                "total_runs": self.runs_of(test),
+                "suite": self.suite.name,
+            },
+        )
+
+    async def run_one(self, adapter: Adapter, test: Test, run_number: int) -> RunResult:
+        store = self.store
+        assert store is not None, "run() creates the store"
+        request = self.build_request(test, run_number)
+        task_id = request.task_id
+        if run_number == 1 and self._hooked["atp_test_started"]:
+            self._hook.atp_test_started(test=test)
+        if self._hooked["atp_run_started"]:
+            self._hook.atp_run_started(test=test, run_number=run_number, request=request)
+        on_event: Callable[[Event], None] | None = None
+        if self._hooked["atp_event"]:
+            hook_event = self._hook.atp_event
+
+            def on_event(event: Event) -> None:
+                hook_event(test=test, run_number=run_number, event=event)
+
+        events_file = store.events_file(test.id, run_number)
+        log_file = store.log_file(test.id, run_number)
+        trace = RunTrace(
+            task_id,
+            events_path=store.directory / events_file,
+            log_path=store.directory / log_file,
+            masker=self.masker,
+            on_event=on_event,
+            max_events=self.max_events,
+        )
+        timeout = float(test.timeout_seconds)
+        if self.agent.timeout is not None:
+            timeout = min(timeout, float(self.agent.timeout))
+        started_at = utcnow()
+        started = time.perf_counter()
+        response: ATPResponse | None = None
+        error: str | None = None
+        could_not_run = False
+        timed_out = False
+        try:
+            with anyio.move_on_after(timeout) as scope:
+                response = await adapter.execute(request, trace)
+            timed_out = scope.cancelled_caught and response is None
+        except AgentError as exc:
+            error = str(exc)
+        except AtpError as exc:
+            error, could_not_run = str(exc), True
+        except Exception as exc:  # noqa: BLE001 - a broken adapter fails its run, not the suite
+            error = f"adapter {self.agent.type!r} raised {type(exc).__name__}: {exc}"
+            could_not_run = True
+        finally:
+            trace.close()
+        duration = time.perf_counter() - started
+
+        if response is not None and response.task_id != task_id:
+            error = (
+                f"agent answered with task_id {response.task_id!r}, "
+                f"but the request's task_id was {task_id!r}"
+            )
+            response = None
+        if timed_out:
+            error = f"timed out after {timeout:g} s; the agent was stopped"
+        if response is None:
+            response = ATPResponse(
+                task_id=task_id,
+                status="timeout" if timed_out else "failed",
+                artifacts=[],
+                metrics=trace.summary.metrics(round(duration, 6)),
+                error=error,
+            )
+        elif response.status != "completed":
+            error = response.error or f"agent reported status {response.status!r}"
+
+        checks: list[Check] = []
+        quality: list[Check] = []
+        if not could_not_run:
+            ctx = EvalContext(
+                test=test,
+                request=request,
+                response=response,
+                trace=trace.trace(),
+                workspace=_workspace(request),
+            )
+            for assertion in test.assertions:
+                produced, ok = await self._evaluate(assertion, ctx)
+                could_not_run = could_not_run or not ok
+                checks.extend(produced)
+                if self._evaluator(assertion.type).category == "quality":
+                    quality.extend(produced)
+
+        score, breakdown = score_run(
+            checks, quality, response, trace.summary, test.constraints, test.scoring
+        )
+        if could_not_run:
+            outcome = "error"
+        elif response.status == "completed" and error is None and all(c.passed for c in checks):
+            outcome = "passed"
+        else:
+            outcome = "failed"
+        result = RunResult(
+            test_id=test.id,
+            run_number=run_number,
+            task_id=task_id,
+            outcome=outcome,
+            status=response.status,
+            score=score,
+            score_breakdown=breakdown,
+            duration_seconds=round(duration, 6),
+            started_at=started_at,
+            checks=checks,
+            metrics=response.metrics,
+            error=error,
+            warnings=trace.warnings,
+            trace=trace.summary,
+            events_file=events_file if trace.events_written else None,
+            log_file=log_file if trace.log_written else None,
+            log_tail=list(trace.log_tail) if outcome != "passed" else [],
+            artifacts=response.artifacts,
+        )
+        store.append(result)
+        self._hook.atp_run_finished(result=result)
+        self._test_progress(result)
+        return result
+
+    def _test_progress(self, result: RunResult) -> None:
+        left = self._remaining.get(result.test_id)
+        if left is None:
+            return
+        keep = self._hooked["atp_test_finished"]
+        if keep:
+            self._finished_runs.setdefault(result.test_id, []).append(result)
+        if left > 1:
+            self._remaining[result.test_id] = left - 1
+            return
+        del self._remaining[result.test_id]
+        if keep:
+            runs = self._finished_runs.pop(result.test_id)
+            planned = self._planned[result.test_id]
+            self._hook.atp_test_finished(result=make_test_result(planned, runs, False))
+
+    def _evaluator(self, name: str) -> Evaluator:
+        evaluator = self._evaluators.get(name)
+        if evaluator is None:
+            evaluator_cls = self.plugins.evaluator(name)
+            evaluator = self._evaluators[name] = evaluator_cls(self.evaluator_settings(name))
+        return evaluator
+
+    async def _evaluate(self, assertion: Assertion, ctx: EvalContext) -> tuple[list[Check], bool]:
+        """The assertion's checks, named; ``False`` when the evaluator itself failed."""
+        label = assertion.name or assertion.type
+        try:
+            produced = await self._evaluator(assertion.type).evaluate(ctx, assertion.config)
+        except Exception as exc:  # noqa: BLE001 - reported as the check's failure
+            reason = str(exc) if isinstance(exc, AtpError) else f"{type(exc).__name__}: {exc}"
+            message = f"evaluator {assertion.type!r} could not check this run: {reason}"
+            return [Check(name=label, passed=False, score=0.0, message=message)], False
+        if assertion.name:
+            if len(produced) == 1:
+                produced[0].name = assertion.name
+            else:
+                for item in produced:
+                    item.name = f"{assertion.name}:{item.name}"
+        return produced, True
+
+
+def _workspace(request: ATPRequest) -> Path | None:
+    context = request.context
+    if context is not None and context.workspace_path:
+        return Path(context.workspace_path)
+    return None

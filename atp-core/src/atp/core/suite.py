@@ -1,0 +1,345 @@
+"""Test suites: the YAML format, its validation with located errors, defaults, tag selection.
+
+A suite file (design section 4.1)::
+
+    test_suite: "competitor_analysis"
+    version: "1.0"
+    defaults: {runs_per_test: 1, timeout_seconds: 300, scoring: {...}}
+    agents: [{name: my-agent, type: cli, command: [python3, agent.py]}]
+    tests:
+      - id: basic
+        name: Basic search
+        tags: [smoke]
+        task: {description: "..."}
+        constraints: {max_steps: 50, timeout_seconds: 180}
+        assertions:
+          - type: artifact_exists
+            config: {path: report.md}
+
+:func:`load_suite` checks the structure, that test ids are unique and that every assertion type
+has an evaluator whose ``Config`` accepts the assertion's ``config``, before anything runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import msgspec
+
+from atp.core.errors import ConfigError
+from atp.core.evaluator import Evaluator
+from atp.core.protocol import (
+    DEFAULT_TIMEOUT_SECONDS,
+    Budget,
+    Constraints,
+    Description,
+    ExpectedArtifact,
+    MaxSteps,
+    MaxTokens,
+    Task,
+    TimeoutSeconds,
+)
+from atp.core.yamlfile import YamlDocument
+
+SUITE_FORMAT_MAJOR = 1
+
+Weight = Annotated[float, msgspec.Meta(ge=0)]
+RunsCount = Annotated[int, msgspec.Meta(ge=1, le=10000)]
+NonEmpty = Annotated[str, msgspec.Meta(min_length=1)]
+
+
+class _Strict(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True, kw_only=True):
+    """Suite and config Structs: an unknown key is a typo, and an error."""
+
+
+class ScoringSpec(_Strict, kw_only=True):
+    quality_weight: Weight | None = None
+    completeness_weight: Weight | None = None
+    efficiency_weight: Weight | None = None
+    cost_weight: Weight | None = None
+    optimal_steps: Annotated[int, msgspec.Meta(ge=1)] | None = None
+
+
+class ConstraintsSpec(_Strict, kw_only=True):
+    max_steps: MaxSteps | None = None
+    max_tokens: MaxTokens | None = None
+    timeout_seconds: TimeoutSeconds | None = None
+    allowed_tools: list[str] | None = None
+    budget_usd: Budget | None = None
+
+
+class ExpectedArtifactSpec(_Strict, kw_only=True):
+    type: Literal["file", "structured"] | None = None
+    format: str | None = None
+    name: str | None = None
+
+
+class TaskSpec(_Strict, kw_only=True):
+    description: Description
+    input_data: dict[str, Any] | None = None
+    expected_artifacts: list[ExpectedArtifactSpec] | None = None
+
+
+class AssertionSpec(_Strict, kw_only=True):
+    type: NonEmpty
+    config: dict[str, Any] = msgspec.field(default_factory=dict)
+    name: str | None = None
+
+
+class TestSpec(_Strict, kw_only=True):
+    __test__ = False
+
+    id: NonEmpty
+    name: str | None = None
+    description: str | None = None
+    tags: list[str] = msgspec.field(default_factory=list)
+    task: TaskSpec
+    constraints: ConstraintsSpec | None = None
+    assertions: list[AssertionSpec] = msgspec.field(default_factory=list)
+    scoring: ScoringSpec | None = None
+    runs_per_test: RunsCount | None = None
+    skip: bool | str | None = None
+
+
+class DefaultsSpec(_Strict, kw_only=True):
+    runs_per_test: RunsCount | None = None
+    timeout_seconds: TimeoutSeconds | None = None
+    constraints: ConstraintsSpec | None = None
+    scoring: ScoringSpec | None = None
+
+
+class SuiteSpec(_Strict, kw_only=True):
+    test_suite: NonEmpty
+    version: str = "1.0"
+    description: str | None = None
+    defaults: DefaultsSpec = msgspec.field(default_factory=DefaultsSpec)
+    agents: list[dict[str, Any]] = msgspec.field(default_factory=list)
+    tests: list[TestSpec]
+
+
+# --- the resolved suite, as the runner uses it ----------------------------------------------
+
+
+class ScoringWeights(msgspec.Struct, frozen=True, kw_only=True):
+    """The composite score's weights (design 7.3), after defaults."""
+
+    quality_weight: float = 0.4
+    completeness_weight: float = 0.3
+    efficiency_weight: float = 0.2
+    cost_weight: float = 0.1
+    optimal_steps: int | None = None
+
+
+class Assertion(msgspec.Struct, frozen=True, kw_only=True):
+    type: str
+    config: Any
+    name: str | None = None
+    index: int = 0
+
+
+class Test(msgspec.Struct, frozen=True, kw_only=True):
+    """A test with the suite's defaults applied."""
+
+    __test__ = False
+
+    id: str
+    name: str
+    description: str | None = None
+    tags: tuple[str, ...] = ()
+    task: Task
+    constraints: Constraints
+    assertions: tuple[Assertion, ...] = ()
+    scoring: ScoringWeights = ScoringWeights()
+    runs: int = 1
+    skip: str | None = None
+
+    @property
+    def timeout_seconds(self) -> int:
+        return self.constraints.timeout_seconds or DEFAULT_TIMEOUT_SECONDS
+
+
+class Suite(msgspec.Struct, kw_only=True):
+    name: str
+    version: str
+    description: str | None = None
+    path: Path | None = None
+    tests: list[Test]
+    agents: list[dict[str, Any]] = msgspec.field(default_factory=list)
+    document: YamlDocument | None = None
+
+
+class Fallback(msgspec.Struct, kw_only=True):
+    """Defaults from outside the suite (the config file), below the suite's own."""
+
+    runs_per_test: int | None = None
+    timeout_seconds: int | None = None
+
+
+def normalize_version(data: Any) -> None:
+    """``version: 1.0`` (a YAML float) means ``"1.0"``."""
+    if isinstance(data, dict) and isinstance(data.get("version"), (int, float)):
+        data["version"] = str(data["version"])
+
+
+def check_format_version(doc: YamlDocument, version: str, what: str) -> None:
+    major = version.split(".", 1)[0]
+    if not major.isdigit() or int(major) != SUITE_FORMAT_MAJOR:
+        raise doc.error(
+            f"{what} version {version!r} is not supported; ATP reads version {SUITE_FORMAT_MAJOR}.x",
+            ("version",),
+        )
+
+
+def load_suite(
+    path: Path,
+    evaluators: Mapping[str, type[Evaluator]],
+    fallback: Fallback | None = None,
+) -> Suite:
+    """Load and validate a suite file; every error names the file, the path and the line."""
+    doc = YamlDocument.load(path)
+    return suite_from_document(doc, evaluators, fallback)
+
+
+def suite_from_document(
+    doc: YamlDocument,
+    evaluators: Mapping[str, type[Evaluator]],
+    fallback: Fallback | None = None,
+) -> Suite:
+    data = doc.data
+    if not isinstance(data, dict):
+        raise doc.error("a suite file must be a mapping with 'test_suite' and 'tests'")
+    normalize_version(data)
+    spec = doc.convert(data, SuiteSpec)
+    check_format_version(doc, spec.version, "suite format")
+    if not spec.tests:
+        raise doc.error("the suite has no tests", ("tests",))
+    fallback = fallback or Fallback()
+    seen: dict[str, int] = {}
+    tests: list[Test] = []
+    for index, test in enumerate(spec.tests):
+        if test.id in seen:
+            first = doc.line_of(("tests", seen[test.id], "id"))
+            raise doc.error(
+                f"duplicate test id {test.id!r} (first used at line {first})", ("tests", index, "id")
+            )
+        seen[test.id] = index
+        tests.append(_resolve_test(doc, index, test, spec.defaults, fallback, evaluators))
+    for index, agent in enumerate(spec.agents):
+        if not isinstance(agent.get("name"), str) or not agent["name"]:
+            raise doc.error("an agent needs a 'name'", ("agents", index))
+    return Suite(
+        name=spec.test_suite,
+        version=spec.version,
+        description=spec.description,
+        path=doc.path,
+        tests=tests,
+        agents=spec.agents,
+        document=doc,
+    )
+
+
+def _merge(base: msgspec.Struct | None, over: msgspec.Struct | None) -> dict[str, Any]:
+    merged: dict[str, Any] = msgspec.structs.asdict(base) if base is not None else {}
+    if over is not None:
+        merged.update({k: v for k, v in msgspec.structs.asdict(over).items() if v is not None})
+    return {k: v for k, v in merged.items() if v is not None}
+
+
+def _resolve_test(
+    doc: YamlDocument,
+    index: int,
+    test: TestSpec,
+    defaults: DefaultsSpec,
+    fallback: Fallback,
+    evaluators: Mapping[str, type[Evaluator]],
+) -> Test:
+    constraints = _merge(defaults.constraints, test.constraints)
+    if "timeout_seconds" not in constraints:
+        timeout = defaults.timeout_seconds or fallback.timeout_seconds or DEFAULT_TIMEOUT_SECONDS
+        constraints["timeout_seconds"] = timeout
+    assertions = []
+    for number, spec in enumerate(test.assertions):
+        at = ("tests", index, "assertions", number)
+        evaluator = evaluators.get(spec.type)
+        if evaluator is None:
+            known = ", ".join(sorted(evaluators)) or "none are installed"
+            raise doc.error(
+                f"unknown assertion type {spec.type!r}; no evaluator is registered for it "
+                f"(known: {known}). Is the plugin that provides it installed?",
+                (*at, "type"),
+            )
+        config = doc.convert(spec.config, evaluator.Config, at=(*at, "config"))
+        assertions.append(Assertion(type=spec.type, config=config, name=spec.name, index=number))
+    task = test.task
+    skip = test.skip
+    return Test(
+        id=test.id,
+        name=test.name or test.id,
+        description=test.description,
+        tags=tuple(test.tags),
+        task=Task(
+            description=task.description,
+            input_data=task.input_data,
+            expected_artifacts=[
+                ExpectedArtifact(type=e.type, format=e.format, name=e.name)
+                for e in task.expected_artifacts
+            ]
+            if task.expected_artifacts is not None
+            else None,
+        ),
+        constraints=Constraints(**constraints),
+        assertions=tuple(assertions),
+        scoring=ScoringWeights(**_merge(defaults.scoring, test.scoring)),
+        runs=test.runs_per_test or defaults.runs_per_test or fallback.runs_per_test or 1,
+        skip=(skip if isinstance(skip, str) else "skipped in the suite") if skip else None,
+    )
+
+
+# --- selection -------------------------------------------------------------------------------
+
+
+class TagFilter(msgspec.Struct, frozen=True):
+    """``smoke,core`` keeps tests having any of those tags; ``!slow`` drops tests tagged slow."""
+
+    include: frozenset[str] = frozenset()
+    exclude: frozenset[str] = frozenset()
+
+    @classmethod
+    def parse(cls, expressions: Iterable[str]) -> TagFilter:
+        include: set[str] = set()
+        exclude: set[str] = set()
+        for expression in expressions:
+            for raw in expression.split(","):
+                tag = raw.strip()
+                if not tag:
+                    continue
+                if tag.startswith("!"):
+                    if not tag[1:].strip():
+                        raise ConfigError(f"--tags: {raw!r} names no tag to exclude")
+                    exclude.add(tag[1:].strip())
+                else:
+                    include.add(tag)
+        return cls(frozenset(include), frozenset(exclude))
+
+    def accepts(self, tags: Sequence[str]) -> bool:
+        if self.exclude.intersection(tags):
+            return False
+        return not self.include or bool(self.include.intersection(tags))
+
+
+def select_tests(
+    tests: Sequence[Test], tags: TagFilter | None = None, ids: Sequence[str] = ()
+) -> tuple[list[Test], int]:
+    """The tests to run, in suite order, and how many were left out."""
+    if ids:
+        known = {t.id for t in tests}
+        missing = [i for i in ids if i not in known]
+        if missing:
+            raise ConfigError(f"no test with id {', '.join(map(repr, missing))} in the suite")
+    selected = [
+        t for t in tests if (not ids or t.id in ids) and (tags is None or tags.accepts(t.tags))
+    ]
+    return selected, len(tests) - len(selected)
+

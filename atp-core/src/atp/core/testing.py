@@ -1,0 +1,139 @@
+"""Helpers for testing ATP plugins: an in-process agent and a one-call evaluator runner.
+
+    from atp.core.testing import run_evaluator, response
+
+    checks = run_evaluator(MyEvaluator, {"min_words": 3}, response(structured={"out": "a b c"}))
+    assert checks[0].passed
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import uuid
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from typing import Any, Union
+
+import anyio
+import msgspec
+
+from atp.core.adapter import Adapter
+from atp.core.errors import AdapterError
+from atp.core.evaluator import EvalContext, Evaluator
+from atp.core.hookspecs import hookimpl
+from atp.core.protocol import (
+    ATPRequest,
+    ATPResponse,
+    Artifact,
+    Constraints,
+    Event,
+    FileArtifact,
+    Metrics,
+    StructuredArtifact,
+    Task,
+)
+from atp.core.results import Check
+from atp.core.suite import Test
+from atp.core.trace import EventSink, Trace
+
+AgentFunction = Callable[[ATPRequest, EventSink], Union[ATPResponse, Awaitable[ATPResponse]]]
+
+
+class FunctionSettings(msgspec.Struct, forbid_unknown_fields=True):
+    function: str
+    """``module:attribute`` of a function ``(request, sink) -> response`` (sync or async)."""
+
+
+class FunctionAdapter(Adapter):
+    """An agent that is a Python function in this process (``type: function``)."""
+
+    type = "function"
+    summary = "a Python function in the ATP process (for tests and benchmarks)"
+    Settings = FunctionSettings
+
+    async def start(self) -> None:
+        module_name, _, attribute = self.settings.function.partition(":")
+        try:
+            target: Any = importlib.import_module(module_name)
+            for part in attribute.split("."):
+                target = getattr(target, part)
+        except (ImportError, AttributeError) as exc:
+            raise AdapterError(f"agent {self.name!r}: cannot import {self.settings.function!r}: {exc}") from None
+        self.function: AgentFunction = target
+
+    async def execute(self, request: ATPRequest, sink: EventSink) -> ATPResponse:
+        result = self.function(request, sink)
+        if inspect.isawaitable(result):
+            result = await result
+        return result  # type: ignore[return-value]
+
+
+class FunctionAdapterPlugin:
+    """Register with ``plugins.register(FunctionAdapterPlugin(), "function-adapter")``."""
+
+    @hookimpl
+    def atp_register_adapters(self, register: Callable[[type[Adapter]], None]) -> None:
+        register(FunctionAdapter)
+
+
+def response(
+    *,
+    task_id: str = "00000000-0000-0000-0000-000000000000",
+    status: str = "completed",
+    artifacts: Iterable[Artifact] = (),
+    files: Mapping[str, str] | None = None,
+    structured: Mapping[str, Any] | None = None,
+    metrics: Metrics | None = None,
+    error: str | None = None,
+) -> ATPResponse:
+    """A response: ``files`` become file artifacts with inline content, ``structured`` one
+    structured artifact named ``result``."""
+    items: list[Artifact] = list(artifacts)
+    for path, content in (files or {}).items():
+        items.append(FileArtifact(path=path, content=content))
+    if structured is not None:
+        items.append(StructuredArtifact(name="result", data=dict(structured)))
+    return ATPResponse(
+        task_id=task_id,
+        status=status,  # type: ignore[arg-type]
+        artifacts=items,
+        metrics=metrics or Metrics(),
+        error=error,
+    )
+
+
+def make_test(test_id: str = "test", description: str = "a task", **constraints: Any) -> Test:
+    return Test(
+        id=test_id,
+        name=test_id,
+        task=Task(description=description),
+        constraints=Constraints(**constraints),
+    )
+
+
+async def evaluate(
+    evaluator: type[Evaluator] | Evaluator,
+    config: Mapping[str, Any] | msgspec.Struct,
+    resp: ATPResponse,
+    events: Iterable[Event] = (),
+    test: Test | None = None,
+) -> list[Check]:
+    """Run one evaluator on one response and trace, with ``config`` validated as a suite would."""
+    instance = evaluator() if isinstance(evaluator, type) else evaluator
+    if not isinstance(config, msgspec.Struct):
+        config = msgspec.convert(dict(config), instance.Config)
+    test = test or make_test()
+    request = ATPRequest(task_id=resp.task_id or str(uuid.uuid4()), task=test.task, constraints=test.constraints)
+    ctx = EvalContext(test=test, request=request, response=resp, trace=Trace.of(events))
+    return await instance.evaluate(ctx, config)
+
+
+def run_evaluator(
+    evaluator: type[Evaluator] | Evaluator,
+    config: Mapping[str, Any] | msgspec.Struct,
+    resp: ATPResponse,
+    events: Iterable[Event] = (),
+    test: Test | None = None,
+) -> list[Check]:
+    """:func:`evaluate`, from synchronous code."""
+    return anyio.run(evaluate, evaluator, config, resp, events, test)

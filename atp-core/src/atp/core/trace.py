@@ -1,0 +1,252 @@
+"""The trace of one run: the events an agent sent, written to disk as they arrive.
+
+An adapter hands every event (and every log line that is not an event) to an
+:class:`EventSink`. The runner's sink, :class:`RunTrace`, appends each event to the run's events
+file and folds it into a :class:`TraceSummary`, so that memory stays flat however many events an
+agent sends. Evaluators read the summary for counts and iterate a :class:`Trace` when they need
+the events themselves (read back from the file).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import IO, Protocol
+
+import msgspec
+
+from atp.core.errors import AgentError
+from atp.core.protocol import Event, Metrics, decode_event, encode
+from atp.core.secrets import Masker
+
+DEFAULT_MAX_EVENTS = 1_000_000
+DEFAULT_MAX_LOG_BYTES = 10 * 1024 * 1024
+LOG_TAIL_LINES = 20
+MAX_WARNINGS = 20
+
+
+class EventSink(Protocol):
+    """Where an adapter delivers what its agent sends while it works."""
+
+    def event(self, event: Event, raw: bytes | None = None) -> None:
+        """One decoded event; ``raw`` is its JSON text when the adapter has it (saves encoding)."""
+
+    def log(self, line: str) -> None:
+        """One line of the agent's own log output (not an event)."""
+
+    def warn(self, message: str) -> None:
+        """Something the agent did that breaks the protocol without spoiling the run."""
+
+
+class TraceLimitExceeded(AgentError):
+    """The agent sent more events than a run may hold."""
+
+
+class TraceSummary(msgspec.Struct, omit_defaults=True):
+    """Counts folded from the events of one run, as they arrived."""
+
+    events: int = 0
+    by_type: dict[str, int] = msgspec.field(default_factory=dict)
+    tool_calls: dict[str, int] = msgspec.field(default_factory=dict)
+    llm_calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    errors: int = 0
+    unrecoverable_errors: int = 0
+    max_step: int = 0
+    out_of_order: int = 0
+
+    @property
+    def tool_call_count(self) -> int:
+        return sum(self.tool_calls.values())
+
+    def add(self, event: Event, last_sequence: int) -> None:
+        """Fold one event in (the hot path: keep it to dictionary and integer work)."""
+        event_type = event.event_type
+        self.events += 1
+        by_type = self.by_type
+        by_type[event_type] = by_type.get(event_type, 0) + 1
+        if event.sequence <= last_sequence:
+            self.out_of_order += 1
+        payload = event.payload
+        if event_type == "tool_call":
+            tool = payload.tool  # type: ignore[union-attr]
+            self.tool_calls[tool] = self.tool_calls.get(tool, 0) + 1
+        elif event_type == "llm_request":
+            self.llm_calls += 1
+            self.input_tokens += payload.input_tokens or 0  # type: ignore[union-attr]
+            self.output_tokens += payload.output_tokens or 0  # type: ignore[union-attr]
+        elif event_type == "error":
+            self.errors += 1
+            if payload.recoverable is not True:  # type: ignore[union-attr]
+                self.unrecoverable_errors += 1
+        elif event_type == "progress":
+            step = payload.current_step  # type: ignore[union-attr]
+            if step is not None and step > self.max_step:
+                self.max_step = step
+
+    def metrics(self, wall_time_seconds: float | None = None) -> Metrics:
+        """The metrics the trace shows, for a run whose agent sent no response."""
+        tokens = self.input_tokens + self.output_tokens
+        return Metrics(
+            total_tokens=tokens or None,
+            input_tokens=self.input_tokens or None,
+            output_tokens=self.output_tokens or None,
+            total_steps=self.max_step or None,
+            tool_calls=self.tool_call_count,
+            llm_calls=self.llm_calls,
+            wall_time_seconds=wall_time_seconds,
+        )
+
+
+class Trace:
+    """What evaluators see of a run's events: the summary, and the events to iterate."""
+
+    def __init__(self, summary: TraceSummary, events: Callable[[], Iterable[Event]]) -> None:
+        self.summary = summary
+        self._events = events
+
+    @classmethod
+    def of(cls, events: Iterable[Event]) -> Trace:
+        """A trace held in memory (for tests and in-process tools)."""
+        kept = list(events)
+        summary = TraceSummary()
+        last = -1
+        for event in kept:
+            summary.add(event, last)
+            last = event.sequence
+        return cls(summary, lambda: kept)
+
+    def __iter__(self) -> Iterator[Event]:
+        return iter(self._events())
+
+
+def read_events(path: Path) -> Iterator[Event]:
+    """The events of an events file, in the order they arrived."""
+    with path.open("rb") as handle:
+        for line in handle:
+            if line.strip():
+                yield decode_event(line)
+
+
+class RunTrace:
+    """The runner's sink for one run: events to a file and a summary, logs bounded, warnings kept.
+
+    Files are opened on first use, so a run without events creates none.
+    """
+
+    def __init__(
+        self,
+        task_id: str,
+        *,
+        events_path: Path | None,
+        log_path: Path | None,
+        masker: Masker | None = None,
+        on_event: Callable[[Event], None] | None = None,
+        max_events: int = DEFAULT_MAX_EVENTS,
+        max_log_bytes: int = DEFAULT_MAX_LOG_BYTES,
+    ) -> None:
+        self.task_id = task_id
+        self.summary = TraceSummary()
+        self.warnings: list[str] = []
+        self.log_tail: deque[str] = deque(maxlen=LOG_TAIL_LINES)
+        self.log_lines = 0
+        self._events_path = events_path
+        self._log_path = log_path
+        self._masker = masker if masker else None
+        self._on_event = on_event
+        self._max_events = max_events
+        self._max_log_bytes = max_log_bytes
+        self._log_bytes = 0
+        self._events_file: IO[bytes] | None = None
+        self._log_file: IO[bytes] | None = None
+        self._last_sequence = -1
+        self._foreign = 0
+
+    # --- EventSink -----------------------------------------------------------------------
+
+    def event(self, event: Event, raw: bytes | None = None) -> None:
+        if event.task_id != self.task_id:
+            self._foreign += 1
+            if self._foreign == 1:
+                self.warn(
+                    f"event with sequence {event.sequence} has task_id {event.task_id!r}, "
+                    f"expected {self.task_id!r}; such events are dropped"
+                )
+            return
+        summary = self.summary
+        if summary.events >= self._max_events:
+            raise TraceLimitExceeded(
+                f"agent flooded ATP with events: more than {self._max_events} in one run"
+            )
+        summary.add(event, self._last_sequence)
+        self._last_sequence = event.sequence
+        line = raw.rstrip(b"\r\n") if raw is not None else encode(event)
+        if self._masker is not None:
+            line = self._masker.bytes(line)
+        handle = self._events_file
+        if handle is None:
+            handle = self._events_file = self._open(self._events_path)
+        if handle is not None:
+            handle.write(line + b"\n")
+        if self._on_event is not None:
+            self._on_event(event)
+
+    def log(self, line: str) -> None:
+        if self._masker is not None:
+            line = self._masker.text(line)
+        self.log_lines += 1
+        self.log_tail.append(line)
+        data = line.encode("utf-8", "replace") + b"\n"
+        if self._log_bytes >= self._max_log_bytes:
+            return
+        self._log_bytes += len(data)
+        handle = self._log_file
+        if handle is None:
+            handle = self._log_file = self._open(self._log_path)
+        if handle is None:
+            return
+        if self._log_bytes >= self._max_log_bytes:
+            handle.write(b"[log truncated: more than %d bytes]\n" % self._max_log_bytes)
+        else:
+            handle.write(data)
+
+    def warn(self, message: str) -> None:
+        if self._masker is not None:
+            message = self._masker.text(message)
+        if len(self.warnings) < MAX_WARNINGS:
+            self.warnings.append(message)
+
+    # --- after the run -------------------------------------------------------------------
+
+    @property
+    def events_written(self) -> bool:
+        return self._events_file is not None
+
+    @property
+    def log_written(self) -> bool:
+        return self._log_file is not None
+
+    def close(self) -> None:
+        if self.summary.out_of_order:
+            self.warn(f"{self.summary.out_of_order} events arrived out of sequence order")
+        if self._foreign > 1:
+            self.warn(f"{self._foreign} events with another task_id were dropped")
+        for handle in (self._events_file, self._log_file):
+            if handle is not None:
+                handle.close()
+
+    def trace(self) -> Trace:
+        path = self._events_path
+        if path is None or self._events_file is None:
+            return Trace(self.summary, tuple)
+        return Trace(self.summary, lambda: read_events(path))
+
+    @staticmethod
+    def _open(path: Path | None) -> IO[bytes] | None:
+        if path is None:
+            return None
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return open(path, "ab", buffering=256 * 1024)  # noqa: SIM115 - closed in close()
+

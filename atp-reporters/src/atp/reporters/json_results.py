@@ -1,0 +1,71 @@
+"""The ``json`` reporter: the JSON results format, for CI systems and other tools.
+
+``atp test --output=json --output-file=results.json`` writes it to a file (without
+``--output-file``, to stdout). The format is documented in docs/results-format.md and described
+by the JSON Schema docs/results.schema.json, generated from :class:`atp.core.results.SuiteResults`.
+Each run carries its event trace under ``events``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from atp.core.hookspecs import hookimpl
+from atp.core.reporter import Reporter
+from atp.core.results import RunResult, RunStore, SuiteResults
+
+_encoder = msgspec.json.Encoder()
+
+
+def with_events(results: SuiteResults, store: RunStore) -> SuiteResults:
+    """The results with each run's events read back from the run directory."""
+    tests = []
+    for test in results.tests:
+        runs = [_run_with_events(run, store) for run in test.runs]
+        tests.append(msgspec.structs.replace(test, runs=runs))
+    return msgspec.structs.replace(results, tests=tests)
+
+
+def _run_with_events(run: RunResult, store: RunStore) -> RunResult:
+    if run.events_file is None:
+        return msgspec.structs.replace(run, events=[])
+    path = store.directory / run.events_file
+    try:
+        lines = [line.strip() for line in path.read_bytes().splitlines() if line.strip()]
+    except OSError:
+        return run
+    # The stored lines are already valid, masked JSON: embed them as they are.
+    raw: Any = msgspec.Raw(b"[" + b",".join(lines) + b"]")
+    return msgspec.structs.replace(run, events=raw)
+
+
+class JsonReporter(Reporter):
+    name = "json"
+    summary = "the JSON results format (docs/results-format.md), with each run's events"
+    file_extension = ".json"
+
+    def report(self, results: SuiteResults, store: RunStore) -> None:
+        data = msgspec.json.format(_encoder.encode(with_events(results, store)), indent=2) + b"\n"
+        target = self.options.output_file
+        if target is None:
+            stream = self.options.stream
+            buffer = getattr(stream, "buffer", None)
+            if buffer is not None:
+                stream.flush()
+                buffer.write(data)
+                buffer.flush()
+            else:
+                stream.write(data.decode())
+                stream.flush()
+            return
+        target.parent.mkdir(parents=True, exist_ok=True)
+        partial = target.with_name(target.name + ".partial")
+        partial.write_bytes(data)
+        partial.replace(target)
+
+
+@hookimpl
+def atp_register_reporters(register: Any) -> None:
+    register(JsonReporter)
