@@ -136,6 +136,12 @@ class Plugins:
             self.pm.register(plugin, name=info.name)
         except (ValueError, pluggy.PluginValidationError) as exc:
             self._load_errors[info.name] = [f"failed to register: {exc}"]
+        else:
+            unknown = [c.name for c in self.pm.get_hookcallers(plugin) or [] if c.spec is None]
+            if unknown:
+                self._load_errors[info.name] = [
+                    f"implements {name!r}, which is not an ATP hook" for name in sorted(unknown)
+                ]
         self._infos[info.name] = info
         self._registries = None
 

@@ -68,7 +68,7 @@ class Context(Message, kw_only=True):
 class ATPRequest(Message, kw_only=True):
     """A task for an agent."""
 
-    version: str = PROTOCOL_VERSION
+    version: str
     task_id: str
     task: Task
     constraints: Constraints | None = None
@@ -120,7 +120,7 @@ class Metrics(Message, kw_only=True):
 class ATPResponse(Message, kw_only=True):
     """What an agent produced for a task."""
 
-    version: str = PROTOCOL_VERSION
+    version: str
     task_id: str
     status: ResponseStatus
     artifacts: list[Artifact]
@@ -189,7 +189,7 @@ Sequence = Annotated[int, msgspec.Meta(ge=0)]
 
 
 class _EventFields(Message, tag_field="event_type", kw_only=True):
-    version: str = PROTOCOL_VERSION
+    version: str
     task_id: str
     timestamp: datetime
     sequence: Sequence
@@ -233,7 +233,7 @@ class ProgressEvent(_EventFields, tag="progress", kw_only=True):
 class UnknownEvent(Message, kw_only=True):
     """An event of a type this protocol version does not define (sent by a newer minor version)."""
 
-    version: str = PROTOCOL_VERSION
+    version: str
     task_id: str
     timestamp: datetime
     sequence: Sequence
@@ -276,7 +276,7 @@ def make_event(
     """Build an event from its typed payload (the event type follows from the payload's type)."""
     cls = _EVENT_BY_PAYLOAD[type(payload)]
     ts = timestamp if timestamp is not None else datetime.now(timezone.utc)
-    event: Event = cls(task_id=task_id, timestamp=ts, sequence=sequence, payload=payload)
+    event: Event = cls(version=PROTOCOL_VERSION, task_id=task_id, timestamp=ts, sequence=sequence, payload=payload)
     return event
 
 

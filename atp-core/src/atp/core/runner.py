@@ -27,7 +27,7 @@ from atp.core.config import ResolvedAgent
 from atp.core.errors import AgentError, AtpError
 from atp.core.evaluator import EvalContext, Evaluator
 from atp.core.plugins import Plugins
-from atp.core.protocol import ATPRequest, ATPResponse, Event
+from atp.core.protocol import PROTOCOL_VERSION, ATPRequest, ATPResponse, Event
 from atp.core.results import (
     Check,
     PlannedTest,
@@ -174,6 +174,7 @@ class Runner:
 
     def build_request(self, test: Test, run_number: int) -> ATPRequest:
         return ATPRequest(
+            version=PROTOCOL_VERSION,
             task_id=str(uuid.uuid4()),
             task=test.task,
             constraints=test.constraints,
@@ -245,6 +246,7 @@ class Runner:
             error = f"timed out after {timeout:g} s; the agent was stopped"
         if response is None:
             response = ATPResponse(
+                version=PROTOCOL_VERSION,
                 task_id=task_id,
                 status="timeout" if timed_out else "failed",
                 artifacts=[],

@@ -22,6 +22,7 @@ from atp.core.errors import AdapterError
 from atp.core.evaluator import EvalContext, Evaluator
 from atp.core.hookspecs import hookimpl
 from atp.core.protocol import (
+    PROTOCOL_VERSION,
     ATPRequest,
     ATPResponse,
     Artifact,
@@ -94,6 +95,7 @@ def response(
     if structured is not None:
         items.append(StructuredArtifact(name="result", data=dict(structured)))
     return ATPResponse(
+        version=PROTOCOL_VERSION,
         task_id=task_id,
         status=status,  # type: ignore[arg-type]
         artifacts=items,
@@ -123,7 +125,9 @@ async def evaluate(
     if not isinstance(config, msgspec.Struct):
         config = msgspec.convert(dict(config), instance.Config)
     test = test or make_test()
-    request = ATPRequest(task_id=resp.task_id or str(uuid.uuid4()), task=test.task, constraints=test.constraints)
+    request = ATPRequest(
+        version=PROTOCOL_VERSION,
+        task_id=resp.task_id or str(uuid.uuid4()), task=test.task, constraints=test.constraints)
     ctx = EvalContext(test=test, request=request, response=resp, trace=Trace.of(events))
     return await instance.evaluate(ctx, config)
 

@@ -1,0 +1,98 @@
+#!/usr/bin/env python3
+"""A test agent for the stdin/stdout transport that behaves as its first argument says.
+
+    ok                  answer properly, with two progress events
+    sleep               send two events, then sleep forever
+    sleep_ignoring_term like sleep, but ignore SIGTERM (must be killed)
+    crash               write a traceback to stderr and exit 3 without answering
+    garbage             print something that is not an ATP response
+    wrong_task_id       answer with another task_id
+    noisy_stdout        print log lines on stdout before the response
+    flood N             send N tool_call events, then answer
+    long_line           write a 2 MiB stderr line, then answer
+    env                 answer with its environment and working directory as structured data
+    version2            answer with protocol version 2.0
+    echo_request        answer with the request it received as structured data
+"""
+
+import json
+import os
+import signal
+import sys
+import time
+
+STAMP = "2026-01-01T00:00:00Z"
+
+
+def event(task_id, sequence, event_type, payload):
+    return json.dumps(
+        {"version": "1.0", "task_id": task_id, "timestamp": STAMP, "sequence": sequence, "event_type": event_type, "payload": payload}
+    )
+
+
+def answer(task_id, data=None, version="1.0"):
+    return json.dumps(
+        {
+            "version": version,
+            "task_id": task_id,
+            "status": "completed",
+            "artifacts": [{"type": "structured", "name": "result", "data": data or {"ok": True}}],
+            "metrics": {"total_steps": 1, "tool_calls": 0},
+        }
+    )
+
+
+def main():
+    mode = sys.argv[1]
+    request = json.loads(sys.stdin.readline())
+    task_id = request["task_id"]
+    err = sys.stderr
+    if mode == "ok":
+        print(event(task_id, 0, "progress", {"percentage": 0}), file=err)
+        print(event(task_id, 1, "progress", {"percentage": 100}), file=err)
+        print(answer(task_id))
+    elif mode in ("sleep", "sleep_ignoring_term"):
+        if mode == "sleep_ignoring_term":
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        print(event(task_id, 0, "tool_call", {"tool": "web_search"}), file=err, flush=True)
+        print(event(task_id, 1, "progress", {"current_step": 1, "message": "thinking hard"}), file=err, flush=True)
+        with open(os.environ.get("AGENT_PID_FILE", os.devnull), "w") as handle:
+            handle.write(str(os.getpid()))
+        while True:
+            time.sleep(3600)
+    elif mode == "crash":
+        print("Traceback (most recent call last):\n  ...\nRuntimeError: the agent broke", file=err)
+        sys.exit(3)
+    elif mode == "garbage":
+        print("Hello! I am definitely not JSON.")
+    elif mode == "wrong_task_id":
+        print(answer("11111111-2222-3333-4444-555555555555"))
+    elif mode == "noisy_stdout":
+        print("starting up")
+        print("loading model")
+        print(answer(task_id))
+    elif mode == "flood":
+        count = int(sys.argv[2])
+        template = event(task_id, 0, "tool_call", {"tool": "web_search", "input": {"q": "x"}}).replace('"sequence": 0', '"sequence": %d')
+        out = err.buffer if hasattr(err, "buffer") else err
+        batch = 10000
+        for start in range(0, count, batch):
+            chunk = "\n".join(template % i for i in range(start, min(start + batch, count))) + "\n"
+            out.write(chunk.encode())
+        out.flush()
+        print(answer(task_id))
+    elif mode == "long_line":
+        print("x" * (2 * 1024 * 1024), file=err)
+        print(answer(task_id))
+    elif mode == "env":
+        print(answer(task_id, {"cwd": os.getcwd(), "env": dict(os.environ)}))
+    elif mode == "version2":
+        print(answer(task_id, version="2.0"))
+    elif mode == "echo_request":
+        print(answer(task_id, {"request": request}))
+    else:
+        raise SystemExit(f"unknown mode {mode}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,55 @@
+"""Shared fixtures. Tests build their own plugin manager from the built-in plugin modules and
+do not load installed entry points unless they mean to (tests/e2e runs the real `atp`)."""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from atp.core.plugins import Plugins
+from atp.core.testing import FunctionAdapterPlugin
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "tests" / "fixtures"
+AGENTS = ROOT / "tests" / "agents"
+EXAMPLES = ROOT / "examples"
+PYTHON = sys.executable
+ATP = str(Path(sys.executable).parent / "atp")
+
+BUILTIN_PLUGIN_MODULES = {
+    "cli": "atp.adapters.cli",
+    "artifact": "atp.evaluators.artifact",
+    "behavior": "atp.evaluators.behavior",
+    "console": "atp.reporters.console",
+    "json": "atp.reporters.json_results",
+}
+
+
+def builtin_plugins() -> Plugins:
+    import importlib
+
+    plugins = Plugins(entry_points=False)
+    for name, module in BUILTIN_PLUGIN_MODULES.items():
+        plugins.register(importlib.import_module(module), name=name)
+    plugins.register(FunctionAdapterPlugin(), name="function-adapter")
+    return plugins
+
+
+@pytest.fixture
+def plugins() -> Iterator[Plugins]:
+    yield builtin_plugins()
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(textwrap.dedent(text).lstrip("\n"))
+    return path
+
+
+def behave_agent(mode: str, *args: str) -> list[str]:
+    """The command of the test agent tests/agents/behave.py in ``mode``."""
+    return [PYTHON, str(AGENTS / "behave.py"), mode, *args]

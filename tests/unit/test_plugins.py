@@ -1,0 +1,168 @@
+from __future__ import annotations
+
+import sys
+import types
+from importlib import metadata
+from typing import Any
+
+import msgspec
+import pytest
+
+from atp.core import plugins as plugins_module
+from atp.core.errors import MissingDependencyError, PluginError
+from atp.core.evaluator import EvalContext, Evaluator, check
+from atp.core.hookspecs import hookimpl
+from atp.core.plugins import Plugins, disabled_plugins, require
+from atp.core.results import Check
+
+
+class Shout(Evaluator):
+    name = "shout"
+    summary = "the answer is in capitals"
+
+    async def evaluate(self, ctx: EvalContext, config: Any) -> list[Check]:
+        return [check("shout", True, "loud")]
+
+
+class ShoutPlugin:
+    @hookimpl
+    def atp_register_evaluators(self, register: Any) -> None:
+        register(Shout)
+
+
+def fake_module(name: str, **attrs: Any) -> types.ModuleType:
+    module = types.ModuleType(name)
+    module.__dict__.update(attrs)
+    sys.modules[name] = module
+    return module
+
+
+@pytest.fixture
+def entry_points(monkeypatch: pytest.MonkeyPatch) -> list[metadata.EntryPoint]:
+    eps: list[metadata.EntryPoint] = []
+    monkeypatch.setattr(plugins_module.metadata, "entry_points", lambda group: [e for e in eps if e.group == group])
+    return eps
+
+
+def test_register_and_unregister_a_throwaway_plugin(plugins: Plugins) -> None:
+    name = plugins.register(ShoutPlugin(), "shout-plugin")
+    try:
+        assert plugins.evaluator("shout") is Shout
+        info = next(i for i in plugins.infos() if i.name == "shout-plugin")
+        assert info.evaluators == ["shout"] and info.errors == []
+    finally:
+        plugins.unregister(name)
+    assert "shout" not in plugins.evaluators
+
+
+def test_entry_points_load_and_a_broken_one_is_reported(entry_points: list[metadata.EntryPoint]) -> None:
+    @hookimpl
+    def atp_register_evaluators(register: Any) -> None:
+        register(Shout)
+
+    fake_module("atp_test_good_plugin", atp_register_evaluators=atp_register_evaluators)
+    entry_points.append(metadata.EntryPoint("good", "atp_test_good_plugin", "atp"))
+    entry_points.append(metadata.EntryPoint("broken", "atp_test_no_such_module_xyz", "atp"))
+    entry_points.append(metadata.EntryPoint("other-group", "whatever", "not-atp"))
+    loaded = Plugins()
+    assert loaded.evaluator("shout") is Shout
+    infos = {i.name: i for i in loaded.infos()}
+    assert set(infos) == {"good", "broken"}
+    assert infos["broken"].errors == [
+        "failed to load: ModuleNotFoundError: No module named 'atp_test_no_such_module_xyz'"
+    ]
+    assert loaded.problems() == [
+        "plugin 'broken': failed to load: ModuleNotFoundError: No module named 'atp_test_no_such_module_xyz'"
+    ]
+
+
+def test_disable_plugins(entry_points: list[metadata.EntryPoint], monkeypatch: pytest.MonkeyPatch) -> None:
+    fake_module("atp_test_plugin_a")
+    entry_points.append(metadata.EntryPoint("a", "atp_test_plugin_a", "atp"))
+    entry_points.append(metadata.EntryPoint("b", "atp_test_plugin_a", "atp"))
+    monkeypatch.setenv("ATP_DISABLE_PLUGINS", "b, c")
+    assert disabled_plugins() == {"b", "c"}
+    assert [i.name for i in Plugins().infos()] == ["a"]
+    monkeypatch.setenv("ATP_DISABLE_PLUGINS", "all")
+    assert Plugins().infos() == []
+
+
+def test_registration_problems_do_not_stop_the_others(plugins: Plugins) -> None:
+    class NotAnEvaluator:
+        name = "nope"
+
+    class Broken:
+        @hookimpl
+        def atp_register_evaluators(self, register: Any) -> None:
+            register(NotAnEvaluator)
+            raise RuntimeError("boom")
+
+    class Twice:
+        @hookimpl
+        def atp_register_evaluators(self, register: Any) -> None:
+            register(Shout)
+
+    plugins.register(ShoutPlugin(), "first")
+    plugins.register(Broken(), "broken")
+    plugins.register(Twice(), "second")
+    infos = {i.name: i for i in plugins.infos()}
+    assert plugins.evaluator("shout") is Shout
+    assert "contains" in plugins.evaluators
+    assert any("not a Evaluator subclass" in e for e in infos["broken"].errors)
+    assert any("atp_register_evaluators raised RuntimeError: boom" in e for e in infos["broken"].errors)
+    assert len(infos["second"].errors) == 1 and "already registered by plugin" in infos["second"].errors[0]
+    assert len(infos["first"].evaluators) == 1
+
+
+def test_plugin_names_are_unique(plugins: Plugins) -> None:
+    plugins.register(ShoutPlugin(), "x")
+    with pytest.raises(PluginError, match="already registered"):
+        plugins.register(ShoutPlugin(), "x")
+
+
+def test_unknown_names_list_what_is_installed(plugins: Plugins) -> None:
+    with pytest.raises(PluginError, match=r"unknown assertion type 'llm_eval' \(installed: .*contains.*\)"):
+        plugins.evaluator("llm_eval")
+    with pytest.raises(PluginError, match="unknown agent type 'http'.*pip install atp-adapters"):
+        plugins.adapter("http")
+    with pytest.raises(PluginError, match="unknown output 'html'"):
+        plugins.reporter("html")
+
+
+def test_builtins_register_through_the_same_hooks(plugins: Plugins) -> None:
+    assert set(plugins.adapters) >= {"cli", "function"}
+    assert {"artifact_exists", "contains", "schema", "sections", "must_use_tools", "forbidden_tools",
+            "max_tool_calls", "max_steps", "no_errors", "behavior"} <= set(plugins.evaluators)
+    assert {"console", "json"} <= set(plugins.reporters)
+
+
+def test_require_names_the_fix() -> None:
+    assert require("json", install="x", feature="y").dumps({}) == "{}"
+    with pytest.raises(MissingDependencyError, match=r"pip install 'atp-adapters\[container\]'"):
+        require("atp_no_such_library", install="atp-adapters[container]", feature="the container adapter")
+
+
+def test_lifecycle_hooks_reach_plugins(plugins: Plugins) -> None:
+    seen: list[str] = []
+
+    class Listener:
+        @hookimpl
+        def atp_run_finished(self, result: Any) -> None:
+            seen.append(result)
+
+    assert not plugins.has_impls("atp_run_finished")
+    plugins.register(Listener(), "listener")
+    assert plugins.has_impls("atp_run_finished")
+    plugins.hook.atp_run_finished(result="r")
+    assert seen == ["r"]
+
+
+def test_hookimpl_with_wrong_name_is_reported(plugins: Plugins) -> None:
+    class Typo:
+        @hookimpl
+        def atp_run_finshed(self, result: Any) -> None: ...
+
+    plugins.register(Typo(), "typo")
+    info = next(i for i in plugins.infos() if i.name == "typo")
+    assert info.errors == ["implements 'atp_run_finshed', which is not an ATP hook"]
+    assert msgspec.json.encode(info)
