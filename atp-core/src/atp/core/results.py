@@ -357,3 +357,15 @@ class RunStore:
 
 def utcnow() -> datetime:
     return datetime.now(timezone.utc)
+
+
+def results_schema() -> dict[str, Any]:
+    """The JSON Schema of the JSON results format (docs/results.schema.json)."""
+    schema: dict[str, Any] = msgspec.json.schema(SuiteResults)
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = f"ATP results, format {RESULTS_FORMAT_VERSION}"
+    return schema
+
+
+if __name__ == "__main__":  # python -m atp.core.results > docs/results.schema.json
+    print(msgspec.json.format(msgspec.json.encode(results_schema()), indent=2).decode())
