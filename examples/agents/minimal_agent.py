@@ -4,31 +4,31 @@
 import json
 import sys
 from datetime import datetime, timezone
-from uuid import uuid4
+
 
 def main():
     # Read request from stdin
     request_line = sys.stdin.readline()
     request = json.loads(request_line)
-    
+
     task_id = request["task_id"]
     description = request["task"]["description"]
-    
+
     # Emit start event to stderr
     emit_event(task_id, 0, "progress", {
         "message": "Starting task",
         "percentage": 0
     })
-    
+
     # Do actual work here...
     result = f"Processed: {description}"
-    
+
     # Emit completion event
     emit_event(task_id, 1, "progress", {
         "message": "Task completed",
         "percentage": 100
     })
-    
+
     # Write response to stdout
     response = {
         "version": "1.0",
@@ -49,7 +49,7 @@ def main():
             "wall_time_seconds": 1.0
         }
     }
-    
+
     print(json.dumps(response))
 
 def emit_event(task_id: str, seq: int, event_type: str, payload: dict):

@@ -13,6 +13,7 @@
     env                 answer with its environment and working directory as structured data
     version2            answer with protocol version 2.0
     echo_request        answer with the request it received as structured data
+    slow SECONDS        send an event, wait, then answer properly
 """
 
 import json
@@ -88,6 +89,10 @@ def main():
         print(answer(task_id, {"cwd": os.getcwd(), "env": dict(os.environ)}))
     elif mode == "version2":
         print(answer(task_id, version="2.0"))
+    elif mode == "slow":
+        print(event(task_id, 0, "progress", {"percentage": 0}), file=err, flush=True)
+        time.sleep(float(sys.argv[2]))
+        print(answer(task_id))
     elif mode == "echo_request":
         print(answer(task_id, {"request": request}))
     else:

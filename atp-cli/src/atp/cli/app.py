@@ -12,7 +12,7 @@ import click
 
 from atp.core.errors import ConfigError
 from atp.core.plugins import Plugins
-from atp.core.reporter import ReportOptions, Reporter
+from atp.core.reporter import Reporter, ReportOptions
 from atp.core.results import RunStore, SuiteResults
 
 F = TypeVar("F", bound=Callable[..., Any])

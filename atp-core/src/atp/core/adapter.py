@@ -13,6 +13,7 @@ reached or started at all, by :class:`~atp.core.errors.AdapterError`.
 
 from __future__ import annotations
 
+import builtins
 from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Any, ClassVar
@@ -32,7 +33,7 @@ class Adapter(ABC):
     """The agent ``type`` this adapter serves."""
     summary: ClassVar[str] = ""
     """One line for ``atp plugins``."""
-    Settings: ClassVar[type[msgspec.Struct]] = NoSettings
+    Settings: ClassVar[builtins.type[msgspec.Struct]] = NoSettings
     """The agent settings this adapter accepts (unknown keys are errors)."""
 
     def __init__(self, settings: Any, *, name: str, base_dir: Path) -> None:

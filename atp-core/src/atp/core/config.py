@@ -23,9 +23,9 @@ import msgspec
 
 from atp.core.adapter import Adapter
 from atp.core.errors import ConfigError, SuiteError
+from atp.core.protocol import TimeoutSeconds
 from atp.core.secrets import Masker, looks_secret
 from atp.core.suite import RunsCount, Suite, _Strict, check_format_version, normalize_version
-from atp.core.protocol import TimeoutSeconds
 from atp.core.yamlfile import PathPart, YamlDocument
 
 CONFIG_NAMES = ("atp.config.yaml", "atp.config.yml")
@@ -287,6 +287,7 @@ def resolve_agent(
         isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0
     ):
         raise definition.error("'timeout' must be a positive number of seconds", "timeout")
+    settings: msgspec.Struct
     if definition.document is not None:
         settings = definition.document.convert(settings_data, adapter_cls.Settings, definition.at)
     else:

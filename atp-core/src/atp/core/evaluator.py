@@ -30,7 +30,7 @@ class EmptyConfig(msgspec.Struct, forbid_unknown_fields=True):
 class EvalContext:
     """Everything an evaluator may look at for one run."""
 
-    __slots__ = ("test", "request", "response", "trace", "workspace")
+    __slots__ = ("request", "response", "test", "trace", "workspace")
 
     def __init__(
         self,

@@ -109,7 +109,7 @@ class Plugins:
             )
             try:
                 plugin = ep.load()
-            except Exception as exc:  # noqa: BLE001 - any import failure is the plugin's
+            except Exception as exc:
                 self._load_errors[ep.name] = [f"failed to load: {type(exc).__name__}: {exc}"]
                 self._infos[ep.name] = info
                 continue
@@ -166,7 +166,7 @@ class Plugins:
                 register = self._registrar(kind, registry, owners, info)
                 try:
                     impl.function(*[{"register": register}[arg] for arg in impl.argnames])
-                except Exception as exc:  # noqa: BLE001 - a broken plugin must not stop the rest
+                except Exception as exc:
                     info.errors.append(f"{kind.hook} raised {type(exc).__name__}: {exc}")
             registries[kind.label] = registry
         self._registries = registries

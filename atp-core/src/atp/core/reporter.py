@@ -17,7 +17,7 @@ from atp.core.results import RunStore, SuiteResults
 
 
 class ReportOptions:
-    __slots__ = ("output_file", "verbose", "stream", "color")
+    __slots__ = ("color", "output_file", "stream", "verbose")
 
     def __init__(
         self,

@@ -30,6 +30,7 @@ from atp.core.plugins import Plugins
 from atp.core.protocol import PROTOCOL_VERSION, ATPRequest, ATPResponse, Event
 from atp.core.results import (
     Check,
+    Outcome,
     PlannedTest,
     RunHeader,
     RunResult,
@@ -229,7 +230,7 @@ class Runner:
             error = str(exc)
         except AtpError as exc:
             error, could_not_run = str(exc), True
-        except Exception as exc:  # noqa: BLE001 - a broken adapter fails its run, not the suite
+        except Exception as exc:
             error = f"adapter {self.agent.type!r} raised {type(exc).__name__}: {exc}"
             could_not_run = True
         finally:
@@ -276,6 +277,7 @@ class Runner:
         score, breakdown = score_run(
             checks, quality, response, trace.summary, test.constraints, test.scoring
         )
+        outcome: Outcome
         if could_not_run:
             outcome = "error"
         elif response.status == "completed" and error is None and all(c.passed for c in checks):
@@ -335,7 +337,7 @@ class Runner:
         label = assertion.name or assertion.type
         try:
             produced = await self._evaluator(assertion.type).evaluate(ctx, assertion.config)
-        except Exception as exc:  # noqa: BLE001 - reported as the check's failure
+        except Exception as exc:
             reason = str(exc) if isinstance(exc, AtpError) else f"{type(exc).__name__}: {exc}"
             message = f"evaluator {assertion.type!r} could not check this run: {reason}"
             return [Check(name=label, passed=False, score=0.0, message=message)], False

@@ -23,9 +23,9 @@ from atp.core.evaluator import EvalContext, Evaluator
 from atp.core.hookspecs import hookimpl
 from atp.core.protocol import (
     PROTOCOL_VERSION,
+    Artifact,
     ATPRequest,
     ATPResponse,
-    Artifact,
     Constraints,
     Event,
     FileArtifact,
@@ -66,7 +66,7 @@ class FunctionAdapter(Adapter):
         result = self.function(request, sink)
         if inspect.isawaitable(result):
             result = await result
-        return result  # type: ignore[return-value]
+        return result
 
 
 class FunctionAdapterPlugin:

@@ -248,5 +248,5 @@ class RunTrace:
         if path is None:
             return None
         path.parent.mkdir(parents=True, exist_ok=True)
-        return open(path, "ab", buffering=256 * 1024)  # noqa: SIM115 - closed in close()
+        return open(path, "ab", buffering=256 * 1024)
 

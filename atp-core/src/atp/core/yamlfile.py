@@ -142,10 +142,9 @@ def _child(node: yaml.Node, part: PathPart) -> tuple[yaml.Node | None, int | Non
             if key_node.value == part:
                 return value_node, key_node.start_mark.line + 1
         return None, None
-    if isinstance(node, yaml.SequenceNode) and isinstance(part, int):
-        if 0 <= part < len(node.value):
-            item = node.value[part]
-            return item, item.start_mark.line + 1
+    if isinstance(node, yaml.SequenceNode) and isinstance(part, int) and 0 <= part < len(node.value):
+        item = node.value[part]
+        return item, item.start_mark.line + 1
     return None, None
 
 

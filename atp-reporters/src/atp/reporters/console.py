@@ -13,7 +13,7 @@ import statistics
 from typing import Any, TextIO
 
 from atp.core.hookspecs import hookimpl
-from atp.core.reporter import ReportOptions, Reporter
+from atp.core.reporter import Reporter, ReportOptions
 from atp.core.results import RunHeader, RunResult, RunStore, SuiteResults, TestResult
 
 _COLORS = {"green": "32", "red": "31", "yellow": "33", "dim": "2", "bold": "1"}
