@@ -11,8 +11,6 @@ protocol) is reported by raising :class:`~atp.core.errors.AgentError`; an agent 
 reached or started at all, by :class:`~atp.core.errors.AdapterError`.
 """
 
-from __future__ import annotations
-
 import builtins
 from abc import ABC, abstractmethod
 from pathlib import Path

@@ -11,8 +11,6 @@ variable's value in agent settings and secrets. Secret values, and the values of
 whose names look secret (``*KEY*``, ``*TOKEN*``, ...), are masked in everything ATP writes.
 """
 
-from __future__ import annotations
-
 import os
 import re
 from collections.abc import Mapping, Sequence

@@ -6,8 +6,6 @@ run, :meth:`Evaluator.evaluate` gets the :class:`EvalContext` (the test, the req
 response, the trace) and the assertion's config, and returns its checks.
 """
 
-from __future__ import annotations
-
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from pathlib import Path
@@ -35,7 +33,7 @@ class EvalContext:
     def __init__(
         self,
         *,
-        test: Test,
+        test: "Test",
         request: ATPRequest,
         response: ATPResponse,
         trace: Trace,

@@ -7,8 +7,6 @@ it) and the others keep working. ``ATP_DISABLE_PLUGINS=name,name`` skips entry p
 ``ATP_DISABLE_PLUGINS=all`` skips every one.
 """
 
-from __future__ import annotations
-
 import importlib
 import os
 from collections.abc import Callable, Iterable

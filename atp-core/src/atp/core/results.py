@@ -11,13 +11,10 @@ Every finished run is on disk before anything else looks at it, so an interrupte
 :class:`SuiteResults` from the directory later as it did live.
 """
 
-from __future__ import annotations
-
-import hashlib
 import os
 import re
-import secrets
 import time
+import zlib
 from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
@@ -243,13 +240,13 @@ _result_decoder = msgspec.json.Decoder(RunResult)
 
 def new_run_id() -> str:
     """Sortable by start time, unique across concurrent runs."""
-    return time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(3)
+    return time.strftime("%Y%m%d-%H%M%S") + "-" + os.urandom(3).hex()
 
 
 def _file_stem(test_id: str, run_number: int) -> str:
     safe = _SAFE.sub("_", test_id)
     if safe != test_id:
-        safe += "-" + hashlib.sha1(test_id.encode()).hexdigest()[:8]
+        safe += f"-{zlib.crc32(test_id.encode()):08x}"
     return f"{safe}.{run_number}"
 
 
@@ -262,7 +259,7 @@ class RunStore:
         self._results_fd: int | None = None
 
     @classmethod
-    def create(cls, root: Path, header: RunHeader, masker: Masker | None = None) -> RunStore:
+    def create(cls, root: Path, header: RunHeader, masker: Masker | None = None) -> "RunStore":
         directory = root / header.run_id
         directory.mkdir(parents=True, exist_ok=False)
         store = cls(directory, masker)
@@ -270,7 +267,7 @@ class RunStore:
         return store
 
     @classmethod
-    def open(cls, directory: Path) -> RunStore:
+    def open(cls, directory: Path) -> "RunStore":
         if not (directory / HEADER_FILE).is_file():
             raise AtpError(f"{directory} is not an ATP run directory (it has no {HEADER_FILE})")
         return cls(directory)

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 
 from atp.core.adapter import Adapter
 from atp.core.config import ResolvedAgent
@@ -170,6 +171,9 @@ class Runner:
     async def _worker(self, adapter: Adapter, items: Iterator[tuple[Test, int]]) -> None:
         for test, run_number in items:
             await self.run_one(adapter, test, run_number)
+            # Let the event loop turn between runs even when an agent answered without ever
+            # waiting: signals, other workers and timer clean-up get their turn.
+            await anyio.lowlevel.checkpoint()
 
     # --- one run -------------------------------------------------------------------------
 

@@ -20,8 +20,6 @@ A suite file (design section 4.1)::
 has an evaluator whose ``Config`` accepts the assertion's ``config``, before anything runs.
 """
 
-from __future__ import annotations
-
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -307,7 +305,7 @@ class TagFilter(msgspec.Struct, frozen=True):
     exclude: frozenset[str] = frozenset()
 
     @classmethod
-    def parse(cls, expressions: Iterable[str]) -> TagFilter:
+    def parse(cls, expressions: Iterable[str]) -> "TagFilter":
         include: set[str] = set()
         exclude: set[str] = set()
         for expression in expressions:

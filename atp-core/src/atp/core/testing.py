@@ -6,8 +6,6 @@
     assert checks[0].passed
 """
 
-from __future__ import annotations
-
 import importlib
 import inspect
 import uuid

@@ -7,17 +7,25 @@ agent sends. Evaluators read the summary for counts and iterate a :class:`Trace`
 the events themselves (read back from the file).
 """
 
-from __future__ import annotations
-
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import IO, Protocol
+from typing import IO, Any, Protocol
 
 import msgspec
 
 from atp.core.errors import AgentError
-from atp.core.protocol import Event, Metrics, decode_event, encode
+from atp.core.protocol import (
+    ErrorEvent,
+    Event,
+    LLMRequestEvent,
+    Metrics,
+    ProgressEvent,
+    ToolCallEvent,
+    UnknownEvent,
+    decode_event,
+    encode,
+)
 from atp.core.secrets import Masker
 
 DEFAULT_MAX_EVENTS = 1_000_000
@@ -31,6 +39,10 @@ class EventSink(Protocol):
 
     def event(self, event: Event, raw: bytes | None = None) -> None:
         """One decoded event; ``raw`` is its JSON text when the adapter has it (saves encoding)."""
+
+    def events(self, events: Sequence[Event], raw: bytes | None = None) -> None:
+        """Several events in the order they came; ``raw``, when given, is their JSON texts,
+        one per line (the fast path for adapters reading JSON lines)."""
 
     def log(self, line: str) -> None:
         """One line of the agent's own log output (not an event)."""
@@ -61,30 +73,46 @@ class TraceSummary(msgspec.Struct, omit_defaults=True):
     def tool_call_count(self) -> int:
         return sum(self.tool_calls.values())
 
-    def add(self, event: Event, last_sequence: int) -> None:
-        """Fold one event in (the hot path: keep it to dictionary and integer work)."""
-        event_type = event.event_type
-        self.events += 1
+    def add(self, events: Sequence[Event], last_sequence: int) -> int:
+        """Fold events in; returns the last sequence number seen. The hot path: one loop with
+        local names, dispatch on the event's class, dictionary and integer work only."""
+        per_class: dict[type[Any], int] = {}
+        tool_calls = self.tool_calls
+        out_of_order = 0
+        for event in events:
+            cls = event.__class__
+            per_class[cls] = per_class.get(cls, 0) + 1
+            sequence = event.sequence
+            if sequence <= last_sequence:
+                out_of_order += 1
+            last_sequence = sequence
+            if cls is ToolCallEvent:
+                tool = event.payload.tool  # type: ignore[union-attr]
+                tool_calls[tool] = tool_calls.get(tool, 0) + 1
+            elif cls is LLMRequestEvent:
+                payload = event.payload
+                self.input_tokens += payload.input_tokens or 0  # type: ignore[union-attr]
+                self.output_tokens += payload.output_tokens or 0  # type: ignore[union-attr]
+            elif cls is ErrorEvent:
+                if event.payload.recoverable is not True:  # type: ignore[union-attr]
+                    self.unrecoverable_errors += 1
+            elif cls is ProgressEvent:
+                step = event.payload.current_step  # type: ignore[union-attr]
+                if step is not None and step > self.max_step:
+                    self.max_step = step
+            elif cls is UnknownEvent:
+                name = event.event_type
+                self.by_type[name] = self.by_type.get(name, 0) + 1
         by_type = self.by_type
-        by_type[event_type] = by_type.get(event_type, 0) + 1
-        if event.sequence <= last_sequence:
-            self.out_of_order += 1
-        payload = event.payload
-        if event_type == "tool_call":
-            tool = payload.tool  # type: ignore[union-attr]
-            self.tool_calls[tool] = self.tool_calls.get(tool, 0) + 1
-        elif event_type == "llm_request":
-            self.llm_calls += 1
-            self.input_tokens += payload.input_tokens or 0  # type: ignore[union-attr]
-            self.output_tokens += payload.output_tokens or 0  # type: ignore[union-attr]
-        elif event_type == "error":
-            self.errors += 1
-            if payload.recoverable is not True:  # type: ignore[union-attr]
-                self.unrecoverable_errors += 1
-        elif event_type == "progress":
-            step = payload.current_step  # type: ignore[union-attr]
-            if step is not None and step > self.max_step:
-                self.max_step = step
+        for cls, count in per_class.items():
+            if cls is not UnknownEvent:
+                name = cls.event_type
+                by_type[name] = by_type.get(name, 0) + count
+        self.llm_calls += per_class.get(LLMRequestEvent, 0)
+        self.errors += per_class.get(ErrorEvent, 0)
+        self.events += len(events)
+        self.out_of_order += out_of_order
+        return last_sequence
 
     def metrics(self, wall_time_seconds: float | None = None) -> Metrics:
         """The metrics the trace shows, for a run whose agent sent no response."""
@@ -108,14 +136,11 @@ class Trace:
         self._events = events
 
     @classmethod
-    def of(cls, events: Iterable[Event]) -> Trace:
+    def of(cls, events: Iterable[Event]) -> "Trace":
         """A trace held in memory (for tests and in-process tools)."""
         kept = list(events)
         summary = TraceSummary()
-        last = -1
-        for event in kept:
-            summary.add(event, last)
-            last = event.sequence
+        summary.add(kept, -1)
         return cls(summary, lambda: kept)
 
     def __iter__(self) -> Iterator[Event]:
@@ -167,31 +192,49 @@ class RunTrace:
     # --- EventSink -----------------------------------------------------------------------
 
     def event(self, event: Event, raw: bytes | None = None) -> None:
-        if event.task_id != self.task_id:
+        self.events((event,), raw)
+
+    def events(self, events: Sequence[Event], raw: bytes | None = None) -> None:
+        task_id = self.task_id
+        for event in events:
+            if event.task_id != task_id:
+                self._drop_foreign(events)
+                return
+        room = self._max_events - self.summary.events
+        if len(events) > room:
+            self.events(events[:room])
+            raise TraceLimitExceeded(
+                f"agent flooded ATP with events: more than {self._max_events} in one run"
+            )
+        self._last_sequence = self.summary.add(events, self._last_sequence)
+        if raw is None:
+            data = b"\n".join(encode(event) for event in events) + b"\n"
+        else:
+            data = raw if raw.endswith(b"\n") else raw + b"\n"
+        if self._masker is not None:
+            data = self._masker.bytes(data)
+        handle = self._events_file
+        if handle is None:
+            handle = self._events_file = self._open(self._events_path)
+        if handle is not None:
+            handle.write(data)
+        on_event = self._on_event
+        if on_event is not None:
+            for event in events:
+                on_event(event)
+
+    def _drop_foreign(self, events: Sequence[Event]) -> None:
+        """Events with another task_id are dropped (and said so); the others are kept."""
+        for event in events:
+            if event.task_id == self.task_id:
+                self.events((event,))
+                continue
             self._foreign += 1
             if self._foreign == 1:
                 self.warn(
                     f"event with sequence {event.sequence} has task_id {event.task_id!r}, "
                     f"expected {self.task_id!r}; such events are dropped"
                 )
-            return
-        summary = self.summary
-        if summary.events >= self._max_events:
-            raise TraceLimitExceeded(
-                f"agent flooded ATP with events: more than {self._max_events} in one run"
-            )
-        summary.add(event, self._last_sequence)
-        self._last_sequence = event.sequence
-        line = raw.rstrip(b"\r\n") if raw is not None else encode(event)
-        if self._masker is not None:
-            line = self._masker.bytes(line)
-        handle = self._events_file
-        if handle is None:
-            handle = self._events_file = self._open(self._events_path)
-        if handle is not None:
-            handle.write(line + b"\n")
-        if self._on_event is not None:
-            self._on_event(event)
 
     def log(self, line: str) -> None:
         if self._masker is not None:

@@ -5,8 +5,6 @@ An assertion names its artifact by ``path`` (file and reference artifacts; a glo
 ``contains`` and ``schema`` look at). Naming neither looks at every artifact.
 """
 
-from __future__ import annotations
-
 import fnmatch
 import json
 import posixpath

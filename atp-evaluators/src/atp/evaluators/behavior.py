@@ -12,8 +12,6 @@ Tool calls are counted from ``tool_call`` events; when the agent's reported
 ``metrics.total_steps``, or the highest ``progress.current_step`` in the trace.
 """
 
-from __future__ import annotations
-
 from typing import Annotated, Any
 
 import msgspec
