@@ -8,6 +8,7 @@ agent by hand.
 from __future__ import annotations
 
 import argparse
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -112,13 +113,24 @@ def main() -> None:
 
     runs = args.cli_runs
     if runs:
+        rounds = 5
+        size = max(runs // rounds, 1)
         print()
-        print(f"cli adapter, the protocol document's minimal agent, {runs} tests, --parallel=1")
-        cli_seconds, _ = run_suite(f"{{name: a, type: cli, command: ['{sys.executable}', '{MINIMAL_AGENT}']}}", runs)
-        bare = bare_agent_seconds(runs)
-        print(f"  through ATP:         {cli_seconds:8.3f}s  {cli_seconds / runs * 1000:7.2f} ms/run")
-        print(f"  agent started alone: {bare:8.3f}s  {bare / runs * 1000:7.2f} ms/run")
-        print(f"  ATP's own overhead:  {(cli_seconds - bare) / runs * 1000:7.2f} ms/run")
+        print(f"cli adapter, the protocol document's minimal agent, {rounds} rounds of {size} tests, --parallel=1")
+        print("(each round runs the suite through ATP, then starts the same agent as often by hand;")
+        print(" the difference is ATP's own time, the median over the rounds is reported)")
+        command = f"{{name: a, type: cli, command: ['{sys.executable}', '{MINIMAL_AGENT}']}}"
+        through, alone, overhead = [], [], []
+        for _ in range(rounds):
+            atp_seconds, _ = run_suite(command, size)
+            bare = bare_agent_seconds(size)
+            through.append(atp_seconds / size)
+            alone.append(bare / size)
+            overhead.append((atp_seconds - bare) / size)
+        print(f"  through ATP:          {statistics.median(through) * 1000:7.2f} ms/run")
+        print(f"  agent started alone:  {statistics.median(alone) * 1000:7.2f} ms/run")
+        print(f"  ATP's own overhead:   {statistics.median(overhead) * 1000:7.2f} ms/run "
+              f"(rounds: {', '.join(f'{o * 1000:.2f}' for o in overhead)})")
 
 
 if __name__ == "__main__":

@@ -12,9 +12,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 BUILTINS = {
-    "cli": "atp.adapters.cli",
-    "artifact": "atp.evaluators.artifact",
-    "behavior": "atp.evaluators.behavior",
+    "adapters": "atp.adapters.plugin",
+    "evaluators": "atp.evaluators.plugin",
+    "reporters": "atp.reporters.plugin",
 }
 
 

@@ -21,11 +21,9 @@ PYTHON = sys.executable
 ATP = str(Path(sys.executable).parent / "atp")
 
 BUILTIN_PLUGIN_MODULES = {
-    "cli": "atp.adapters.cli",
-    "artifact": "atp.evaluators.artifact",
-    "behavior": "atp.evaluators.behavior",
-    "console": "atp.reporters.console",
-    "json": "atp.reporters.json_results",
+    "adapters": "atp.adapters.plugin",
+    "evaluators": "atp.evaluators.plugin",
+    "reporters": "atp.reporters.plugin",
 }
 
 

@@ -9,6 +9,7 @@ import msgspec
 import pytest
 
 from atp.core import plugins as plugins_module
+from atp.core.entrypoints import EntryPoint
 from atp.core.errors import MissingDependencyError, PluginError
 from atp.core.evaluator import EvalContext, Evaluator, check
 from atp.core.hookspecs import hookimpl
@@ -40,7 +41,11 @@ def fake_module(name: str, **attrs: Any) -> types.ModuleType:
 @pytest.fixture
 def entry_points(monkeypatch: pytest.MonkeyPatch) -> list[metadata.EntryPoint]:
     eps: list[metadata.EntryPoint] = []
-    monkeypatch.setattr(plugins_module.metadata, "entry_points", lambda group: [e for e in eps if e.group == group])
+
+    def fake(group: str) -> list[EntryPoint]:
+        return [EntryPoint(e.name, e.value) for e in eps if e.group == group]
+
+    monkeypatch.setattr(plugins_module.entrypoints, "entry_points", fake)
     return eps
 
 

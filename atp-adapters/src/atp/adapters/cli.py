@@ -22,7 +22,7 @@ import signal
 import subprocess
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import anyio
 import anyio.abc
@@ -30,7 +30,6 @@ import msgspec
 
 from atp.core.adapter import Adapter
 from atp.core.errors import AdapterError, AgentError, ProtocolError
-from atp.core.hookspecs import hookimpl
 from atp.core.protocol import (
     ATPRequest,
     ATPResponse,
@@ -262,7 +261,3 @@ def _exit(code: int) -> str:
             return f"was killed by signal {-code}"
     return f"exited with code {code}"
 
-
-@hookimpl
-def atp_register_adapters(register: Any) -> None:
-    register(CliAdapter)

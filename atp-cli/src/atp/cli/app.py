@@ -6,25 +6,37 @@ import functools
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from atp.core.errors import ConfigError
 from atp.core.plugins import Plugins
-from atp.core.reporter import Reporter, ReportOptions
-from atp.core.results import RunStore, SuiteResults
+
+if TYPE_CHECKING:
+    from atp.core.reporter import Reporter
+    from atp.core.results import RunStore, SuiteResults
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+
+_warned: set[str] = set()
 
 
 @functools.lru_cache(maxsize=1)
 def plugins() -> Plugins:
     """The plugins of this process, loaded once; load problems are warned about on stderr."""
     loaded = Plugins()
-    for problem in loaded.problems():
-        click.echo(f"atp: warning: {problem}", err=True)
+    warn_problems(loaded.problems(collect=False))
     return loaded
+
+
+def warn_problems(problems: Sequence[str]) -> None:
+    """Each plugin problem once on stderr (the rest of ATP keeps working)."""
+    for problem in problems:
+        if problem not in _warned:
+            _warned.add(problem)
+            click.echo(f"atp: warning: {problem}", err=True)
 
 
 def config_option(func: F) -> F:
@@ -51,6 +63,8 @@ def make_reporters(
 ) -> list[Reporter]:
     """The reporters for ``--output`` names. ``--output-file`` goes to the first reporter that
     writes files; the console report is added unless another reporter writes to stdout."""
+    from atp.core.reporter import ReportOptions
+
     if not names:
         names = ["console"]
     classes = [loaded.reporter(name) for name in dict.fromkeys(names)]

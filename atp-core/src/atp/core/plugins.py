@@ -5,23 +5,29 @@ name them in the ``atp`` entry-point group, and the kernel knows them only throu
 :class:`Plugins`. A plugin that fails to load is recorded with its error (``atp plugins`` shows
 it) and the others keep working. ``ATP_DISABLE_PLUGINS=name,name`` skips entry points by name;
 ``ATP_DISABLE_PLUGINS=all`` skips every one.
+
+Loading a plugin imports only its entry-point module; the classes it registers are asked for
+(through the registration hooks) when a registry is first needed, so ``atp --help`` stays fast.
 """
 
+from __future__ import annotations
+
+import dataclasses
 import importlib
 import os
 from collections.abc import Callable, Iterable
-from importlib import metadata
 from types import ModuleType
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-import msgspec
 import pluggy
 
-from atp.core import hookspecs
-from atp.core.adapter import Adapter
+from atp.core import entrypoints, hookspecs
 from atp.core.errors import MissingDependencyError, PluginError
-from atp.core.evaluator import Evaluator
-from atp.core.reporter import Reporter
+
+if TYPE_CHECKING:
+    from atp.core.adapter import Adapter
+    from atp.core.evaluator import Evaluator
+    from atp.core.reporter import Reporter
 
 ENTRY_POINT_GROUP = "atp"
 DISABLE_ENV = "ATP_DISABLE_PLUGINS"
@@ -29,32 +35,39 @@ DISABLE_ENV = "ATP_DISABLE_PLUGINS"
 K = TypeVar("K")
 
 
-class PluginInfo(msgspec.Struct, kw_only=True):
+@dataclasses.dataclass
+class PluginInfo:
     """One plugin as ``atp plugins`` lists it."""
 
     name: str
     module: str | None = None
     distribution: str | None = None
     version: str | None = None
-    adapters: list[str] = msgspec.field(default_factory=list)
-    evaluators: list[str] = msgspec.field(default_factory=list)
-    reporters: list[str] = msgspec.field(default_factory=list)
-    errors: list[str] = msgspec.field(default_factory=list)
+    adapters: list[str] = dataclasses.field(default_factory=list)
+    evaluators: list[str] = dataclasses.field(default_factory=list)
+    reporters: list[str] = dataclasses.field(default_factory=list)
+    errors: list[str] = dataclasses.field(default_factory=list)
 
 
 class _Kind:
     """One registry: which hook fills it, which base class and name attribute it takes."""
 
-    def __init__(self, label: str, hook: str, base: type[Any], key: str) -> None:
+    def __init__(self, label: str, hook: str, base: str, key: str) -> None:
         self.label = label
         self.hook = hook
-        self.base = base
+        self.base_path = base
         self.key = key
 
+    @property
+    def base(self) -> type[Any]:
+        module, _, name = self.base_path.rpartition(".")
+        cls: type[Any] = getattr(importlib.import_module(module), name)
+        return cls
 
-_ADAPTERS = _Kind("adapter", "atp_register_adapters", Adapter, "type")
-_EVALUATORS = _Kind("evaluator", "atp_register_evaluators", Evaluator, "name")
-_REPORTERS = _Kind("reporter", "atp_register_reporters", Reporter, "name")
+
+_ADAPTERS = _Kind("adapter", "atp_register_adapters", "atp.core.adapter.Adapter", "type")
+_EVALUATORS = _Kind("evaluator", "atp_register_evaluators", "atp.core.evaluator.Evaluator", "name")
+_REPORTERS = _Kind("reporter", "atp_register_reporters", "atp.core.reporter.Reporter", "name")
 
 
 def disabled_plugins(value: str | None = None) -> set[str]:
@@ -95,15 +108,11 @@ class Plugins:
         skip = set(disabled) if disabled is not None else disabled_plugins()
         if "all" in skip or "*" in skip:
             return
-        for ep in metadata.entry_points(group=ENTRY_POINT_GROUP):
+        for ep in entrypoints.entry_points(ENTRY_POINT_GROUP):
             if ep.name in skip or ep.name in self._infos:
                 continue
-            dist = ep.dist
             info = PluginInfo(
-                name=ep.name,
-                module=ep.value,
-                distribution=dist.name if dist is not None else None,
-                version=dist.version if dist is not None else None,
+                name=ep.name, module=ep.value, distribution=ep.distribution, version=ep.version
             )
             try:
                 plugin = ep.load()
@@ -178,12 +187,13 @@ class Plugins:
         info: PluginInfo,
     ) -> Callable[[type[Any]], None]:
         listed: list[str] = getattr(info, kind.label + "s")
+        base = kind.base
 
         def register(cls: type[Any]) -> None:
             key = getattr(cls, kind.key, None)
-            if not (isinstance(cls, type) and issubclass(cls, kind.base)) or not isinstance(key, str):
+            if not (isinstance(cls, type) and issubclass(cls, base)) or not isinstance(key, str):
                 info.errors.append(
-                    f"registered {cls!r}, which is not a {kind.base.__name__} subclass "
+                    f"registered {cls!r}, which is not a {base.__name__} subclass "
                     f"with a string {kind.key!r}"
                 )
                 return
@@ -235,8 +245,11 @@ class Plugins:
         self._collect()
         return sorted(self._infos.values(), key=lambda i: i.name)
 
-    def problems(self) -> list[str]:
-        """One line per plugin error, for a warning on stderr."""
+    def problems(self, collect: bool = True) -> list[str]:
+        """One line per plugin error, for a warning on stderr; without ``collect``, only the
+        errors of loading (the registration hooks are not called for it)."""
+        if not collect:
+            return [f"plugin {n!r}: {e}" for n, errors in sorted(self._load_errors.items()) for e in errors]
         return [f"plugin {i.name!r}: {e}" for i in self.infos() for e in i.errors]
 
     def has_impls(self, hook_name: str) -> bool:

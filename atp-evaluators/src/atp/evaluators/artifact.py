@@ -15,7 +15,6 @@ from typing import Any
 import msgspec
 
 from atp.core.evaluator import EvalContext, Evaluator, check
-from atp.core.hookspecs import hookimpl
 from atp.core.plugins import require
 from atp.core.protocol import Artifact, FileArtifact, ReferenceArtifact, StructuredArtifact
 from atp.core.results import Check
@@ -265,8 +264,3 @@ class Sections(Evaluator):
             return [check(label, False, message, score)]
         return [check(label, True, f"all {len(config.sections)} sections present", score)]
 
-
-@hookimpl
-def atp_register_evaluators(register: Any) -> None:
-    for evaluator in (ArtifactExists, Contains, Schema, Sections):
-        register(evaluator)

@@ -12,12 +12,11 @@ Tool calls are counted from ``tool_call`` events; when the agent's reported
 ``metrics.total_steps``, or the highest ``progress.current_step`` in the trace.
 """
 
-from typing import Annotated, Any
+from typing import Annotated
 
 import msgspec
 
 from atp.core.evaluator import EvalContext, Evaluator, check
-from atp.core.hookspecs import hookimpl
 from atp.core.protocol import ErrorEvent
 from atp.core.results import Check
 
@@ -207,8 +206,3 @@ class Behavior(Evaluator):
             checks.append(check_no_errors(ctx, config.allow_recoverable, "behavior:no_errors"))
         return checks
 
-
-@hookimpl
-def atp_register_evaluators(register: Any) -> None:
-    for evaluator in (MustUseTools, ForbiddenTools, MaxToolCalls, MaxSteps, NoErrors, Behavior):
-        register(evaluator)

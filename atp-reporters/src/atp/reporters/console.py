@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import statistics
-from typing import Any, TextIO
+from typing import TextIO
 
 from atp.core.hookspecs import hookimpl
 from atp.core.reporter import Reporter, ReportOptions
@@ -194,7 +194,3 @@ class ConsoleReporter(Reporter):
         tail = f"; {', '.join(extra)}" if extra else ""
         return f"Summary: {', '.join(parts)}{rate}{tail}"
 
-
-@hookimpl
-def atp_register_reporters(register: Any) -> None:
-    register(ConsoleReporter)

@@ -12,7 +12,6 @@ from typing import Any
 
 import msgspec
 
-from atp.core.hookspecs import hookimpl
 from atp.core.reporter import Reporter
 from atp.core.results import RunResult, RunStore, SuiteResults
 
@@ -65,7 +64,3 @@ class JsonReporter(Reporter):
         partial.write_bytes(data)
         partial.replace(target)
 
-
-@hookimpl
-def atp_register_reporters(register: Any) -> None:
-    register(JsonReporter)

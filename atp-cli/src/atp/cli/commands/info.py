@@ -7,11 +7,8 @@ from importlib import metadata
 from pathlib import Path
 
 import click
-import msgspec
 
 from atp.cli.app import config_option, plugins
-from atp.core.config import agent_definitions, load_config
-from atp.core.suite import load_suite
 
 DISTRIBUTIONS = ("atp-core", "atp-adapters", "atp-evaluators", "atp-reporters", "atp-cli")
 
@@ -20,6 +17,8 @@ DISTRIBUTIONS = ("atp-core", "atp-adapters", "atp-evaluators", "atp-reporters", 
 @click.option("--json", "as_json", is_flag=True, help="Print the list as JSON.")
 def plugins_command(as_json: bool) -> int:
     """List installed plugins: distribution, version, what they register, and load errors."""
+    import msgspec
+
     infos = plugins().infos()
     if as_json:
         click.echo(msgspec.json.format(msgspec.json.encode(infos), indent=2).decode())
@@ -60,6 +59,9 @@ def list_evaluators_command() -> int:
 @config_option
 def list_agents_command(suite_path: Path | None, config_path: Path | None) -> int:
     """List the agents defined in the config file (and in a suite, with --suite)."""
+    from atp.core.config import agent_definitions, load_config
+    from atp.core.suite import load_suite
+
     config = load_config(config_path)
     suite = load_suite(suite_path, plugins().evaluators) if suite_path else None
     definitions = agent_definitions(config, suite)

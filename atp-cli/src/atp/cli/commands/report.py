@@ -7,8 +7,6 @@ from pathlib import Path
 import click
 
 from atp.cli.app import config_option, exit_code, make_reporters, plugins, render, split_outputs
-from atp.core.config import load_config
-from atp.core.results import RunStore
 
 
 @click.command("report")
@@ -28,6 +26,9 @@ def report_command(
 
     Exits 0 when every test in it passed and 1 otherwise, like the run itself.
     """
+    from atp.core.config import load_config
+    from atp.core.results import RunStore
+
     if run_dir is None:
         run_dir = RunStore.latest(load_config(config_path).run_dir)
     store = RunStore.open(run_dir)

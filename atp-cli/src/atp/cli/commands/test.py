@@ -4,14 +4,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import anyio
 import click
 
-from atp.cli.app import config_option, exit_code, make_reporters, plugins, render, split_outputs
-from atp.core.config import agent_definitions, choose_agent, load_config, masker_for, resolve_agent
-from atp.core.errors import ConfigError
-from atp.core.runner import Runner, Terminated
-from atp.core.suite import Fallback, TagFilter, load_suite, select_tests
+from atp.cli.app import (
+    config_option,
+    exit_code,
+    make_reporters,
+    plugins,
+    render,
+    split_outputs,
+    warn_problems,
+)
 
 EXIT_TERMINATED = 143
 
@@ -46,6 +49,13 @@ def test_command(
     Exit code 0 when every selected test passed, 1 when any failed, 2 for a usage, config or
     suite error, 130 when interrupted (finished results are kept and reported).
     """
+    import anyio
+
+    from atp.core.config import agent_definitions, choose_agent, load_config, masker_for, resolve_agent
+    from atp.core.errors import ConfigError
+    from atp.core.runner import Runner, Terminated
+    from atp.core.suite import Fallback, TagFilter, load_suite, select_tests
+
     config = load_config(config_path)
     loaded = plugins()
     defaults = config.spec.defaults
@@ -69,6 +79,7 @@ def test_command(
         else config.spec.reporting.default
     )
     reporters = make_reporters(loaded, names, output_file, verbose or config.spec.reporting.verbose)
+    warn_problems(loaded.problems())
     runner = Runner(
         loaded,
         suite,

@@ -1,0 +1,27 @@
+"""The plugin of the atp-evaluators distribution (entry point ``evaluators`` in the ``atp`` group).
+
+Light on purpose: the evaluator modules are imported only when ATP asks for the registry.
+"""
+
+from typing import Any
+
+from atp.core.hookspecs import hookimpl
+
+
+@hookimpl
+def atp_register_evaluators(register: Any) -> None:
+    from atp.evaluators import artifact, behavior
+
+    for evaluator in (
+        artifact.ArtifactExists,
+        artifact.Contains,
+        artifact.Schema,
+        artifact.Sections,
+        behavior.MustUseTools,
+        behavior.ForbiddenTools,
+        behavior.MaxToolCalls,
+        behavior.MaxSteps,
+        behavior.NoErrors,
+        behavior.Behavior,
+    ):
+        register(evaluator)
