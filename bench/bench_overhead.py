@@ -12,6 +12,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 import tracemalloc
 import uuid
 from pathlib import Path
@@ -54,8 +55,9 @@ class MemoryProbe:
             self.growth = (tracemalloc.get_traced_memory()[0] - self.at_quarter) / 2**20
 
 
-def run_suite(agent: str, tests: int, parallel: int = 1, memory: bool = False) -> tuple[float, float]:
-    """Seconds the Runner takes for ``tests`` tests, and its peak traced memory in MiB."""
+def run_suite(agent: str, tests: int, parallel: int = 1, memory: bool = False) -> tuple[float, float, float]:
+    """Wall seconds the Runner takes for ``tests`` tests, the CPU seconds of this process (not
+    of the agents it starts) meanwhile, and how much traced memory grew from 25% to 100%."""
     import anyio
 
     from atp.core.config import agent_definitions, load_config, resolve_agent
@@ -75,15 +77,19 @@ def run_suite(agent: str, tests: int, parallel: int = 1, memory: bool = False) -
         if memory:
             loaded.register(probe, "memory-probe")
             tracemalloc.start()
+        cpu = time.process_time()
         with Timer() as timer:
             results = anyio.run(runner.run)
+        cpu = time.process_time() - cpu
         tracemalloc.stop()
         assert results.summary.passed == tests, results.summary
-        return timer.seconds, probe.growth
+        return timer.seconds, cpu, probe.growth
 
 
-def bare_agent_seconds(runs: int) -> float:
-    """The same agent started by hand, request in, response out: the floor under the cli adapter."""
+def bare_agent_seconds(runs: int) -> tuple[float, float]:
+    """The same agent started by hand, request in, response out: the floor under the cli
+    adapter. Wall seconds, and CPU seconds of this process."""
+    cpu = time.process_time()
     with Timer() as timer:
         for _ in range(runs):
             request = (
@@ -92,7 +98,7 @@ def bare_agent_seconds(runs: int) -> float:
             subprocess.run(
                 [sys.executable, str(MINIMAL_AGENT)], input=request.encode(), capture_output=True, check=True
             )
-    return timer.seconds
+    return timer.seconds, time.process_time() - cpu
 
 
 def main() -> None:
@@ -107,7 +113,7 @@ def main() -> None:
     run_suite(instant, 50)  # warm up
     for size in (int(s) for s in args.sizes.split(",")):
         seconds = min(run_suite(instant, size)[0] for _ in range(3))
-        _, growth = run_suite(instant, size, memory=True)
+        _, _, growth = run_suite(instant, size, memory=True)
         print(f"{size:>7} {seconds:8.3f}s {seconds / size * 1e6:8.1f}µs   {growth:+7.3f} MiB")
     print(f"max RSS of this process: {max_rss_mib():.1f} MiB")
 
@@ -120,17 +126,23 @@ def main() -> None:
         print("(each round runs the suite through ATP, then starts the same agent as often by hand;")
         print(" the difference is ATP's own time, the median over the rounds is reported)")
         command = f"{{name: a, type: cli, command: ['{sys.executable}', '{MINIMAL_AGENT}']}}"
-        through, alone, overhead = [], [], []
+        through, alone, overhead, cpu, bare_cpu = [], [], [], [], []
         for _ in range(rounds):
-            atp_seconds, _ = run_suite(command, size)
-            bare = bare_agent_seconds(size)
+            atp_seconds, atp_cpu, _ = run_suite(command, size)
+            bare, spawn_cpu = bare_agent_seconds(size)
             through.append(atp_seconds / size)
             alone.append(bare / size)
             overhead.append((atp_seconds - bare) / size)
+            cpu.append(atp_cpu / size)
+            bare_cpu.append(spawn_cpu / size)
         print(f"  through ATP:          {statistics.median(through) * 1000:7.2f} ms/run")
         print(f"  agent started alone:  {statistics.median(alone) * 1000:7.2f} ms/run")
-        print(f"  ATP's own overhead:   {statistics.median(overhead) * 1000:7.2f} ms/run "
+        print(f"  wall-clock difference {statistics.median(overhead) * 1000:7.2f} ms/run "
               f"(rounds: {', '.join(f'{o * 1000:.2f}' for o in overhead)})")
+        print(f"  CPU time of ATP's process:        {statistics.median(cpu) * 1000:5.2f} ms/run")
+        print(f"  CPU time of the by-hand starter:  {statistics.median(bare_cpu) * 1000:5.2f} ms/run "
+              "(subprocess.run: spawning and piping alone)")
+        print(f"  ATP's own CPU beyond that:        {(statistics.median(cpu) - statistics.median(bare_cpu)) * 1000:5.2f} ms/run")
 
 
 if __name__ == "__main__":

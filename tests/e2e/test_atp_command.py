@@ -278,3 +278,32 @@ def test_readme_quick_start_commands_are_the_ones_ci_runs() -> None:
     assert "atp test --suite=examples/quickstart/suite.yaml --agent=research-agent" in readme
     ci = (ROOT / ".ci" / "run").read_text()
     assert "test-command" in ci
+
+
+def test_on_a_terminal_progress_and_colour(tmp_path: Path) -> None:
+    """Run `atp test` with its stdout on a pseudo-terminal, as a person at a terminal would."""
+    import pty
+
+    main, secondary = pty.openpty()
+    env = {k: v for k, v in os.environ.items() if k != "NO_COLOR"}
+    process = subprocess.Popen(
+        [ATP, "test", f"--suite={QUICKSTART}", "--agent=research-agent"],
+        cwd=tmp_path, env=env, stdout=secondary, stderr=subprocess.PIPE,
+    )
+    os.close(secondary)
+    chunks = []
+    while True:
+        try:
+            data = os.read(main, 65536)
+        except OSError:  # the terminal closed with the process
+            break
+        if not data:
+            break
+        chunks.append(data)
+    process.wait(timeout=60)
+    os.close(main)
+    out = b"".join(chunks).decode()
+    assert process.returncode == 0
+    assert "running: 1/3 runs done" in out and "running: 3/3 runs done" in out
+    assert "\x1b[32m✓\x1b[0m basic_competitor_search" in out
+    assert "\r\x1b[K" in out  # the progress line is cleared before the report

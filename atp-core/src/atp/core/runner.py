@@ -6,8 +6,8 @@ limit, checks the response, runs the evaluators, scores the run and appends the 
 run directory before anything else sees it. ``parallel`` bounds how many runs are in flight.
 
 An agent that times out, crashes, lies or floods fails its own run with a reason; the other runs
-go on. Ctrl-C (or SIGTERM) stops the runs in flight, stops their agents, and leaves every
-finished result in the run directory.
+go on. Ctrl-C (or SIGTERM) stops the runs in flight, stops their agents, leaves every
+finished result in the run directory and raises :class:`Interrupted`.
 """
 
 from __future__ import annotations
@@ -47,8 +47,15 @@ from atp.core.suite import Assertion, Suite, Test
 from atp.core.trace import DEFAULT_MAX_EVENTS, RunTrace
 
 
-class Terminated(Exception):
-    """The run was stopped by SIGTERM; finished results are in the run directory."""
+class Interrupted(KeyboardInterrupt):
+    """The run was stopped by SIGINT (Ctrl-C) or SIGTERM after its finished results were
+    stored; ``signal_number`` says which."""
+
+    def __init__(self, signal_number: int, directory: Path) -> None:
+        self.signal_number = signal_number
+        self.directory = directory
+        name = signal.Signals(signal_number).name
+        super().__init__(f"stopped by {name}; finished runs are kept in {directory}")
 
 
 class Runner:
@@ -87,7 +94,7 @@ class Runner:
         self._remaining: dict[str, int] = {}
         self._finished_runs: dict[str, list[RunResult]] = {}
         self._planned: dict[str, PlannedTest] = {}
-        self._terminated = False
+        self._stopped_by: int | None = None
         hook = plugins.hook
         self._hook = hook
         self._hooked = {
@@ -133,7 +140,7 @@ class Runner:
         try:
             await adapter.start()
             await self._run_all(adapter, work)
-            interrupted = self._terminated
+            interrupted = self._stopped_by is not None
         finally:
             with anyio.CancelScope(shield=True):
                 await adapter.aclose()
@@ -143,28 +150,30 @@ class Runner:
             store.close()
             results = store.results()
             self._hook.atp_suite_finished(results=results)
-        if self._terminated:
-            raise Terminated(f"stopped by SIGTERM; finished results are in {store.directory}")
+        if self._stopped_by is not None:
+            raise Interrupted(self._stopped_by, store.directory)
         return results
 
     async def _run_all(self, adapter: Adapter, work: list[tuple[Test, int]]) -> None:
         items = iter(work)
         async with anyio.create_task_group() as outer:
             if threading.current_thread() is threading.main_thread():
-                outer.start_soon(self._watch_sigterm, outer.cancel_scope)
+                outer.start_soon(self._watch_signals, outer.cancel_scope)
             async with anyio.create_task_group() as workers:
                 for _ in range(min(self.parallel, len(work))):
                     workers.start_soon(self._worker, adapter, items)
             outer.cancel_scope.cancel()
 
-    async def _watch_sigterm(self, scope: anyio.CancelScope) -> None:
+    async def _watch_signals(self, scope: anyio.CancelScope) -> None:
+        """Ctrl-C and SIGTERM stop the runs in flight (their agents are stopped by the
+        adapter) the same way on every Python version; the finished ones are already stored."""
         try:
-            receiver = anyio.open_signal_receiver(signal.SIGTERM)
+            receiver = anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM)
         except (NotImplementedError, ValueError, AttributeError):  # pragma: no cover - not POSIX
             return
         with receiver as signals:
-            async for _ in signals:
-                self._terminated = True
+            async for signum in signals:
+                self._stopped_by = int(signum)
                 scope.cancel()
                 return
 

@@ -265,7 +265,8 @@ def _resolve_test(
             known = ", ".join(sorted(evaluators)) or "none are installed"
             raise doc.error(
                 f"unknown assertion type {spec.type!r}; no evaluator is registered for it "
-                f"(known: {known}). Is the plugin that provides it installed?",
+                f"(known: {known}). Is the plugin that provides it installed? The built-in "
+                f"ones come with: pip install atp-evaluators",
                 (*at, "type"),
             )
         config = doc.convert(spec.config, evaluator.Config, at=(*at, "config"))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import statistics
+from pathlib import Path
 from typing import TextIO
 
 from atp.core.hookspecs import hookimpl
@@ -34,6 +35,14 @@ def _can_encode(stream: TextIO, text: str) -> bool:
     except (UnicodeEncodeError, LookupError):
         return False
     return True
+
+
+def shown_path(path: Path) -> str:
+    """A path relative to the working directory when it is below it."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except (ValueError, OSError):
+        return str(path)
 
 
 def seconds(value: float) -> str:
@@ -116,7 +125,7 @@ class ConsoleReporter(Reporter):
         runs = {t.planned_runs for t in results.tests if t.skip_reason is None}
         if runs:
             out.append(f"Runs per test: {', '.join(str(r) for r in sorted(runs))}")
-        out.append(f"Run directory: {store.directory}")
+        out.append(f"Run directory: {shown_path(store.directory)}")
         out.append("")
         out.append("Tests:")
         width = max((len(t.id) for t in results.tests), default=0)

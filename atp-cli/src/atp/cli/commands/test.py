@@ -16,8 +16,6 @@ from atp.cli.app import (
     warn_problems,
 )
 
-EXIT_TERMINATED = 143
-
 
 @click.command("test")
 @click.option("--suite", "suite_path", required=True, type=click.Path(path_type=Path, dir_okay=False), help="The suite YAML file.")
@@ -53,7 +51,7 @@ def test_command(
 
     from atp.core.config import agent_definitions, choose_agent, load_config, masker_for, resolve_agent
     from atp.core.errors import ConfigError
-    from atp.core.runner import Runner, Terminated
+    from atp.core.runner import Interrupted, Runner
     from atp.core.suite import Fallback, TagFilter, load_suite, select_tests
 
     config = load_config(config_path)
@@ -96,10 +94,10 @@ def test_command(
     code: int | None = None
     try:
         results = anyio.run(runner.run)
+    except Interrupted as stop:
+        code = 128 + stop.signal_number  # 130 for Ctrl-C, 143 for SIGTERM
     except KeyboardInterrupt:
         code = 130
-    except Terminated:
-        code = EXIT_TERMINATED
     finally:
         for name in registered:
             loaded.unregister(name)
