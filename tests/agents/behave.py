@@ -14,6 +14,7 @@
     version2            answer with protocol version 2.0
     echo_request        answer with the request it received as structured data
     slow SECONDS        send an event, wait, then answer properly
+    orphan              start a process that keeps stdout and stderr open, answer, exit
 """
 
 import json
@@ -93,6 +94,13 @@ def main():
         print(event(task_id, 0, "progress", {"percentage": 0}), file=err, flush=True)
         time.sleep(float(sys.argv[2]))
         print(answer(task_id))
+    elif mode == "orphan":
+        import subprocess
+
+        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+        with open(os.environ.get("AGENT_PID_FILE", os.devnull), "w") as handle:
+            handle.write(str(child.pid))
+        print(answer(task_id), flush=True)
     elif mode == "echo_request":
         print(answer(task_id, {"request": request}))
     else:

@@ -38,11 +38,16 @@ def only_run(results: SuiteResults) -> Any:
 
 
 def alive(pid: int) -> bool:
+    """Running, and not a zombie waiting for whoever adopted it to reap it."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    return True
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return True
+    return "\nState:\tZ" not in status
 
 
 def test_protocol_documents_minimal_agent_unchanged(tmp_path: Path, plugins: Plugins) -> None:
@@ -191,3 +196,29 @@ def test_parallel_agent_processes(tmp_path: Path, plugins: Plugins) -> None:
     tests = "".join(f"  - id: t{i}\n    task: {{description: x}}\n" for i in range(6))
     results, _ = run_suite(tmp_path, plugins, behave_agent("ok"), tests, parallel=3)
     assert results.summary.passed == 6
+
+
+def test_leftover_process_holding_the_output_is_stopped(tmp_path: Path, plugins: Plugins) -> None:
+    pid_file = tmp_path / "pid"
+    os.environ["AGENT_PID_FILE"] = str(pid_file)
+    try:
+        started = time.monotonic()
+        results, _ = run_suite(tmp_path, plugins, behave_agent("orphan"))
+        elapsed = time.monotonic() - started
+    finally:
+        del os.environ["AGENT_PID_FILE"]
+    run_ = only_run(results)
+    assert run_.outcome == "passed" and elapsed < 5, (run_.error, elapsed)
+    assert any("kept its output open" in w for w in run_.warnings)
+    deadline = time.monotonic() + 5
+    while alive(int(pid_file.read_text())) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not alive(int(pid_file.read_text()))
+
+
+def test_empty_command_is_a_located_error(tmp_path: Path, plugins: Plugins) -> None:
+    from atp.core.errors import SuiteError
+
+    with pytest.raises(SuiteError, match="'command' is empty") as info:
+        run_suite(tmp_path, plugins, [])
+    assert info.value.path == "agents[0]" and info.value.line == 3

@@ -43,6 +43,7 @@ from atp.core.trace import EventSink
 MiB = 1024 * 1024
 READ_SIZE = MiB
 PIPE_SIZE = MiB
+EXIT_DRAIN_SECONDS = 1.0
 F_SETPIPE_SZ = 1031  # Linux: a larger pipe buffer means fewer wake-ups for a chatty agent
 _EVENT_KEY = b'"event_type"'
 
@@ -56,6 +57,11 @@ class CliSettings(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     max_output_bytes: Annotated[int, msgspec.Meta(ge=1024)] = 64 * MiB
     max_line_bytes: Annotated[int, msgspec.Meta(ge=1024)] = 4 * MiB
 
+    def __post_init__(self) -> None:
+        command = self.command
+        if not (shlex.split(command) if isinstance(command, str) else command):
+            raise ValueError("'command' is empty")
+
 
 class CliAdapter(Adapter):
     type = "cli"
@@ -67,8 +73,6 @@ class CliAdapter(Adapter):
         super().__init__(settings, name=name, base_dir=base_dir)
         command = settings.command
         argv = shlex.split(command) if isinstance(command, str) else list(command)
-        if not argv:
-            raise AdapterError(f"agent {name!r}: 'command' is empty")
         self.cwd = (base_dir / settings.cwd).resolve() if settings.cwd else base_dir
         program = argv[0]
         if os.sep in program and not os.path.isabs(program):
@@ -96,22 +100,41 @@ class CliAdapter(Adapter):
             ) from None
         failure: list[AgentError] = []
         stdout = bytearray()
+        readers = [2]
+        drained = anyio.Event()
         try:
             async with anyio.create_task_group() as tg:
 
-                def guarded(job: Callable[[], Awaitable[None]]) -> Callable[[], Awaitable[None]]:
+                def reader(job: Callable[[], Awaitable[None]]) -> Callable[[], Awaitable[None]]:
                     async def run() -> None:
                         try:
                             await job()
                         except AgentError as exc:
                             failure.append(exc)
                             tg.cancel_scope.cancel()
+                        readers[0] -= 1
+                        if not readers[0]:
+                            drained.set()
 
                     return run
 
+                async def watch_exit() -> None:
+                    """Something the agent started may hold its output open after it exits:
+                    stop reading a moment after the agent is gone."""
+                    await process.wait()
+                    with anyio.move_on_after(EXIT_DRAIN_SECONDS):
+                        await drained.wait()
+                        return
+                    sink.warn(
+                        "the agent exited, but a process it started kept its output open; "
+                        "ATP stopped reading and stopped that process"
+                    )
+                    tg.cancel_scope.cancel()
+
                 tg.start_soon(self._send, process, request)
-                tg.start_soon(guarded(lambda: self._read_events(process, sink)))
-                tg.start_soon(guarded(lambda: self._read_stdout(process, stdout)))
+                tg.start_soon(reader(lambda: self._read_events(process, sink)))
+                tg.start_soon(reader(lambda: self._read_stdout(process, stdout)))
+                tg.start_soon(watch_exit)
             if failure:
                 raise failure[0]
             code = await process.wait()

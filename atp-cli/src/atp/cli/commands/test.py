@@ -47,6 +47,8 @@ def test_command(
     Exit code 0 when every selected test passed, 1 when any failed, 2 for a usage, config or
     suite error, 130 when interrupted (finished results are kept and reported).
     """
+    from asyncio import CancelledError
+
     import anyio
 
     from atp.core.config import agent_definitions, choose_agent, load_config, masker_for, resolve_agent
@@ -96,7 +98,7 @@ def test_command(
         results = anyio.run(runner.run)
     except Interrupted as stop:
         code = 128 + stop.signal_number  # 130 for Ctrl-C, 143 for SIGTERM
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, CancelledError):  # Ctrl-C before the runner listened for it
         code = 130
     finally:
         for name in registered:
