@@ -137,3 +137,19 @@ def test_unknown_event_type_of_a_higher_minor_version_is_kept() -> None:
     assert isinstance(event, protocol.UnknownEvent)
     assert event.event_type == "memory_write" and event.payload == {"key": "k"}
     assert json.loads(encode(event)) == json.loads(raw)
+
+
+def test_requests_the_runner_builds_are_schema_valid(tmp_path: Path) -> None:
+    from atp.core.config import agent_definitions, load_config, resolve_agent
+    from atp.core.runner import Runner
+    from atp.core.suite import load_suite
+    from tests.conftest import EXAMPLES, builtin_plugins
+
+    plugins = builtin_plugins()
+    suite = load_suite(EXAMPLES / "quickstart" / "suite.yaml", plugins.evaluators)
+    agent = resolve_agent(agent_definitions(load_config(cwd=tmp_path), suite)["research-agent"], plugins.adapters)
+    runner = Runner(plugins, suite, suite.tests, agent, run_root=tmp_path)
+    for test in suite.tests:
+        request = json.loads(encode(runner.build_request(test, 1)))
+        validator("request").validate(request)
+        assert request["constraints"]["timeout_seconds"] >= 1
