@@ -22,7 +22,7 @@ has an evaluator whose ``Config`` accepts the assertion's ``config``, before any
 
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 import msgspec
 
@@ -30,12 +30,9 @@ from atp.core.errors import ConfigError
 from atp.core.evaluator import Evaluator
 from atp.core.protocol import (
     DEFAULT_TIMEOUT_SECONDS,
-    Budget,
     Constraints,
     Description,
     ExpectedArtifact,
-    MaxSteps,
-    MaxTokens,
     Task,
     TimeoutSeconds,
 )
@@ -60,18 +57,12 @@ class ScoringSpec(_Strict, kw_only=True):
     optimal_steps: Annotated[int, msgspec.Meta(ge=1)] | None = None
 
 
-class ConstraintsSpec(_Strict, kw_only=True):
-    max_steps: MaxSteps | None = None
-    max_tokens: MaxTokens | None = None
-    timeout_seconds: TimeoutSeconds | None = None
-    allowed_tools: list[str] | None = None
-    budget_usd: Budget | None = None
+class ConstraintsSpec(Constraints, forbid_unknown_fields=True, kw_only=True):
+    """The protocol's constraints, strict about unknown keys as suites are."""
 
 
-class ExpectedArtifactSpec(_Strict, kw_only=True):
-    type: Literal["file", "structured"] | None = None
-    format: str | None = None
-    name: str | None = None
+class ExpectedArtifactSpec(ExpectedArtifact, forbid_unknown_fields=True, kw_only=True):
+    """The protocol's expected artifact, strict about unknown keys as suites are."""
 
 
 class TaskSpec(_Strict, kw_only=True):
