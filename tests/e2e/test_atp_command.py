@@ -307,3 +307,35 @@ def test_on_a_terminal_progress_and_colour(tmp_path: Path) -> None:
     assert "running: 1/3 runs done" in out and "running: 3/3 runs done" in out
     assert "\x1b[32m✓\x1b[0m basic_competitor_search" in out
     assert "\r\x1b[K" in out  # the progress line is cleared before the report
+
+
+def test_plugin_adds_a_command(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    write(site / "atp_hello_plugin.py", '''
+        import click
+
+        from atp.core.hookspecs import hookimpl
+
+
+        @click.command("hello")
+        @click.option("--name", default="world")
+        def hello(name):
+            """Greet someone (a plugin's command)."""
+            click.echo(f"hello, {name}")
+
+
+        @hookimpl
+        def atp_register_commands(cli):
+            cli.add_command(hello)
+        ''')
+    dist = site / "atp_hello_plugin-0.1.dist-info"
+    write(dist / "METADATA", "Metadata-Version: 2.1\nName: atp-hello-plugin\nVersion: 0.1\n")
+    write(dist / "entry_points.txt", "[atp]\nhello = atp_hello_plugin\n")
+    env = {"PYTHONPATH": str(site)}
+    help_text = atp("--help", cwd=tmp_path, env=env).stdout
+    assert "  hello            Greet someone (a plugin's command)." in help_text
+    assert "  test             Run a suite against an agent." in help_text
+    result = atp("hello", "--name=ATP", cwd=tmp_path, env=env)
+    assert result.returncode == 0 and result.stdout == "hello, ATP\n"
+    unknown = atp("goodbye", cwd=tmp_path, env=env)
+    assert unknown.returncode == 2 and "No such command 'goodbye'" in unknown.stderr
