@@ -163,3 +163,22 @@ def test_choose_agent(tmp_path: Path, plugins: Plugins) -> None:
     two = dict(found, other=found["shared"])
     with pytest.raises(ConfigError, match="choose an agent with --agent: other, shared"):
         choose_agent(two, None)
+
+
+def test_evaluator_settings_are_interpolated_and_their_secrets_masked(tmp_path: Path) -> None:
+    from atp.core.config import Config
+    from atp.core.yamlfile import YamlDocument
+
+    path = write(tmp_path / "atp.config.yaml", """
+        evaluators:
+          judge: {model: "${JUDGE_MODEL:-small}", api_key: "${JUDGE_API_KEY}"}
+          other: {token: "${MISSING_TOKEN}"}
+        """)
+    document = YamlDocument.load(path)
+    config = Config(load_config(path).spec, document, environ={"JUDGE_API_KEY": "sk-judge-999"})
+    assert config.evaluator_settings("judge") == {"model": "small", "api_key": "sk-judge-999"}
+    assert config.evaluator_settings("absent") == {}
+    with pytest.raises(SuiteError) as info:
+        config.evaluator_settings("other")
+    assert "MISSING_TOKEN is not set" in info.value.reason and info.value.line == 3
+    assert masker_for(config).text("key sk-judge-999") == "key ***"

@@ -90,7 +90,23 @@ class Config:
         return self.base_dir / self.spec.reporting.run_dir
 
     def evaluator_settings(self, name: str) -> dict[str, Any]:
-        return dict(self.spec.evaluators.get(name, {}))
+        """The ``evaluators.<name>`` settings, with ``${VAR}`` replaced."""
+        where: tuple[PathPart, ...] = ("evaluators", name)
+
+        def missing(variable: str, at: Sequence[PathPart]) -> str:
+            message = f"environment variable {variable} is not set (used as ${{{variable}}})"
+            if self.document is None:
+                raise ConfigError(message)
+            raise self.document.error(message, (*where, *at))
+
+        settings: dict[str, Any] = interpolate(self.spec.evaluators.get(name, {}), self.environ, missing)
+        return settings
+
+    def evaluator_secrets(self) -> list[str]:
+        """Values of secret-looking variables the ``evaluators`` section uses, to be masked."""
+        used: set[str] = set()
+        interpolate(self.spec.evaluators, self.environ, self._missing_ok, (), used)
+        return [self.environ[v] for v in used if v in self.environ and looks_secret(v)]
 
 
 def load_config(path: Path | None = None, cwd: Path | None = None) -> Config:
@@ -298,7 +314,9 @@ def resolve_agent(
 
 
 def masker_for(config: Config, agent: ResolvedAgent | None = None) -> Masker:
-    values = list(config.secrets.values())
+    """Everything ATP writes is masked with the config's secrets, and the secret-looking
+    variables used by the agent's and the evaluators' settings."""
+    values = list(config.secrets.values()) + config.evaluator_secrets()
     if agent is not None:
         values.extend(agent.secrets)
     return Masker(values)

@@ -73,6 +73,8 @@ def test_command(
             f"{', '.join(known) or 'none'})"
         )
     agent = resolve_agent(choose_agent(agent_definitions(config, suite), agent_name), loaded.adapters)
+    for assertion_type in sorted({a.type for test in selected for a in test.assertions}):
+        config.evaluator_settings(assertion_type)  # an unset ${VAR} there fails before any run
     names = split_outputs(outputs) or split_outputs(
         [config.spec.reporting.default]
         if isinstance(config.spec.reporting.default, str)
