@@ -61,37 +61,47 @@ def test_protocol_documents_minimal_agent_unchanged(tmp_path: Path, plugins: Plu
     assert run_.warnings == []
 
 
-def test_timeout_stops_the_agent_and_keeps_its_events(tmp_path: Path, plugins: Plugins) -> None:
-    pid_file = tmp_path / "pid"
-    os.environ["AGENT_PID_FILE"] = str(pid_file)
-    try:
-        tests = "  - id: t\n    task: {description: x}\n    constraints: {timeout_seconds: 2}\n"
-        started = time.monotonic()
-        results, store = run_suite(tmp_path, plugins, behave_agent("sleep"), tests)
-        elapsed = time.monotonic() - started
-    finally:
-        del os.environ["AGENT_PID_FILE"]
+@pytest.fixture
+def pid_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Where tests/agents/behave.py writes the pid of the process it leaves running."""
+    path = tmp_path / "pid"
+    monkeypatch.setenv("AGENT_PID_FILE", str(path))
+    return path
+
+
+def gone(pid_file: Path, within: float = 5.0) -> bool:
+    pid = int(pid_file.read_text())
+    deadline = time.monotonic() + within
+    while alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return not alive(pid)
+
+
+def timed(tmp_path: Path, plugins: Plugins, mode: str, tests: str = "") -> tuple[SuiteResults, RunStore, float]:
+    started = time.monotonic()
+    results, store = run_suite(tmp_path, plugins, behave_agent(mode), tests)
+    return results, store, time.monotonic() - started
+
+
+def test_timeout_stops_the_agent_and_keeps_its_events(tmp_path: Path, plugins: Plugins, pid_file: Path) -> None:
+    tests = "  - id: t\n    task: {description: x}\n    constraints: {timeout_seconds: 2}\n"
+    results, store, elapsed = timed(tmp_path, plugins, "sleep", tests)
     run_ = only_run(results)
     assert 1.9 < elapsed < 4.5, elapsed
     assert run_.status == "timeout" and run_.error == "timed out after 2 s; the agent was stopped"
     assert [e.event_type for e in store.events(run_)] == ["tool_call", "progress"]
     assert run_.metrics.tool_calls == 1
-    assert not alive(int(pid_file.read_text()))
+    assert gone(pid_file, within=0)
 
 
-def test_agent_ignoring_sigterm_is_killed_after_the_grace_period(tmp_path: Path, plugins: Plugins) -> None:
-    pid_file = tmp_path / "pid"
-    os.environ["AGENT_PID_FILE"] = str(pid_file)
-    try:
-        tests = "  - id: t\n    task: {description: x}\n    constraints: {timeout_seconds: 1}\n"
-        started = time.monotonic()
-        results, _ = run_suite(tmp_path, plugins, behave_agent("sleep_ignoring_term"), tests)
-        elapsed = time.monotonic() - started
-    finally:
-        del os.environ["AGENT_PID_FILE"]
+def test_agent_ignoring_sigterm_is_killed_after_the_grace_period(
+    tmp_path: Path, plugins: Plugins, pid_file: Path
+) -> None:
+    tests = "  - id: t\n    task: {description: x}\n    constraints: {timeout_seconds: 1}\n"
+    results, _, elapsed = timed(tmp_path, plugins, "sleep_ignoring_term", tests)
     assert only_run(results).status == "timeout"
     assert 1.9 < elapsed < 4.5, elapsed  # 1 s timeout + 1 s grace
-    assert not alive(int(pid_file.read_text()))
+    assert gone(pid_file, within=0)
 
 
 @pytest.mark.parametrize(
@@ -198,22 +208,12 @@ def test_parallel_agent_processes(tmp_path: Path, plugins: Plugins) -> None:
     assert results.summary.passed == 6
 
 
-def test_leftover_process_holding_the_output_is_stopped(tmp_path: Path, plugins: Plugins) -> None:
-    pid_file = tmp_path / "pid"
-    os.environ["AGENT_PID_FILE"] = str(pid_file)
-    try:
-        started = time.monotonic()
-        results, _ = run_suite(tmp_path, plugins, behave_agent("orphan"))
-        elapsed = time.monotonic() - started
-    finally:
-        del os.environ["AGENT_PID_FILE"]
+def test_leftover_process_holding_the_output_is_stopped(tmp_path: Path, plugins: Plugins, pid_file: Path) -> None:
+    results, _, elapsed = timed(tmp_path, plugins, "orphan")
     run_ = only_run(results)
     assert run_.outcome == "passed" and elapsed < 5, (run_.error, elapsed)
     assert any("kept its output open" in w for w in run_.warnings)
-    deadline = time.monotonic() + 5
-    while alive(int(pid_file.read_text())) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not alive(int(pid_file.read_text()))
+    assert gone(pid_file)
 
 
 def test_empty_command_is_a_located_error(tmp_path: Path, plugins: Plugins) -> None:
