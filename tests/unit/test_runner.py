@@ -330,3 +330,26 @@ def test_interrupt_keeps_finished_runs(tmp_path: Path, plugins: Plugins) -> None
     assert results.tests[1].skip_reason == "not run: the run was interrupted"
     header = json.loads((directory / "run.json").read_text())
     assert header["interrupted"] is True and header["finished_at"]
+
+
+def test_a_plugin_hook_that_raises_does_not_stop_the_suite(
+    tmp_path: Path, plugins: Plugins, caplog: pytest.LogCaptureFixture
+) -> None:
+    class Broken:
+        @hookimpl
+        def atp_run_finished(self, result: Any) -> None:
+            raise RuntimeError("listener bug")
+
+        @hookimpl
+        def atp_event(self, test: Any, run_number: int, event: Any) -> None:
+            raise ValueError("event bug")
+
+    plugins.register(Broken(), "broken")
+    tests = ONE_TEST + ONE_TEST.replace("id: only", "id: second")
+    results, _ = run(tmp_path, plugins, suite_text("agent_ok", tests))
+    assert results.summary.passed == 2
+    messages = [r.getMessage() for r in caplog.records]
+    assert messages == [
+        "a plugin's atp_event hook raised ValueError: event bug (the run goes on)",
+        "a plugin's atp_run_finished hook raised RuntimeError: listener bug (the run goes on)",
+    ]

@@ -12,6 +12,7 @@ finished result in the run directory and raises :class:`Interrupted`.
 
 from __future__ import annotations
 
+import logging
 import signal
 import threading
 import time
@@ -45,6 +46,8 @@ from atp.core.scoring import score_run
 from atp.core.secrets import Masker
 from atp.core.suite import Assertion, Suite, Test
 from atp.core.trace import DEFAULT_MAX_EVENTS, RunTrace
+
+logger = logging.getLogger("atp.runner")
 
 
 class Interrupted(KeyboardInterrupt):
@@ -95,12 +98,24 @@ class Runner:
         self._finished_runs: dict[str, list[RunResult]] = {}
         self._planned: dict[str, PlannedTest] = {}
         self._stopped_by: int | None = None
+        self._failed_hooks: set[str] = set()
         hook = plugins.hook
         self._hook = hook
         self._hooked = {
             name: plugins.has_impls(name)
             for name in ("atp_test_started", "atp_run_started", "atp_event", "atp_test_finished")
         }
+
+    def _notify(self, hook_name: str, **kwargs: Any) -> None:
+        """Call a lifecycle hook; a plugin's exception there is logged once and the run goes on."""
+        try:
+            getattr(self._hook, hook_name)(**kwargs)
+        except Exception as exc:
+            if hook_name not in self._failed_hooks:
+                self._failed_hooks.add(hook_name)
+                logger.warning(
+                    "a plugin's %s hook raised %s: %s (the run goes on)", hook_name, type(exc).__name__, exc
+                )
 
     def runs_of(self, test: Test) -> int:
         return self.runs if self.runs is not None else test.runs
@@ -130,7 +145,7 @@ class Runner:
             tests=planned,
         )
         store = self.store = RunStore.create(self.run_root, header, self.masker)
-        self._hook.atp_suite_started(header=header)
+        self._notify("atp_suite_started", header=header)
         work = [(t, n) for t in self.tests if t.skip is None for n in range(1, self.runs_of(t) + 1)]
         for test in self.tests:
             if test.skip is None:
@@ -149,7 +164,7 @@ class Runner:
             store.write_header(header)
             store.close()
             results = store.results()
-            self._hook.atp_suite_finished(results=results)
+            self._notify("atp_suite_finished", results=results)
         if self._stopped_by is not None:
             raise Interrupted(self._stopped_by, store.directory)
         return results
@@ -206,15 +221,15 @@ class Runner:
         request = self.build_request(test, run_number)
         task_id = request.task_id
         if run_number == 1 and self._hooked["atp_test_started"]:
-            self._hook.atp_test_started(test=test)
+            self._notify("atp_test_started", test=test)
         if self._hooked["atp_run_started"]:
-            self._hook.atp_run_started(test=test, run_number=run_number, request=request)
+            self._notify("atp_run_started", test=test, run_number=run_number, request=request)
         on_event: Callable[[Event], None] | None = None
         if self._hooked["atp_event"]:
-            hook_event = self._hook.atp_event
+            notify = self._notify
 
             def on_event(event: Event) -> None:
-                hook_event(test=test, run_number=run_number, event=event)
+                notify("atp_event", test=test, run_number=run_number, event=event)
 
         events_file = store.events_file(test.id, run_number)
         log_file = store.log_file(test.id, run_number)
@@ -318,7 +333,7 @@ class Runner:
             artifacts=response.artifacts,
         )
         store.append(result)
-        self._hook.atp_run_finished(result=result)
+        self._notify("atp_run_finished", result=result)
         self._test_progress(result)
         return result
 
@@ -336,7 +351,7 @@ class Runner:
         if keep:
             runs = self._finished_runs.pop(result.test_id)
             planned = self._planned[result.test_id]
-            self._hook.atp_test_finished(result=make_test_result(planned, runs, False))
+            self._notify("atp_test_finished", result=make_test_result(planned, runs, False))
 
     def _evaluator(self, name: str) -> Evaluator:
         evaluator = self._evaluators.get(name)

@@ -47,6 +47,7 @@ def test_command(
     Exit code 0 when every selected test passed, 1 when any failed, 2 for a usage, config or
     suite error, 130 when interrupted (finished results are kept and reported).
     """
+    import logging
     from asyncio import CancelledError
 
     import anyio
@@ -94,6 +95,7 @@ def test_command(
         deselected=deselected,
         evaluator_settings=config.evaluator_settings,
     )
+    logging.basicConfig(format="atp: warning: %(message)s", level=logging.WARNING)
     registered = [loaded.register(r, name=f"atp-cli-reporter-{r.name}-{id(r)}") for r in reporters]
     code: int | None = None
     try:
