@@ -19,15 +19,14 @@ whole group is sent SIGTERM, then SIGKILL after ``grace_seconds``.
 import os
 import shlex
 import signal
-import subprocess
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Annotated
 
 import anyio
-import anyio.abc
 import msgspec
 
+from atp.adapters.process import AgentProcess
 from atp.core.adapter import Adapter
 from atp.core.errors import AdapterError, AgentError, ProtocolError
 from atp.core.protocol import (
@@ -41,10 +40,8 @@ from atp.core.protocol import (
 from atp.core.trace import EventSink
 
 MiB = 1024 * 1024
-READ_SIZE = MiB
-PIPE_SIZE = MiB
+PIPE_SIZE = MiB  # a larger stderr pipe means fewer wake-ups for a chatty agent
 EXIT_DRAIN_SECONDS = 1.0
-F_SETPIPE_SZ = 1031  # Linux: a larger pipe buffer means fewer wake-ups for a chatty agent
 _EVENT_KEY = b'"event_type"'
 
 
@@ -84,15 +81,7 @@ class CliAdapter(Adapter):
 
     async def execute(self, request: ATPRequest, sink: EventSink) -> ATPResponse:
         try:
-            process = await anyio.open_process(
-                self.argv,
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                cwd=self.cwd,
-                env=self.env,
-                start_new_session=True,
-            )
+            process = AgentProcess.start(self.argv, cwd=self.cwd, env=self.env)
         except OSError as exc:
             raise AdapterError(
                 f"agent {self.name!r}: cannot start {shlex.join(self.argv)!r} in {self.cwd}: "
@@ -131,7 +120,7 @@ class CliAdapter(Adapter):
                     )
                     tg.cancel_scope.cancel()
 
-                tg.start_soon(self._send, process, request)
+                tg.start_soon(process.write_stdin, encode(request) + b"\n")
                 tg.start_soon(reader(lambda: self._read_events(process, sink)))
                 tg.start_soon(reader(lambda: self._read_stdout(process, stdout)))
                 tg.start_soon(watch_exit)
@@ -139,42 +128,23 @@ class CliAdapter(Adapter):
                 raise failure[0]
             code = await process.wait()
         finally:
-            with anyio.CancelScope(shield=True):
-                await self._stop(process)
+            await process.stop(self.settings.grace_seconds)
         return self._response(bytes(stdout), code, sink)
 
-    # --- the three streams -----------------------------------------------------------------
+    # --- the two output streams ------------------------------------------------------------
 
-    @staticmethod
-    async def _send(process: anyio.abc.Process, request: ATPRequest) -> None:
-        stdin = process.stdin
-        assert stdin is not None
-        try:
-            await stdin.send(encode(request) + b"\n")
-            await stdin.aclose()
-        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
-            pass  # the agent exited or closed stdin without reading: its output says why
-
-    async def _read_stdout(self, process: anyio.abc.Process, into: bytearray) -> None:
-        stream = process.stdout
-        assert stream is not None
+    async def _read_stdout(self, process: AgentProcess, into: bytearray) -> None:
         limit = self.settings.max_output_bytes
-        async for chunk in stream:
+        while chunk := await process.read(process.stdout):
             into += chunk
             if len(into) > limit:
                 raise AgentError(f"agent flooded stdout: more than {limit} bytes")
 
-    async def _read_events(self, process: anyio.abc.Process, sink: EventSink) -> None:
-        stream = process.stderr
-        assert stream is not None
+    async def _read_events(self, process: AgentProcess, sink: EventSink) -> None:
         max_line = self.settings.max_line_bytes
-        _widen_pipe(process.pid)
+        process.widen_stderr(PIPE_SIZE)
         pending = b""
-        while True:
-            try:
-                chunk = await stream.receive(READ_SIZE)
-            except anyio.EndOfStream:
-                break
+        while chunk := await process.read(process.stderr):
             if pending:
                 chunk = pending + chunk
             end = chunk.rfind(b"\n")
@@ -217,28 +187,6 @@ class CliAdapter(Adapter):
                 return
         sink.log(line.decode("utf-8", "replace").rstrip("\r"))
 
-    # --- ending ----------------------------------------------------------------------------
-
-    async def _stop(self, process: anyio.abc.Process) -> None:
-        """Stop the agent's whole process group: SIGTERM, then SIGKILL after the grace period."""
-        if process.returncode is None:
-            self._signal(process, signal.SIGTERM)
-            with anyio.move_on_after(self.settings.grace_seconds):
-                await process.wait()
-        # SIGKILL also reaches what the agent left behind in its group after exiting
-        self._signal(process, getattr(signal, "SIGKILL", signal.SIGTERM))
-        await process.aclose()
-
-    @staticmethod
-    def _signal(process: anyio.abc.Process, sig: int) -> None:
-        try:
-            if hasattr(os, "killpg"):
-                os.killpg(process.pid, sig)
-            elif process.returncode is None:  # pragma: no cover - Windows
-                process.send_signal(sig)
-        except (ProcessLookupError, PermissionError):
-            pass
-
     def _response(self, stdout: bytes, code: int, sink: EventSink) -> ATPResponse:
         lines = [line for line in stdout.splitlines() if line.strip()]
         if not lines:
@@ -257,23 +205,6 @@ class CliAdapter(Adapter):
         if code != 0:
             sink.warn(f"agent {_exit(code)} after writing its response")
         return response
-
-
-def _widen_pipe(pid: int) -> None:
-    """Ask Linux for a 1 MiB buffer on the pipe of the agent's stderr, so a chatty agent is
-    read in fewer, larger pieces. Elsewhere, or if refused, the default stays."""
-    try:
-        import fcntl
-
-        fd = os.open(f"/proc/{pid}/fd/2", os.O_WRONLY | os.O_NONBLOCK)
-    except (ImportError, OSError):
-        return
-    try:
-        fcntl.fcntl(fd, F_SETPIPE_SZ, PIPE_SIZE)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 def _exit(code: int) -> str:

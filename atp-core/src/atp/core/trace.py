@@ -291,5 +291,5 @@ class RunTrace:
         if path is None:
             return None
         path.parent.mkdir(parents=True, exist_ok=True)
-        return open(path, "ab", buffering=256 * 1024)
+        return open(path, "ab", buffering=64 * 1024)
 
