@@ -106,7 +106,7 @@ class AgentProcess:
         if self._pidfd is not None:
             await anyio.wait_readable(self._pidfd)
             return self.popen.wait()
-        return await anyio.to_thread.run_sync(self.popen.wait, abandon_on_cancel=True)  # pragma: no cover
+        return await anyio.to_thread.run_sync(self.popen.wait, abandon_on_cancel=True)
 
     def signal_group(self, sig: int) -> None:
         try:
