@@ -111,11 +111,14 @@ class Runner:
         try:
             getattr(self._hook, hook_name)(**kwargs)
         except Exception as exc:
-            if hook_name not in self._failed_hooks:
-                self._failed_hooks.add(hook_name)
-                logger.warning(
-                    "a plugin's %s hook raised %s: %s (the run goes on)", hook_name, type(exc).__name__, exc
-                )
+            self._hook_failed(hook_name, exc)
+
+    def _hook_failed(self, hook_name: str, exc: Exception) -> None:
+        if hook_name not in self._failed_hooks:
+            self._failed_hooks.add(hook_name)
+            logger.warning(
+                "a plugin's %s hook raised %s: %s (the run goes on)", hook_name, type(exc).__name__, exc
+            )
 
     def runs_of(self, test: Test) -> int:
         return self.runs if self.runs is not None else test.runs
@@ -150,15 +153,17 @@ class Runner:
         for test in self.tests:
             if test.skip is None:
                 self._remaining[test.id] = self.runs_of(test)
-        adapter = self.agent.create_adapter()
+        adapter: Adapter | None = None
         interrupted = True
         try:
+            adapter = self.agent.create_adapter()
             await adapter.start()
             await self._run_all(adapter, work)
             interrupted = self._stopped_by is not None
         finally:
-            with anyio.CancelScope(shield=True):
-                await adapter.aclose()
+            if adapter is not None:
+                with anyio.CancelScope(shield=True):
+                    await adapter.aclose()
             header.finished_at = utcnow()
             header.interrupted = interrupted
             store.write_header(header)
@@ -226,10 +231,13 @@ class Runner:
             self._notify("atp_run_started", test=test, run_number=run_number, request=request)
         on_event: Callable[[Event], None] | None = None
         if self._hooked["atp_event"]:
-            notify = self._notify
+            hook_event = self._hook.atp_event  # looked up once: this runs for every event
 
             def on_event(event: Event) -> None:
-                notify("atp_event", test=test, run_number=run_number, event=event)
+                try:
+                    hook_event(test=test, run_number=run_number, event=event)
+                except Exception as exc:
+                    self._hook_failed("atp_event", exc)
 
         events_file = store.events_file(test.id, run_number)
         log_file = store.log_file(test.id, run_number)
