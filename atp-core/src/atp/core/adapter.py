@@ -46,6 +46,16 @@ class Adapter(ABC):
     async def execute(self, request: ATPRequest, sink: EventSink) -> ATPResponse:
         """Run one task: deliver events to ``sink`` as they come, return the agent's response."""
 
+    def artifact_dir(self, request: ATPRequest) -> Path | None:
+        """The folder the agent's relative artifact paths are relative to (its working
+        folder), or ``None`` when they mean nothing on ATP's machine. Evaluators resolve
+        relative paths against it when the request names no workspace."""
+        return None
+
+    def abort(self) -> None:  # noqa: B027 - optional hook
+        """Stop every agent this adapter runs at once, without a grace period (a second Ctrl-C
+        or SIGTERM). Synchronous and quick; the :meth:`execute` calls in flight then end."""
+
     async def health_check(self) -> bool:
         """Whether the agent can be reached."""
         return True

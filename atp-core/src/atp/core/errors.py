@@ -60,4 +60,14 @@ class AdapterError(AtpError):
 
 class AgentError(Exception):
     """The agent misbehaved during one run: it crashed, printed garbage, broke the protocol, or
-    flooded ATP. The run fails with this message as its reason; the other runs go on."""
+    flooded ATP. The run fails with this message as its reason; the other runs go on.
+
+    ``evidence`` is what the agent sent that shows it (a response line, say), uncut: the runner
+    masks secrets in it first, then shortens it and escapes control characters for the reason,
+    so an adapter never cuts agent text itself (a cut could split a secret and leak half).
+    """
+
+    def __init__(self, message: str, *, evidence: str | bytes | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.evidence = evidence

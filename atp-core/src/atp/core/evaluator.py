@@ -28,7 +28,7 @@ class EmptyConfig(msgspec.Struct, forbid_unknown_fields=True):
 class EvalContext:
     """Everything an evaluator may look at for one run."""
 
-    __slots__ = ("request", "response", "test", "trace", "workspace")
+    __slots__ = ("agent_dir", "request", "response", "test", "trace", "workspace")
 
     def __init__(
         self,
@@ -38,12 +38,18 @@ class EvalContext:
         response: ATPResponse,
         trace: Trace,
         workspace: Path | None = None,
+        agent_dir: Path | None = None,
     ) -> None:
         self.test = test
         self.request = request
         self.response = response
         self.trace = trace
         self.workspace = workspace
+        """The request's workspace folder: relative artifact paths are resolved inside it, and
+        a path that leaves it is not read."""
+        self.agent_dir = agent_dir
+        """The agent's working folder (when the request has no workspace): relative artifact
+        paths are resolved against it, never against ATP's own working directory."""
 
 
 class Evaluator(ABC):

@@ -45,6 +45,7 @@ from atp.core.results import (
 from atp.core.scoring import score_run
 from atp.core.secrets import Masker
 from atp.core.suite import Assertion, Suite, Test
+from atp.core.text import as_text, printable, shorten
 from atp.core.trace import DEFAULT_MAX_EVENTS, RunTrace
 
 logger = logging.getLogger("atp.runner")
@@ -263,7 +264,7 @@ class Runner:
                 response = await adapter.execute(request, trace)
             timed_out = scope.cancelled_caught and response is None
         except AgentError as exc:
-            error = str(exc)
+            error = self._agent_error(exc)
         except AtpError as exc:
             error, could_not_run = str(exc), True
         except Exception as exc:
@@ -302,6 +303,7 @@ class Runner:
                 response=response,
                 trace=trace.trace(),
                 workspace=_workspace(request),
+                agent_dir=adapter.artifact_dir(request),
             )
             for assertion in test.assertions:
                 produced, ok = await self._evaluate(assertion, ctx)
@@ -344,6 +346,17 @@ class Runner:
         self._notify("atp_run_finished", result=result)
         self._test_progress(result)
         return result
+
+    def _agent_error(self, exc: AgentError) -> str:
+        """The reason of an agent's failure, with its evidence masked, then cut and escaped."""
+        message = str(exc)
+        evidence = getattr(exc, "evidence", None)
+        if evidence is None:
+            return message
+        text = as_text(evidence)
+        if self.masker is not None:
+            text = self.masker.text(text)
+        return f"{message}: '{printable(shorten(text))}'"
 
     def _test_progress(self, result: RunResult) -> None:
         left = self._remaining.get(result.test_id)

@@ -1,0 +1,50 @@
+"""Agent text made safe to show: control characters escaped, length bounded.
+
+Anything an agent sends is untrusted. Printed raw, its escape sequences could clear a terminal,
+forge a "passed" line or set the window title; shown whole, one line could be megabytes. Every
+reporter and message that shows agent text passes it through :func:`printable` (and
+:func:`shorten` where a preview is enough). Secrets are masked before either (a cut must never
+split a secret: mask first, then shorten).
+"""
+
+from __future__ import annotations
+
+import re
+
+PREVIEW_CHARS = 200
+
+# C0 controls but tab and newline, DEL, C1 controls, and the Unicode format characters that
+# reorder or hide text (bidirectional overrides and isolates, zero-width marks).
+_CONTROL = re.compile(
+    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff]"
+)
+_CONTROL_OR_NEWLINE = re.compile(_CONTROL.pattern[:-1] + "\t\n]")
+_NAMED = {"\t": "\\t", "\n": "\\n", "\r": "\\r", "\x1b": "\\e"}
+
+
+def _escape(match: re.Match[str]) -> str:
+    char = match.group()
+    named = _NAMED.get(char)
+    if named is not None:
+        return named
+    code = ord(char)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def printable(text: str, *, newlines: bool = False) -> str:
+    """``text`` with control characters shown as escapes (``\\e[2J`` instead of clearing the
+    screen). Newlines and tabs are kept when ``newlines`` is true, escaped otherwise."""
+    pattern = _CONTROL if newlines else _CONTROL_OR_NEWLINE
+    return pattern.sub(_escape, text) if pattern.search(text) else text
+
+
+def shorten(text: str, limit: int = PREVIEW_CHARS) -> str:
+    """At most ``limit`` characters, with how much was left out."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}… ({len(text) - limit} more characters)"
+
+
+def as_text(data: str | bytes) -> str:
+    """Bytes from an agent as text; bytes that are not UTF-8 become U+FFFD."""
+    return data if isinstance(data, str) else data.decode("utf-8", "replace")
