@@ -187,8 +187,9 @@ def test_store_errors(tmp_path: Path) -> None:
         RunStore.latest(tmp_path / "nothing")
     store = RunStore.create(tmp_path, header())
     (store.directory / "results.jsonl").write_text("garbage\n")
-    with pytest.raises(AtpError, match="results.jsonl:1: not a run result"):
-        store.read_results()
+    assert store.read_results() == []
+    assert len(store.problems) == 1 and "results.jsonl:1 is not a run result" in store.problems[0]
+    assert store.results().problems == store.problems
 
 
 def test_file_names_are_safe_and_distinct(tmp_path: Path) -> None:

@@ -7,6 +7,7 @@ Ctrl-C, after the finished results are written and reported.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 import sys
@@ -100,7 +101,31 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         click.echo("Interrupted.", err=True)
         return EXIT_INTERRUPTED
+    except OSError as exc:  # a file or stream ATP writes failed: full disk, closed pipe
+        if _debug:
+            raise
+        return _output_failed(exc)
+    try:
+        sys.stdout.flush()
+    except OSError as exc:
+        return _output_failed(exc)
     return result if isinstance(result, int) else EXIT_OK
+
+
+def _output_failed(exc: OSError) -> int:
+    """An error writing output, said once on stderr; stdout is then silenced so that Python's
+    own flush at exit does not fail again."""
+    import errno
+
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    if exc.errno == errno.EPIPE:  # the reader went away (``atp report | head``): not an error
+        return EXIT_FAILED
+    where = f" {exc.filename}" if exc.filename else " standard output"
+    with contextlib.suppress(OSError):
+        click.echo(f"atp: error: cannot write{where}: {exc.strerror or exc}", err=True)
+    return EXIT_USAGE
 
 
 def run() -> None:

@@ -58,6 +58,11 @@ class AdapterError(AtpError):
     """An adapter could not reach or start its agent (not: the agent misbehaved)."""
 
 
+class StorageError(AtpError):
+    """The run directory cannot be written (a full disk, no permission): the suite stops, and
+    every result written before stays readable."""
+
+
 class AgentError(Exception):
     """The agent misbehaved during one run: it crashed, printed garbage, broke the protocol, or
     flooded ATP. The run fails with this message as its reason; the other runs go on.

@@ -10,6 +10,7 @@ any decoding failure into a :class:`~atp.core.errors.ProtocolError` naming the m
 and what was expected, and reject a message whose major version is not 1.
 """
 
+import math
 import re
 from datetime import datetime, timezone
 from typing import Annotated, Any, ClassVar, Literal, Union
@@ -20,6 +21,9 @@ from atp.core.errors import ProtocolError
 
 PROTOCOL_VERSION = "1.0"
 PROTOCOL_MAJOR = 1
+MAX_NESTING = 900
+"""Messages nested deeper than this (about Python's recursion limit) are refused as protocol
+violations; ATP's own processing of agent data stays within it."""
 
 
 class Message(msgspec.Struct, omit_defaults=True, kw_only=True, gc=False):
@@ -115,6 +119,31 @@ class Metrics(Message, kw_only=True):
     cost_usd: float | None = None
 
 
+def sane_metrics(metrics: Metrics) -> tuple[Metrics, list[str]]:
+    """``metrics`` without the values no measurement can have (negative, NaN, infinite, or a
+    count that is not an integer), and one warning per value left out. Agents are untrusted:
+    scoring and statistics only ever see sane numbers."""
+    problems: list[str] = []
+    changes: dict[str, None] = {}
+    for name in Metrics.__struct_fields__:
+        value = getattr(metrics, name)
+        if value is None:
+            continue
+        counts = name not in ("wall_time_seconds", "cost_usd")
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            bad = True
+        elif counts:
+            bad = not isinstance(value, int) or value < 0
+        else:
+            bad = not math.isfinite(value) or value < 0
+        if bad:
+            changes[name] = None
+            problems.append(f"the agent reported metrics.{name} = {value!r}, which is not a valid {'count' if counts else 'measurement'}; it is ignored")
+    if changes:
+        metrics = msgspec.structs.replace(metrics, **changes)
+    return metrics, problems
+
+
 class ATPResponse(Message, kw_only=True):
     """What an agent produced for a task."""
 
@@ -187,6 +216,8 @@ Sequence = Annotated[int, msgspec.Meta(ge=0)]
 
 
 class _EventFields(Message, tag_field="event_type", kw_only=True):
+    __atp_unmasked__ = frozenset({"version", "task_id"})
+
     version: str
     task_id: str
     timestamp: datetime
@@ -230,6 +261,8 @@ class ProgressEvent(_EventFields, tag="progress", kw_only=True):
 
 class UnknownEvent(Message, kw_only=True):
     """An event of a type this protocol version does not define (sent by a newer minor version)."""
+
+    __atp_unmasked__ = frozenset({"version", "task_id", "event_type"})
 
     version: str
     task_id: str
@@ -319,18 +352,33 @@ def check_version(version: str, what: str) -> None:
         )
 
 
-def _problem(what: str, exc: msgspec.MsgspecError) -> ProtocolError:
+def _problem(what: str, exc: Exception, data: bytes | str | None = None) -> ProtocolError:
+    """A decoding failure as the agent's protocol violation: what, where, what was expected."""
+    if isinstance(exc, UnicodeDecodeError):
+        offset = exc.start
+        if isinstance(data, (bytes, bytearray, memoryview)):
+            try:
+                bytes(data).decode("utf-8")
+            except UnicodeDecodeError as whole:
+                offset = whole.start
+        return ProtocolError(f"{what} is not valid UTF-8: byte {offset} is {exc.object[exc.start:exc.start + 1]!r}")
+    if isinstance(exc, RecursionError):
+        return ProtocolError(f"{what} is nested too deeply (ATP reads at most about {MAX_NESTING} levels)")
     text = str(exc)
     if isinstance(exc, msgspec.ValidationError):
         return ProtocolError(f"{what}: {text}")
     return ProtocolError(f"{what} is not valid JSON: {text}")
 
 
+_DECODE_ERRORS = (msgspec.MsgspecError, UnicodeDecodeError, RecursionError)
+"""What decoding agent bytes can raise; each becomes a :class:`ProtocolError`."""
+
+
 def decode_request(data: bytes | str) -> ATPRequest:
     try:
         request = _request_decoder.decode(data)
-    except msgspec.MsgspecError as exc:
-        raise _problem("ATP request", exc) from None
+    except _DECODE_ERRORS as exc:
+        raise _problem("ATP request", exc, data) from None
     check_version(request.version, "ATP request")
     return request
 
@@ -338,8 +386,8 @@ def decode_request(data: bytes | str) -> ATPRequest:
 def decode_response(data: bytes | str) -> ATPResponse:
     try:
         response = _response_decoder.decode(data)
-    except msgspec.MsgspecError as exc:
-        raise _problem("ATP response", exc) from None
+    except _DECODE_ERRORS as exc:
+        raise _problem("ATP response", exc, data) from None
     check_version(response.version, "ATP response")
     return response
 
@@ -349,8 +397,8 @@ def decode_event(data: bytes | str) -> Event:
         event: Event = _event_decoder.decode(data)
     except msgspec.ValidationError as exc:
         event = _decode_unknown_event(data, exc)
-    except msgspec.DecodeError as exc:
-        raise _problem("ATP event", exc) from None
+    except _DECODE_ERRORS as exc:
+        raise _problem("ATP event", exc, data) from None
     if event.version != PROTOCOL_VERSION:
         check_version(event.version, "ATP event")
     return event
@@ -362,7 +410,7 @@ def decode_event_lines(data: bytes) -> list[KnownEvent]:
     there); decode the lines one by one with :func:`decode_event` then, to keep the good ones."""
     try:
         events = _events_decoder.decode(b"[" + data.rstrip(b"\n").replace(b"\n", b",") + b"]")
-    except msgspec.MsgspecError as exc:
+    except _DECODE_ERRORS as exc:
         raise _problem("ATP events", exc) from None
     for event in events:
         if event.version != PROTOCOL_VERSION:
@@ -374,7 +422,7 @@ def _decode_unknown_event(data: bytes | str, original: msgspec.ValidationError) 
     """An event that failed typed decoding is accepted only when its type is one we don't know."""
     try:
         event = _unknown_event_decoder.decode(data)
-    except msgspec.MsgspecError:
+    except _DECODE_ERRORS:
         raise _problem("ATP event", original) from None
     check_version(event.version, "ATP event")
     if event.event_type in EVENT_TYPES:

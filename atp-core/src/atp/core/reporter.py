@@ -8,11 +8,14 @@ marked with :data:`~atp.core.hookspecs.hookimpl`; the CLI registers it for the r
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sys
 from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import ClassVar, TextIO
 
+from atp.core.errors import AtpError
 from atp.core.results import RunStore, SuiteResults
 
 
@@ -31,6 +34,22 @@ class ReportOptions:
         self.verbose = verbose
         self.stream: TextIO = stream if stream is not None else sys.stdout
         self.color = color
+
+
+def write_file(target: Path, data: bytes) -> None:
+    """Write a report file whole or not at all (through ``<name>.partial``); a failure is an
+    :class:`~atp.core.errors.AtpError` naming the file and the reason."""
+    if target.exists() and not os.access(target, os.W_OK):
+        raise AtpError(f"cannot write {target}: the file is read-only")
+    partial = target.with_name(target.name + ".partial")
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        partial.write_bytes(data)
+        partial.replace(target)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            partial.unlink()
+        raise AtpError(f"cannot write {target}: {exc.strerror or exc}") from None
 
 
 class Reporter(ABC):

@@ -11,6 +11,8 @@ Every finished run is on disk before anything else looks at it, so an interrupte
 :class:`SuiteResults` from the directory later as it did live.
 """
 
+import contextlib
+import math
 import os
 import re
 import time
@@ -23,7 +25,7 @@ from typing import Any, Literal
 
 import msgspec
 
-from atp.core.errors import AtpError
+from atp.core.errors import AtpError, StorageError
 from atp.core.protocol import Artifact, Event, Metrics, ResponseStatus
 from atp.core.secrets import Masker
 from atp.core.trace import TraceSummary, read_events
@@ -47,6 +49,8 @@ class Check(msgspec.Struct, omit_defaults=True, kw_only=True):
 
 class RunResult(msgspec.Struct, kw_only=True):
     """One execution of one test against the agent."""
+
+    __atp_unmasked__ = frozenset({"test_id", "task_id", "events_file", "log_file"})
 
     test_id: str
     run_number: int
@@ -78,6 +82,8 @@ class RunResult(msgspec.Struct, kw_only=True):
 class PlannedTest(msgspec.Struct, kw_only=True):
     """A selected test as the run planned it."""
 
+    __atp_unmasked__ = frozenset({"id"})
+
     id: str
     name: str
     description: str | None = None
@@ -88,6 +94,8 @@ class PlannedTest(msgspec.Struct, kw_only=True):
 
 class RunHeader(msgspec.Struct, kw_only=True):
     """What a run directory is about; written when the run starts and again when it ends."""
+
+    __atp_unmasked__ = frozenset({"format", "format_version", "run_id"})
 
     format: str = RESULTS_FORMAT
     format_version: str = RESULTS_FORMAT_VERSION
@@ -154,6 +162,9 @@ class SuiteResults(msgspec.Struct, kw_only=True):
     interrupted: bool = False
     summary: Summary
     tests: list[TestResult] = msgspec.field(default_factory=list)
+    problems: list[str] = msgspec.field(default_factory=list)
+    """What is wrong with the run directory itself (a damaged line, a result for a test the
+    run did not plan); a run with problems does not count as passed."""
 
 
 def status_of_runs(runs: list[RunResult]) -> TestStatus:
@@ -190,9 +201,13 @@ def make_test_result(planned: PlannedTest, runs: list[RunResult], interrupted: b
     )
 
 
-def build_suite_results(header: RunHeader, runs: list[RunResult]) -> SuiteResults:
-    """Group run results under the planned tests and count the summary."""
+def build_suite_results(
+    header: RunHeader, runs: list[RunResult], problems: list[str] | None = None
+) -> SuiteResults:
+    """Group run results under the planned tests and count the summary; ``problems`` are
+    what reading the run directory found wrong (results of unplanned tests are added)."""
     interrupted = header.interrupted or header.finished_at is None
+    problems = list(problems or ())
     by_test: dict[str, list[RunResult]] = {}
     for run in runs:
         by_test.setdefault(run.test_id, []).append(run)
@@ -200,6 +215,10 @@ def build_suite_results(header: RunHeader, runs: list[RunResult]) -> SuiteResult
         make_test_result(planned, by_test.pop(planned.id, []), interrupted)
         for planned in header.tests
     ]
+    for test_id, stray in by_test.items():
+        problems.append(
+            f"{len(stray)} result(s) for test {test_id!r}, which this run did not plan: not counted"
+        )
     summary = Summary(
         total=len(tests),
         passed=sum(t.status == "passed" for t in tests),
@@ -225,6 +244,7 @@ def build_suite_results(header: RunHeader, runs: list[RunResult]) -> SuiteResult
         interrupted=interrupted,
         summary=summary,
         tests=tests,
+        problems=problems,
     )
 
 
@@ -232,22 +252,56 @@ def build_suite_results(header: RunHeader, runs: list[RunResult]) -> SuiteResult
 
 HEADER_FILE = "run.json"
 RESULTS_FILE = "results.jsonl"
+RUN_FILES = (HEADER_FILE, RESULTS_FILE)
 _SAFE = re.compile(r"[^A-Za-z0-9._-]")
+MAX_STEM_CHARS = 80
 _encoder = msgspec.json.Encoder()
 _header_decoder = msgspec.json.Decoder(RunHeader)
 _result_decoder = msgspec.json.Decoder(RunResult)
+_line_decoder = msgspec.json.Decoder(dict[str, Any])
+_lines_decoder = msgspec.json.Decoder(list[dict[str, Any]])
+
+
+class _Started(msgspec.Struct):
+    started_at: datetime
+
+
+_started_decoder = msgspec.json.Decoder(_Started)
+
+
+def _unstorable(result: RunResult, exc: BaseException) -> RunResult:
+    """What is stored for a run whose result could not be written readably."""
+    return RunResult(
+        test_id=result.test_id,
+        run_number=result.run_number,
+        task_id=result.task_id,
+        outcome="error",
+        status="failed",
+        score=0.0,
+        duration_seconds=result.duration_seconds if math.isfinite(result.duration_seconds) else 0.0,
+        started_at=result.started_at,
+        error=f"ATP could not store this run's result readably ({type(exc).__name__}: {exc})",
+        events_file=result.events_file,
+        log_file=result.log_file,
+    )
 
 
 def new_run_id() -> str:
-    """Sortable by start time, unique across concurrent runs."""
-    return time.strftime("%Y%m%d-%H%M%S") + "-" + os.urandom(3).hex()
+    """Sortable by start time (UTC), unique across concurrent runs."""
+    return time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + os.urandom(3).hex()
 
 
 def _file_stem(test_id: str, run_number: int) -> str:
-    safe = _SAFE.sub("_", test_id)
+    """A file name for a test's run: the id's safe characters, at most 80 of them, and a
+    checksum of the id when anything was replaced or cut (ids may be any text)."""
+    safe = _SAFE.sub("_", test_id)[:MAX_STEM_CHARS]
     if safe != test_id:
-        safe += f"-{zlib.crc32(test_id.encode()):08x}"
+        safe += f"-{zlib.crc32(test_id.encode('utf-8', 'surrogatepass')):08x}"
     return f"{safe}.{run_number}"
+
+
+def _storage_error(what: str, path: Path, exc: OSError) -> StorageError:
+    return StorageError(f"cannot {what} {path}: {exc.strerror or exc}")
 
 
 class RunStore:
@@ -257,11 +311,16 @@ class RunStore:
         self.directory = directory
         self._masker = masker if masker else None
         self._results_fd: int | None = None
+        self.problems: list[str] = []
+        """What reading found damaged (filled by :meth:`read_results` and :meth:`event_lines`)."""
 
     @classmethod
     def create(cls, root: Path, header: RunHeader, masker: Masker | None = None) -> "RunStore":
         directory = root / header.run_id
-        directory.mkdir(parents=True, exist_ok=False)
+        try:
+            directory.mkdir(parents=True, exist_ok=False)
+        except OSError as exc:
+            raise _storage_error("create the run directory", directory, exc) from None
         store = cls(directory, masker)
         store.write_header(header)
         return store
@@ -274,31 +333,70 @@ class RunStore:
 
     @staticmethod
     def latest(root: Path) -> Path:
-        """The newest run directory below ``root``."""
-        runs = sorted(p for p in root.glob("*") if (p / HEADER_FILE).is_file()) if root.is_dir() else []
-        if not runs:
+        """The run directory below ``root`` that started last (by the start time it records)."""
+        newest: tuple[datetime, str] | None = None
+        found: Path | None = None
+        candidates = [p for p in root.iterdir() if (p / HEADER_FILE).is_file()] if root.is_dir() else []
+        for path in candidates:
+            try:
+                started = _started_decoder.decode((path / HEADER_FILE).read_bytes()).started_at
+            except (OSError, msgspec.MsgspecError):
+                continue
+            if started.tzinfo is None:
+                started = started.replace(tzinfo=timezone.utc)
+            key = (started, path.name)
+            if newest is None or key > newest:
+                newest, found = key, path
+        if found is None:
             raise AtpError(f"no run directories in {root}; run 'atp test' first or name one")
-        return runs[-1]
+        return found
 
     # --- writing ---
 
-    def _encode(self, value: msgspec.Struct) -> bytes:
+    def _encode(self, value: Any, decoder: msgspec.json.Decoder[Any]) -> bytes:
+        """``value`` masked and encoded, checked to decode back: ATP never writes a line it
+        cannot read."""
+        if self._masker is not None:
+            value = self._masker.value(value)
         data = _encoder.encode(value)
-        return self._masker.bytes(data) if self._masker is not None else data
+        decoder.decode(data)
+        return data
 
     def write_header(self, header: RunHeader) -> None:
         target = self.directory / HEADER_FILE
         partial = target.with_suffix(".json.partial")
-        partial.write_bytes(self._encode(header) + b"\n")
-        os.replace(partial, target)
+        data = self._encode(header, _header_decoder) + b"\n"
+        try:
+            partial.write_bytes(data)
+            os.replace(partial, target)
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                partial.unlink()
+            raise _storage_error("write", target, exc) from None
 
     def append(self, result: RunResult) -> None:
-        """Append one finished run: a single write, durable once this returns."""
-        if self._results_fd is None:
-            self._results_fd = os.open(
-                self.directory / RESULTS_FILE, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644
-            )
-        os.write(self._results_fd, self._encode(result) + b"\n")
+        """Append one finished run: a single write, durable once this returns. A result that
+        cannot be written readably becomes an error result saying why."""
+        try:
+            data = self._encode(result, _result_decoder)
+        except (msgspec.MsgspecError, TypeError, ValueError, OverflowError) as exc:
+            data = self._encode(_unstorable(result, exc), _result_decoder)
+        path = self.directory / RESULTS_FILE
+        try:
+            if self._results_fd is None:
+                self._results_fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+            line = data + b"\n"
+            end = os.lseek(self._results_fd, 0, os.SEEK_END)
+            done = 0
+            try:
+                while done < len(line):  # a short write is followed by the write that says why
+                    done += os.write(self._results_fd, line[done:])
+            finally:
+                if done != len(line):  # a full disk mid-line: take the piece back
+                    with contextlib.suppress(OSError):
+                        os.ftruncate(self._results_fd, end)
+        except OSError as exc:
+            raise _storage_error("append a result to", path, exc) from None
 
     def close(self) -> None:
         if self._results_fd is not None:
@@ -321,30 +419,61 @@ class RunStore:
             raise AtpError(f"cannot read {path}: {exc}") from None
 
     def read_results(self) -> list[RunResult]:
+        """Every readable result; a damaged line (cut short when ATP was killed mid-write, or
+        changed by hand) is skipped and recorded in :attr:`problems`."""
         path = self.directory / RESULTS_FILE
-        if not path.exists():
-            return []
         results = []
-        with path.open("rb") as handle:
-            for number, line in enumerate(handle, 1):
-                if not line.strip():
-                    continue
-                try:
-                    results.append(_result_decoder.decode(line))
-                except msgspec.MsgspecError as exc:
-                    if line.endswith(b"\n"):
-                        raise AtpError(f"{path}:{number}: not a run result: {exc}") from None
-                    # a last line cut short by a crash mid-write: the run did not finish
+        try:
+            with path.open("rb") as handle:
+                for number, line in enumerate(handle, 1):
+                    if not line.strip():
+                        continue
+                    try:
+                        results.append(_result_decoder.decode(line))
+                    except (msgspec.MsgspecError, UnicodeDecodeError, RecursionError) as exc:
+                        how = "is not a run result" if line.endswith(b"\n") else "was cut short"
+                        self.problems.append(f"{path}:{number} {how} ({exc}); that run is not counted")
+        except FileNotFoundError:
+            return []
+        except OSError as exc:
+            raise AtpError(f"cannot read {path}: {exc.strerror or exc}") from None
         return results
 
     def results(self) -> SuiteResults:
-        return build_suite_results(self.read_header(), self.read_results())
+        self.problems = []
+        runs = self.read_results()
+        return build_suite_results(self.read_header(), runs, self.problems)
 
     def events(self, run: RunResult) -> Iterator[Event]:
-        """The events of a run, read back from its events file."""
+        """The events of a run, read back from its events file (damaged lines skipped)."""
         if run.events_file is None:
             return iter(())
         return read_events(self.directory / run.events_file)
+
+    def event_lines(self, run: RunResult) -> list[bytes]:
+        """A run's events as the JSON lines stored, each checked to be an event; a damaged
+        line is left out and recorded in :attr:`problems`."""
+        if run.events_file is None:
+            return []
+        path = self.directory / run.events_file
+        try:
+            lines = [line.strip() for line in path.read_bytes().splitlines() if line.strip()]
+        except OSError as exc:
+            self.problems.append(f"cannot read {path}: {exc.strerror or exc}")
+            return []
+        try:
+            _lines_decoder.decode(b"[" + b",".join(lines) + b"]")
+        except (msgspec.MsgspecError, UnicodeDecodeError, RecursionError):
+            kept = []
+            for number, line in enumerate(lines, 1):
+                try:
+                    _line_decoder.decode(line)
+                except (msgspec.MsgspecError, UnicodeDecodeError, RecursionError) as exc:
+                    self.problems.append(f"{path}: event {number} is damaged ({exc}); left out")
+                else:
+                    kept.append(line)
+            lines = kept
+        return lines
 
     def log(self, run: RunResult) -> str:
         if run.log_file is None:

@@ -13,7 +13,9 @@ finished result in the run directory and raises :class:`Interrupted`.
 from __future__ import annotations
 
 import logging
+import math
 import signal
+import sys
 import threading
 import time
 import uuid
@@ -23,13 +25,14 @@ from typing import Any
 
 import anyio
 import anyio.lowlevel
+import msgspec
 
 from atp.core.adapter import Adapter
 from atp.core.config import ResolvedAgent
-from atp.core.errors import AgentError, AtpError
+from atp.core.errors import AgentError, AtpError, StorageError
 from atp.core.evaluator import EvalContext, Evaluator
 from atp.core.plugins import Plugins
-from atp.core.protocol import PROTOCOL_VERSION, ATPRequest, ATPResponse, Event
+from atp.core.protocol import PROTOCOL_VERSION, ATPRequest, ATPResponse, Event, sane_metrics
 from atp.core.results import (
     Check,
     Outcome,
@@ -46,9 +49,22 @@ from atp.core.scoring import score_run
 from atp.core.secrets import Masker
 from atp.core.suite import Assertion, Suite, Test
 from atp.core.text import as_text, printable, shorten
-from atp.core.trace import DEFAULT_MAX_EVENTS, RunTrace
+from atp.core.trace import DEFAULT_MAX_EVENT_BYTES, DEFAULT_MAX_EVENTS, RunTrace
+
+if sys.version_info < (3, 11):  # pragma: no cover
+    from exceptiongroup import BaseExceptionGroup
 
 logger = logging.getLogger("atp.runner")
+
+FILES_BASE = 64
+"""Open files ATP itself may need besides its runs (plugins, the run directory, reporters)."""
+FILES_PER_RUN = 10
+"""Open files one run in flight may need: an agent's three pipes (both ends while it starts),
+its pidfd, the events and log files."""
+DEFAULT_EVALUATOR_TIMEOUT = 60.0
+"""Seconds one evaluator may take over one run (``evaluators.<name>.timeout_seconds``)."""
+MAX_ERROR_CHARS = 4000
+"""An agent's error text is kept up to this many characters."""
 
 
 class Interrupted(KeyboardInterrupt):
@@ -79,6 +95,7 @@ class Runner:
         deselected: int = 0,
         evaluator_settings: Callable[[str], dict[str, Any]] | None = None,
         max_events: int = DEFAULT_MAX_EVENTS,
+        max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
     ) -> None:
         if parallel < 1:
             raise AtpError("--parallel must be at least 1")
@@ -93,12 +110,15 @@ class Runner:
         self.deselected = deselected
         self.evaluator_settings = evaluator_settings or (lambda name: {})
         self.max_events = max_events
+        self.max_event_bytes = max_event_bytes
         self.store: RunStore | None = None
         self._evaluators: dict[str, Evaluator] = {}
         self._remaining: dict[str, int] = {}
         self._finished_runs: dict[str, list[RunResult]] = {}
         self._planned: dict[str, PlannedTest] = {}
         self._stopped_by: int | None = None
+        self._storage_error: StorageError | None = None
+        self._runs_scope: anyio.CancelScope | None = None
         self._failed_hooks: set[str] = set()
         hook = plugins.hook
         self._hook = hook
@@ -160,47 +180,102 @@ class Runner:
             adapter = self.agent.create_adapter()
             await adapter.start()
             await self._run_all(adapter, work)
-            interrupted = self._stopped_by is not None
+            interrupted = self._stopped_by is not None or self._storage_error is not None
         finally:
             if adapter is not None:
                 with anyio.CancelScope(shield=True):
                     await adapter.aclose()
             header.finished_at = utcnow()
             header.interrupted = interrupted
-            store.write_header(header)
+            try:
+                store.write_header(header)
+            except StorageError as exc:
+                self._storage_error = self._storage_error or exc
             store.close()
-            results = store.results()
-            self._notify("atp_suite_finished", results=results)
+            if self._storage_error is None:
+                results = store.results()
+                self._notify("atp_suite_finished", results=results)
+        if self._storage_error is not None:
+            raise StorageError(
+                f"{self._storage_error}; the suite was stopped. The results written before are "
+                f"kept in {store.directory} (atp report {store.directory})"
+            )
         if self._stopped_by is not None:
             raise Interrupted(self._stopped_by, store.directory)
         return results
 
     async def _run_all(self, adapter: Adapter, work: list[tuple[Test, int]]) -> None:
         items = iter(work)
+        runs = self._runs_scope = anyio.CancelScope()
         async with anyio.create_task_group() as outer:
             if threading.current_thread() is threading.main_thread():
-                outer.start_soon(self._watch_signals, outer.cancel_scope)
-            async with anyio.create_task_group() as workers:
-                for _ in range(min(self.parallel, len(work))):
-                    workers.start_soon(self._worker, adapter, items)
+                outer.start_soon(self._watch_signals, runs, adapter)
+            with runs:
+                async with anyio.create_task_group() as workers:
+                    for _ in range(min(self._fit_parallel(), len(work))):
+                        workers.start_soon(self._worker, adapter, items)
             outer.cancel_scope.cancel()
 
-    async def _watch_signals(self, scope: anyio.CancelScope) -> None:
+    def _fit_parallel(self) -> int:
+        """``parallel``, within what the open-file limit allows: the soft limit is raised to the
+        hard one, and if that is still too low, fewer runs go at once (with a warning)."""
+        wanted = self.parallel
+        needed = FILES_BASE + FILES_PER_RUN * wanted
+        try:
+            import resource
+        except ImportError:  # pragma: no cover - not POSIX
+            return wanted
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if soft != resource.RLIM_INFINITY and soft < needed:
+            target = needed if hard == resource.RLIM_INFINITY else min(needed, hard)
+            try:
+                resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+                soft = target
+            except (ValueError, OSError):
+                pass
+        if soft == resource.RLIM_INFINITY or soft >= needed:
+            return wanted
+        fitting = max(1, (soft - FILES_BASE) // FILES_PER_RUN)
+        logger.warning(
+            "--parallel %d needs about %d open files, but this process may open %d (ulimit -n); "
+            "running %d at once instead",
+            wanted,
+            needed,
+            soft,
+            fitting,
+        )
+        return fitting
+
+    async def _watch_signals(self, runs: anyio.CancelScope, adapter: Adapter) -> None:
         """Ctrl-C and SIGTERM stop the runs in flight (their agents are stopped by the
-        adapter) the same way on every Python version; the finished ones are already stored."""
+        adapter) the same way on every Python version; the finished ones are already stored.
+        A second signal while agents are being stopped kills them at once."""
         try:
             receiver = anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM)
         except (NotImplementedError, ValueError, AttributeError):  # pragma: no cover - not POSIX
             return
         with receiver as signals:
             async for signum in signals:
-                self._stopped_by = int(signum)
-                scope.cancel()
-                return
+                if self._stopped_by is None:
+                    self._stopped_by = int(signum)
+                    runs.cancel()
+                    continue
+                logger.warning("stopping every agent at once (a second %s)", signal.Signals(signum).name)
+                try:
+                    adapter.abort()
+                except Exception as exc:
+                    logger.warning("adapter %r could not abort its agents: %s", self.agent.type, exc)
 
     async def _worker(self, adapter: Adapter, items: Iterator[tuple[Test, int]]) -> None:
         for test, run_number in items:
-            await self.run_one(adapter, test, run_number)
+            try:
+                await self.run_one(adapter, test, run_number)
+            except StorageError as exc:
+                # The run directory cannot take more: stop everything, keep what is written.
+                self._storage_error = self._storage_error or exc
+                if self._runs_scope is not None:
+                    self._runs_scope.cancel()
+                return
             # Let the event loop turn between runs even when an agent answered without ever
             # waiting: signals, other workers and timer clean-up get their turn.
             await anyio.lowlevel.checkpoint()
@@ -249,6 +324,7 @@ class Runner:
             masker=self.masker,
             on_event=on_event,
             max_events=self.max_events,
+            max_event_bytes=self.max_event_bytes,
         )
         timeout = float(test.timeout_seconds)
         if self.agent.timeout is not None:
@@ -263,17 +339,29 @@ class Runner:
             with anyio.move_on_after(timeout) as scope:
                 response = await adapter.execute(request, trace)
             timed_out = scope.cancelled_caught and response is None
-        except AgentError as exc:
-            error = self._agent_error(exc)
-        except AtpError as exc:
-            error, could_not_run = str(exc), True
-        except Exception as exc:
-            error = f"adapter {self.agent.type!r} raised {type(exc).__name__}: {exc}"
-            could_not_run = True
+        except Exception as raised:
+            exc = _single(raised)
+            if trace.storage_error is not None:
+                raise trace.storage_error from None
+            if isinstance(exc, AgentError):
+                error = self._agent_error(exc)
+            elif isinstance(exc, AtpError):
+                error, could_not_run = str(exc), True
+            else:
+                error = f"adapter {self.agent.type!r} raised {type(exc).__name__}: {exc}"
+                could_not_run = True
         finally:
             trace.close()
+        if trace.storage_error is not None:
+            raise trace.storage_error
         duration = time.perf_counter() - started
 
+        if response is not None and not isinstance(response, ATPResponse):
+            error = (
+                f"adapter {self.agent.type!r} returned {type(response).__name__}, "
+                f"not an ATPResponse: {shorten(repr(response))}"
+            )
+            response, could_not_run = None, True
         if response is not None and response.task_id != task_id:
             error = (
                 f"agent answered with task_id {response.task_id!r}, "
@@ -291,8 +379,20 @@ class Runner:
                 metrics=trace.summary.metrics(round(duration, 6)),
                 error=error,
             )
-        elif response.status != "completed":
-            error = response.error or f"agent reported status {response.status!r}"
+        else:
+            metrics, problems = sane_metrics(response.metrics)
+            if problems:
+                response = msgspec.structs.replace(response, metrics=metrics)
+                for problem in problems:
+                    trace.warn(problem)
+            if response.status != "completed":
+                error = response.error or f"agent reported status {response.status!r}"
+            elif response.error:
+                trace.warn(f"the agent reported status 'completed' with an error: {response.error}")
+        if error is not None:
+            if self.masker is not None:
+                error = self.masker.text(error)  # before cutting: a cut must not split a secret
+            error = shorten(error, MAX_ERROR_CHARS)
 
         checks: list[Check] = []
         quality: list[Check] = []
@@ -339,7 +439,7 @@ class Runner:
             trace=trace.summary,
             events_file=events_file if trace.events_written else None,
             log_file=log_file if trace.log_written else None,
-            log_tail=list(trace.log_tail) if outcome != "passed" else [],
+            log_tail=[shorten(line, MAX_ERROR_CHARS) for line in trace.log_tail] if outcome != "passed" else [],
             artifacts=response.artifacts,
         )
         store.append(result)
@@ -381,11 +481,26 @@ class Runner:
             evaluator = self._evaluators[name] = evaluator_cls(self.evaluator_settings(name))
         return evaluator
 
+    def _evaluator_timeout(self, name: str) -> float:
+        value = self.evaluator_settings(name).get("timeout_seconds")
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value < math.inf:
+            return float(value)
+        return DEFAULT_EVALUATOR_TIMEOUT
+
     async def _evaluate(self, assertion: Assertion, ctx: EvalContext) -> tuple[list[Check], bool]:
-        """The assertion's checks, named; ``False`` when the evaluator itself failed."""
+        """The assertion's checks, named; ``False`` when the evaluator itself failed or took
+        longer than its time limit."""
         label = assertion.name or assertion.type
+        limit = self._evaluator_timeout(assertion.type)
         try:
-            produced = await self._evaluator(assertion.type).evaluate(ctx, assertion.config)
+            with anyio.fail_after(limit):
+                produced = await self._evaluator(assertion.type).evaluate(ctx, assertion.config)
+        except TimeoutError:
+            message = (
+                f"evaluator {assertion.type!r} did not finish within {limit:g} s "
+                f"(evaluators.{assertion.type}.timeout_seconds)"
+            )
+            return [Check(name=label, passed=False, score=0.0, message=message)], False
         except Exception as exc:
             reason = str(exc) if isinstance(exc, AtpError) else f"{type(exc).__name__}: {exc}"
             message = f"evaluator {assertion.type!r} could not check this run: {reason}"
@@ -397,6 +512,13 @@ class Runner:
                 for item in produced:
                     item.name = f"{assertion.name}:{item.name}"
         return produced, True
+
+
+def _single(exc: BaseException) -> BaseException:
+    """The one exception inside (nested) exception groups of one exception, else ``exc``."""
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return exc
 
 
 def _workspace(request: ATPRequest) -> Path | None:

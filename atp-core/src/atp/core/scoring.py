@@ -43,6 +43,7 @@ def efficiency(steps: int, max_steps: int, optimal_steps: int | None = None) -> 
 def cost(used: float, limit: float) -> float:
     if limit <= 0:
         return 0.0 if used > 0 else 1.0
+    used = max(used, 0.0)
     return _clamp(1.0 - math.log(1.0 + used / limit) / math.log(2.0))
 
 
@@ -100,6 +101,8 @@ def score_run(
 ) -> tuple[float, dict[str, float]]:
     """The run's score and its breakdown by component."""
     parts = components(checks, quality_checks, response, trace, constraints, weights)
+    parts = {name: value for name, value in parts.items() if math.isfinite(value)}
     if response.status not in SCORED_STATUSES:
         return 0.0, parts
-    return composite(parts, weights), parts
+    score = composite(parts, weights)
+    return (score if math.isfinite(score) else 0.0), parts

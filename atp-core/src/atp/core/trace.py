@@ -14,7 +14,7 @@ from typing import IO, Any, Protocol
 
 import msgspec
 
-from atp.core.errors import AgentError
+from atp.core.errors import AgentError, ProtocolError, StorageError
 from atp.core.protocol import (
     ErrorEvent,
     Event,
@@ -29,6 +29,7 @@ from atp.core.protocol import (
 from atp.core.secrets import Masker
 
 DEFAULT_MAX_EVENTS = 1_000_000
+DEFAULT_MAX_EVENT_BYTES = 256 * 1024 * 1024
 DEFAULT_MAX_LOG_BYTES = 10 * 1024 * 1024
 LOG_TAIL_LINES = 20
 MAX_WARNINGS = 20
@@ -52,7 +53,7 @@ class EventSink(Protocol):
 
 
 class TraceLimitExceeded(AgentError):
-    """The agent sent more events than a run may hold."""
+    """The agent sent more events (or more bytes of events) than a run may hold."""
 
 
 class TraceSummary(msgspec.Struct, omit_defaults=True):
@@ -91,8 +92,12 @@ class TraceSummary(msgspec.Struct, omit_defaults=True):
                 tool_calls[tool] = tool_calls.get(tool, 0) + 1
             elif cls is LLMRequestEvent:
                 payload = event.payload
-                self.input_tokens += payload.input_tokens or 0  # type: ignore[union-attr]
-                self.output_tokens += payload.output_tokens or 0  # type: ignore[union-attr]
+                tokens = payload.input_tokens  # type: ignore[union-attr]
+                if tokens is not None and tokens > 0:
+                    self.input_tokens += tokens
+                tokens = payload.output_tokens  # type: ignore[union-attr]
+                if tokens is not None and tokens > 0:
+                    self.output_tokens += tokens
             elif cls is ErrorEvent:
                 if event.payload.recoverable is not True:  # type: ignore[union-attr]
                     self.unrecoverable_errors += 1
@@ -148,11 +153,15 @@ class Trace:
 
 
 def read_events(path: Path) -> Iterator[Event]:
-    """The events of an events file, in the order they arrived."""
+    """The events of an events file, in the order they arrived; a damaged line (the end of a
+    file cut short when ATP was killed) is skipped."""
     with path.open("rb") as handle:
         for line in handle:
             if line.strip():
-                yield decode_event(line)
+                try:
+                    yield decode_event(line)
+                except ProtocolError:
+                    continue
 
 
 class RunTrace:
@@ -170,6 +179,7 @@ class RunTrace:
         masker: Masker | None = None,
         on_event: Callable[[Event], None] | None = None,
         max_events: int = DEFAULT_MAX_EVENTS,
+        max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
         max_log_bytes: int = DEFAULT_MAX_LOG_BYTES,
     ) -> None:
         self.task_id = task_id
@@ -182,7 +192,11 @@ class RunTrace:
         self._masker = masker if masker else None
         self._on_event = on_event
         self._max_events = max_events
+        self._max_event_bytes = max_event_bytes
+        self._event_bytes = 0
         self._max_log_bytes = max_log_bytes
+        self.storage_error: StorageError | None = None
+        """Set when the run directory could not be written: the suite must stop."""
         self._log_bytes = 0
         self._events_file: IO[bytes] | None = None
         self._log_file: IO[bytes] | None = None
@@ -206,22 +220,42 @@ class RunTrace:
             raise TraceLimitExceeded(
                 f"agent flooded ATP with events: more than {self._max_events} in one run"
             )
-        self._last_sequence = self.summary.add(events, self._last_sequence)
+        masker = self._masker
+        if raw is not None and masker is not None and not masker.clean_json(raw):
+            raw = None  # a secret may be in there, in some spelling: mask the decoded events
         if raw is None:
-            data = b"\n".join(encode(event) for event in events) + b"\n"
+            if masker is not None:
+                data = b"\n".join(encode(masker.value(event)) for event in events) + b"\n"
+            else:
+                data = b"\n".join(encode(event) for event in events) + b"\n"
         else:
             data = raw if raw.endswith(b"\n") else raw + b"\n"
-        if self._masker is not None:
-            data = self._masker.bytes(data)
-        handle = self._events_file
-        if handle is None:
-            handle = self._events_file = self._open(self._events_path)
-        if handle is not None:
-            handle.write(data)
+        self._event_bytes += len(data)
+        if self._event_bytes > self._max_event_bytes:
+            raise TraceLimitExceeded(
+                f"agent flooded ATP with events: more than {self._max_event_bytes} bytes of "
+                f"events in one run"
+            )
+        self._last_sequence = self.summary.add(events, self._last_sequence)
+        self._write_event_data(data)
         on_event = self._on_event
         if on_event is not None:
             for event in events:
                 on_event(event)
+
+    def _write_event_data(self, data: bytes) -> None:
+        try:
+            handle = self._events_file
+            if handle is None:
+                handle = self._events_file = self._open(self._events_path)
+            if handle is not None:
+                handle.write(data)
+        except OSError as exc:
+            self._storage_failed(self._events_path, exc)
+
+    def _storage_failed(self, path: Path | None, exc: OSError) -> None:
+        self.storage_error = StorageError(f"cannot write {path}: {exc.strerror or exc}")
+        raise self.storage_error from None
 
     def _drop_foreign(self, events: Sequence[Event]) -> None:
         """Events with another task_id are dropped (and said so); the others are kept."""
@@ -245,15 +279,18 @@ class RunTrace:
         if self._log_bytes >= self._max_log_bytes:
             return
         self._log_bytes += len(data)
-        handle = self._log_file
-        if handle is None:
-            handle = self._log_file = self._open(self._log_path)
-        if handle is None:
-            return
-        if self._log_bytes >= self._max_log_bytes:
-            handle.write(b"[log truncated: more than %d bytes]\n" % self._max_log_bytes)
-        else:
-            handle.write(data)
+        try:
+            handle = self._log_file
+            if handle is None:
+                handle = self._log_file = self._open(self._log_path)
+            if handle is None:
+                return
+            if self._log_bytes >= self._max_log_bytes:
+                handle.write(b"[log truncated: more than %d bytes]\n" % self._max_log_bytes)
+            else:
+                handle.write(data)
+        except OSError as exc:
+            self._storage_failed(self._log_path, exc)
 
     def warn(self, message: str) -> None:
         if self._masker is not None:
@@ -276,9 +313,13 @@ class RunTrace:
             self.warn(f"{self.summary.out_of_order} events arrived out of sequence order")
         if self._foreign > 1:
             self.warn(f"{self._foreign} events with another task_id were dropped")
-        for handle in (self._events_file, self._log_file):
+        for handle, path in ((self._events_file, self._events_path), (self._log_file, self._log_path)):
             if handle is not None:
-                handle.close()
+                try:
+                    handle.close()
+                except OSError as exc:  # the buffered rest could not be written
+                    if self.storage_error is None:
+                        self.storage_error = StorageError(f"cannot write {path}: {exc.strerror or exc}")
 
     def trace(self) -> Trace:
         path = self._events_path

@@ -16,6 +16,7 @@ from typing import TextIO
 from atp.core.hookspecs import hookimpl
 from atp.core.reporter import Reporter, ReportOptions
 from atp.core.results import RunHeader, RunResult, RunStore, SuiteResults, TestResult
+from atp.core.text import printable as safe
 
 _COLORS = {"green": "32", "red": "31", "yellow": "33", "dim": "2", "bold": "1"}
 
@@ -100,7 +101,7 @@ class ConsoleReporter(Reporter):
         failed = f", {self._progress_failed} not passed" if self._progress_failed else ""
         line = (
             f"running: {self._progress_done}/{self._progress_total} runs done{failed}"
-            f" (last: {result.test_id} #{result.run_number} {result.outcome})"
+            f" (last: {safe(result.test_id)} #{result.run_number} {result.outcome})"
         )
         self.stream.write("\r\033[K" + self.paint(line, "dim"))
         self.stream.flush()
@@ -120,18 +121,20 @@ class ConsoleReporter(Reporter):
         out.append(self.paint("ATP Test Results", "bold"))
         out.append("================")
         out.append("")
-        out.append(f"Suite: {results.suite}")
-        out.append(f"Agent: {results.agent} ({results.agent_type})")
+        out.append(f"Suite: {safe(results.suite)}")
+        out.append(f"Agent: {safe(results.agent)} ({safe(results.agent_type)})")
         runs = {t.planned_runs for t in results.tests if t.skip_reason is None}
         if runs:
             out.append(f"Runs per test: {', '.join(str(r) for r in sorted(runs))}")
         out.append(f"Run directory: {shown_path(store.directory)}")
         out.append("")
         out.append("Tests:")
-        width = max((len(t.id) for t in results.tests), default=0)
+        width = max((len(safe(t.id)) for t in results.tests), default=0)
         for test in results.tests:
             out.extend(self._test(test, width))
         out.append("")
+        for problem in results.problems:
+            out.append(self.paint(f"Problem: {safe(problem)}", "red"))
         out.append(self._summary(results))
         out.append(f"Total time: {seconds(results.duration_seconds)}")
         self.stream.write("\n".join(out) + "\n")
@@ -140,8 +143,9 @@ class ConsoleReporter(Reporter):
     def _test(self, test: TestResult, width: int) -> list[str]:
         color = {"passed": "green", "failed": "red", "error": "red", "skipped": "yellow"}
         mark = self.paint(self.symbols[test.status], color[test.status])
+        test_id = safe(test.id).ljust(width)
         if test.status == "skipped":
-            return [f"  {mark} {test.id.ljust(width)}  skipped: {test.skip_reason}"]
+            return [f"  {mark} {test_id}  skipped: {safe(test.skip_reason or '')}"]
         spread = ""
         if len(test.runs) > 1:
             sd = statistics.stdev(r.score for r in test.runs)
@@ -150,7 +154,7 @@ class ConsoleReporter(Reporter):
         if len(test.runs) < test.planned_runs:
             incomplete = self.paint(f"  {len(test.runs)}/{test.planned_runs} runs", "yellow")
         line = (
-            f"  {mark} {test.id.ljust(width)}  {test.score:5.1f}/100{spread}"
+            f"  {mark} {test_id}  {test.score:5.1f}/100{spread}"
             f"  [{seconds(test.duration_seconds)}]{incomplete}"
         )
         lines = [line]
@@ -164,24 +168,24 @@ class ConsoleReporter(Reporter):
         verbose = self.options.verbose
         lines: list[str] = []
         if run.error and (run.outcome != "passed" or verbose):
-            lines.append(self.paint(f"    - {prefix}{run.status}: {run.error}", "red"))
+            lines.append(self.paint(f"    - {prefix}{run.status}: {safe(run.error)}", "red"))
         for item in run.checks:
             if item.passed and not verbose:
                 continue
             mark = self.symbols["passed" if item.passed else "failed"]
-            text = f"    {mark if verbose else '-'} {prefix}{item.name}: {item.message}"
+            text = f"    {mark if verbose else '-'} {prefix}{safe(item.name)}: {safe(item.message)}"
             if verbose and item.score not in (0.0, 1.0):
                 text += f" (score {item.score:.2f})"
             lines.append(self.paint(text, "dim" if item.passed else "red"))
         if verbose:
             for warning in run.warnings:
-                lines.append(self.paint(f"    ! {prefix}warning: {warning}", "yellow"))
+                lines.append(self.paint(f"    ! {prefix}warning: {safe(warning)}", "yellow"))
             if run.score_breakdown:
-                parts = ", ".join(f"{k} {v:.2f}" for k, v in run.score_breakdown.items())
+                parts = ", ".join(f"{safe(k)} {v:.2f}" for k, v in run.score_breakdown.items())
                 lines.append(self.paint(f"    {prefix}score {run.score:.1f}: {parts}", "dim"))
             if run.log_tail:
                 lines.append(self.paint(f"    {prefix}agent log (last {len(run.log_tail)} lines):", "dim"))
-                lines.extend(self.paint(f"      | {line}", "dim") for line in run.log_tail)
+                lines.extend(self.paint(f"      | {safe(line)}", "dim") for line in run.log_tail)
         return lines
 
     def _summary(self, results: SuiteResults) -> str:
@@ -200,6 +204,8 @@ class ConsoleReporter(Reporter):
             extra.append(f"{s.deselected} deselected by tags")
         if results.interrupted:
             extra.append(self.paint("interrupted", "yellow"))
+        if results.problems:
+            extra.append(self.paint(f"{len(results.problems)} problems with the run directory", "red"))
         tail = f"; {', '.join(extra)}" if extra else ""
         return f"Summary: {', '.join(parts)}{rate}{tail}"
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import msgspec
 
-from atp.core.reporter import Reporter
+from atp.core.reporter import Reporter, write_file
 from atp.core.results import RunResult, RunStore, SuiteResults
 
 _encoder = msgspec.json.Encoder()
@@ -30,13 +30,8 @@ def with_events(results: SuiteResults, store: RunStore) -> SuiteResults:
 def _run_with_events(run: RunResult, store: RunStore) -> RunResult:
     if run.events_file is None:
         return msgspec.structs.replace(run, events=[])
-    path = store.directory / run.events_file
-    try:
-        lines = [line.strip() for line in path.read_bytes().splitlines() if line.strip()]
-    except OSError:
-        return run
-    # The stored lines are already valid, masked JSON: embed them as they are.
-    raw: Any = msgspec.Raw(b"[" + b",".join(lines) + b"]")
+    # The stored lines are checked, masked JSON events: embed them as they are.
+    raw: Any = msgspec.Raw(b"[" + b",".join(store.event_lines(run)) + b"]")
     return msgspec.structs.replace(run, events=raw)
 
 
@@ -46,7 +41,10 @@ class JsonReporter(Reporter):
     file_extension = ".json"
 
     def report(self, results: SuiteResults, store: RunStore) -> None:
-        data = msgspec.json.format(_encoder.encode(with_events(results, store)), indent=2) + b"\n"
+        with_trace = with_events(results, store)
+        if store.problems:  # damaged event lines found while embedding them
+            with_trace.problems = list(dict.fromkeys([*with_trace.problems, *store.problems]))
+        data = msgspec.json.format(_encoder.encode(with_trace), indent=2) + b"\n"
         target = self.options.output_file
         if target is None:
             stream = self.options.stream
@@ -59,8 +57,5 @@ class JsonReporter(Reporter):
                 stream.write(data.decode())
                 stream.flush()
             return
-        target.parent.mkdir(parents=True, exist_ok=True)
-        partial = target.with_name(target.name + ".partial")
-        partial.write_bytes(data)
-        partial.replace(target)
+        write_file(target, data)
 

@@ -7,6 +7,8 @@ from pathlib import Path
 import click
 
 from atp.cli.app import config_option, exit_code, make_reporters, plugins, render, split_outputs
+from atp.cli.main import EXIT_FAILED
+from atp.core.text import printable
 
 
 @click.command("report")
@@ -27,12 +29,15 @@ def report_command(
     Exits 0 when every test in it passed and 1 otherwise, like the run itself.
     """
     from atp.core.config import load_config
-    from atp.core.results import RunStore
+    from atp.core.results import RUN_FILES, RunStore
 
     if run_dir is None:
         run_dir = RunStore.latest(load_config(config_path).run_dir)
     store = RunStore.open(run_dir)
     results = store.results()
-    reporters = make_reporters(plugins(), split_outputs(outputs), output_file, verbose)
+    inputs = [run_dir / name for name in RUN_FILES]
+    reporters = make_reporters(plugins(), split_outputs(outputs), output_file, verbose, inputs)
     render(reporters, results, store)
-    return exit_code(results)
+    for problem in store.problems:
+        click.echo(f"atp: warning: {printable(problem)}", err=True)
+    return exit_code(results) if not store.problems else EXIT_FAILED

@@ -81,7 +81,8 @@ def test_command(
         if isinstance(config.spec.reporting.default, str)
         else config.spec.reporting.default
     )
-    reporters = make_reporters(loaded, names, output_file, verbose or config.spec.reporting.verbose)
+    inputs = [suite_path] + ([config.path] if config.path is not None else [])
+    reporters = make_reporters(loaded, names, output_file, verbose or config.spec.reporting.verbose, inputs)
     warn_problems(loaded.problems())
     runner = Runner(
         loaded,

@@ -1,0 +1,225 @@
+"""`atp` against hostile agents, full disks and damaged run directories: each gives a result or
+an `atp: error:` saying what happened, never a traceback, and what was finished is kept."""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+from tests.conftest import ATP, AGENTS, PYTHON, behave_agent, write
+from tests.e2e.test_atp_command import atp, suite_for
+
+SECRET = "sk-Ünïcode-ſecret-0042"
+
+
+def hostile(mode: str) -> list[str]:
+    return [PYTHON, str(AGENTS / "hostile_output.py"), mode]
+
+
+def two_tests(agent: list[str], tmp_path: Path, extra: str = "") -> Path:
+    tests = (
+        "  - id: hostile\n    task: {description: x}\n"
+        "  - id: fine\n    task: {description: x}\n"
+    )
+    suite = suite_for(tmp_path, agent, tests)
+    if extra:
+        suite.write_text(suite.read_text().replace("tests:\n", extra + "tests:\n", 1))
+    return suite
+
+
+def only_run_dir(tmp_path: Path) -> Path:
+    (run_dir,) = (tmp_path / ".atp" / "runs").iterdir()
+    return run_dir
+
+
+def test_terminal_escapes_from_an_agent_are_shown_escaped(tmp_path: Path) -> None:
+    suite = suite_for(tmp_path, hostile("escapes"), "  - id: t\n    task: {description: x}\n")
+    result = atp("test", f"--suite={suite}", "--verbose", cwd=tmp_path)
+    assert result.returncode == 1
+    assert "\x1b" not in result.stdout and "\x07" not in result.stdout and "\r" not in result.stdout
+    assert "- failed: \\e[2J\\e[1;32m✓ all 100 tests passed\\e[0m\\r" in result.stdout
+    assert "| \\e[2J\\e[H\\e]0;pwned\\x07 ✓ everything passed" in result.stdout
+
+
+def test_a_secret_in_any_json_spelling_is_masked_everywhere(tmp_path: Path) -> None:
+    write(tmp_path / "atp.config.yaml", "secrets:\n  key: ${THE_KEY}\n")
+    suite = suite_for(tmp_path, hostile("secrets"), "  - id: t\n    task: {description: x}\n")
+    env = {"THE_KEY": SECRET, "SECRET_VALUE": SECRET}
+    result = atp("test", f"--suite={suite}", "--output=json", "--output-file=out.json", "-v", cwd=tmp_path, env=env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    run_dir = only_run_dir(tmp_path)
+    for path in [tmp_path / "out.json", *run_dir.rglob("*")]:
+        if path.is_file():
+            raw = path.read_bytes()
+            assert SECRET.encode() not in raw, path
+            if path.suffix in (".json", ".jsonl"):
+                for line in raw.splitlines() if path.suffix == ".jsonl" else [raw]:
+                    assert SECRET not in json.dumps(json.loads(line), ensure_ascii=False), path
+    data = json.loads((tmp_path / "out.json").read_text())
+    run_ = data["tests"][0]["runs"][0]
+    assert run_["artifacts"][0]["data"] == {"key": "***"}
+    assert [e["payload"].get("input", e["payload"].get("thought")) for e in run_["events"]] == [
+        {"key": "***"}, "the key is ***"
+    ]
+    assert SECRET not in result.stdout + result.stderr
+
+
+def test_negative_metrics_do_not_stop_the_suite(tmp_path: Path) -> None:
+    suite = write(tmp_path / "suite.yaml", f"""
+        test_suite: metrics
+        agents:
+          - {{name: bad, type: cli, command: {hostile("negative_metrics")!r}}}
+        tests:
+          - id: scored
+            task: {{description: x}}
+            constraints: {{max_tokens: 100, budget_usd: 1}}
+          - id: other
+            task: {{description: x}}
+        """)
+    result = atp("test", f"--suite={suite}", "--verbose", cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "warning: the agent reported metrics.total_tokens = -5, which is not a valid count; it is ignored" in result.stdout
+    assert "Summary: 2 passed, 0 failed, 0 skipped" in result.stdout
+    assert "Traceback" not in result.stderr
+
+
+def test_stdout_on_a_full_device_is_an_atp_error(tmp_path: Path) -> None:
+    suite = two_tests(hostile("ok"), tmp_path)
+    with open("/dev/full", "w") as full:
+        process = subprocess.run([ATP, "test", f"--suite={suite}"], cwd=tmp_path, stdout=full, stderr=subprocess.PIPE, text=True, timeout=60)
+    assert process.returncode == 2
+    assert process.stderr.strip() == "atp: error: cannot write standard output: No space left on device"
+    assert atp("report", cwd=tmp_path).returncode == 0
+
+
+def test_an_impossible_run_directory_is_an_atp_error(tmp_path: Path) -> None:
+    suite = two_tests(hostile("ok"), tmp_path)
+    (tmp_path / "a-file").write_text("")
+    result = atp("test", f"--suite={suite}", "--run-dir=a-file/runs", cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.startswith("atp: error: cannot create the run directory a-file/runs/")
+    assert result.stderr.rstrip().endswith(": Not a directory") and "Traceback" not in result.stderr
+
+
+def test_a_full_disk_stops_the_suite_and_keeps_every_result_written(tmp_path: Path) -> None:
+    suite = suite_for(tmp_path, hostile("ok"), "  - id: t\n    task: {description: x}\n")
+
+    def small_files() -> None:  # files ATP writes may not grow past 3,000 bytes: a disk that fills up
+        resource.setrlimit(resource.RLIMIT_FSIZE, (3000, 3000))
+
+    process = subprocess.run(
+        [ATP, "test", f"--suite={suite}", "--runs=20"], cwd=tmp_path, capture_output=True, text=True,
+        timeout=120, preexec_fn=small_files, env={**os.environ, "NO_COLOR": "1"},
+    )
+    assert process.returncode == 2, process.stdout + process.stderr
+    assert "Traceback" not in process.stderr
+    assert "atp: error: cannot append a result to" in process.stderr and "File too large" in process.stderr
+    run_dir = only_run_dir(tmp_path)
+    assert f"the suite was stopped. The results written before are kept in {run_dir}" in process.stderr
+    assert not list(run_dir.glob("*.partial"))
+    kept = len((run_dir / "results.jsonl").read_text().splitlines())
+    assert 1 <= kept < 20
+    report = atp("report", str(run_dir), "--output=json", "--output-file=-", cwd=tmp_path)
+    data = json.loads(report.stdout)
+    assert data["summary"]["runs"] == kept and data["interrupted"] is True and data["problems"] == []
+
+
+def test_report_of_damaged_run_directories(tmp_path: Path) -> None:
+    suite = two_tests(behave_agent("ok"), tmp_path)
+    assert atp("test", f"--suite={suite}", cwd=tmp_path).returncode == 0
+    run_dir = only_run_dir(tmp_path)
+    # an events file ending in a partial line: the report leaves it out and says so
+    events = next((run_dir / "events").iterdir())
+    events.write_bytes(events.read_bytes() + b'{"version":"1.0","task_id')
+    report = atp("report", str(run_dir), "--output=json", cwd=tmp_path)
+    assert report.returncode == 1
+    data = json.loads(report.stdout)
+    assert all(len(r["events"]) == 2 for t in data["tests"] for r in t["runs"])
+    assert "event 3 is damaged" in report.stderr and "event 3 is damaged" in " ".join(data["problems"])
+    # a last results line cut short: reported as damaged, with a non-zero exit
+    results = run_dir / "results.jsonl"
+    lines = results.read_bytes().splitlines(keepends=True)
+    results.write_bytes(lines[0] + lines[1][:50])
+    report = atp("report", str(run_dir), cwd=tmp_path)
+    assert report.returncode == 1
+    assert "results.jsonl:2 was cut short" in report.stdout and "skipped: not run" in report.stdout
+    assert "1 problems with the run directory" in report.stdout
+    # results.jsonl that is a directory
+    results.unlink()
+    results.mkdir()
+    report = atp("report", str(run_dir), cwd=tmp_path)
+    assert report.returncode == 2
+    assert report.stderr.strip() == f"atp: error: cannot read {results}: Is a directory"
+
+
+def test_output_file_must_not_be_the_suite_and_dash_means_stdout(tmp_path: Path) -> None:
+    suite = two_tests(behave_agent("ok"), tmp_path)
+    before = suite.read_text()
+    result = atp("test", f"--suite={suite}", "--output=json", f"--output-file={suite}", cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.strip() == f"atp: error: --output-file {suite} is the input file {suite}; it would be overwritten"
+    assert suite.read_text() == before
+    result = atp("test", f"--suite={suite}", "--output=json", "--output-file=-", cwd=tmp_path)
+    assert result.returncode == 0 and json.loads(result.stdout)["summary"]["passed"] == 2
+    assert not (tmp_path / "-").exists()
+    (tmp_path / "plain").write_text("")
+    result = atp("report", "--output=json", "--output-file=plain/out.json", cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.strip().startswith("atp: error: cannot write plain/out.json")
+
+
+def test_parallel_beyond_the_open_file_limit_runs_fewer_at_once(tmp_path: Path) -> None:
+    suite = suite_for(tmp_path, behave_agent("ok"), "  - id: t\n    task: {description: x}\n")
+
+    def few_files() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (160, 160))
+
+    process = subprocess.run(
+        [ATP, "test", f"--suite={suite}", "--runs=40", "--parallel=200"], cwd=tmp_path, capture_output=True,
+        text=True, timeout=300, preexec_fn=few_files, env={**os.environ, "NO_COLOR": "1"},
+    )
+    assert process.returncode == 0, process.stdout + process.stderr
+    assert "atp: warning: --parallel 200 needs about 2064 open files, but this process may open 160 (ulimit -n); running 9 at once instead" in process.stderr
+    assert "Summary: 1 passed, 0 failed, 0 skipped" in process.stdout
+
+
+def test_a_second_ctrl_c_kills_agents_that_ignore_sigterm(tmp_path: Path) -> None:
+    pid_file = tmp_path / "agent.pid"
+    suite = suite_for(tmp_path, behave_agent("sleep_ignoring_term"), "  - id: t\n    task: {description: x}\n")
+    suite.write_text(suite.read_text().replace("    type: cli\n", "    type: cli\n    grace_seconds: 120\n"))
+    process = subprocess.Popen(
+        [ATP, "test", f"--suite={suite}"], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "NO_COLOR": "1", "AGENT_PID_FILE": str(pid_file)},
+    )
+    deadline = time.monotonic() + 30
+    while not (pid_file.exists() and pid_file.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    agent_pid = int(pid_file.read_text())
+    process.send_signal(signal.SIGINT)
+    time.sleep(0.5)
+    assert process.poll() is None, "atp waits for the agent's grace period"
+    assert running(agent_pid), "the agent ignores SIGTERM and still runs"
+    second = time.monotonic()
+    process.send_signal(signal.SIGINT)
+    stdout, stderr = process.communicate(timeout=30)
+    assert time.monotonic() - second < 10
+    assert process.returncode == 130, stderr
+    assert "stopping every agent at once (a second SIGINT)" in stderr
+    time.sleep(0.1)
+    if running(agent_pid):
+        os.kill(agent_pid, signal.SIGKILL)
+        raise AssertionError("the agent survived a second Ctrl-C")
+
+
+def running(pid: int) -> bool:
+    """Whether a process runs (a zombie waiting to be reaped does not)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
