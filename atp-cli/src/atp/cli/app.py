@@ -55,14 +55,19 @@ def split_outputs(values: Sequence[str]) -> list[str]:
     return names
 
 
+STDOUT = Path("-")
+
+
 def make_reporters(
     loaded: Plugins,
     names: Sequence[str],
     output_file: Path | None,
     verbose: bool,
+    inputs: Sequence[Path] = (),
 ) -> list[Reporter]:
     """The reporters for ``--output`` names. ``--output-file`` goes to the first reporter that
-    writes files; the console report is added unless another reporter writes to stdout."""
+    writes files (``-`` means stdout); the console report is added unless another reporter
+    writes to stdout. ``inputs`` (the suite, the config) must not be written over."""
     from atp.core.reporter import ReportOptions
 
     if not names:
@@ -71,6 +76,10 @@ def make_reporters(
     file_target = next((c for c in classes if c.file_extension is not None), None)
     if output_file is not None and file_target is None:
         raise ConfigError("--output-file needs an --output that writes a file (like json)")
+    if output_file == STDOUT:
+        output_file = None
+    elif output_file is not None:
+        check_output_file(output_file, inputs)
     reporters: list[Reporter] = []
     stdout_taken = False
     for cls in classes:
@@ -84,6 +93,20 @@ def make_reporters(
     return reporters
 
 
+def check_output_file(output_file: Path, inputs: Sequence[Path]) -> None:
+    """Refuse an ``--output-file`` that is one of the command's input files or a folder."""
+    if output_file.is_dir():
+        raise ConfigError(f"--output-file {output_file} is a directory; name a file in it")
+    for path in inputs:
+        same = False
+        try:
+            same = output_file.exists() and path.exists() and output_file.samefile(path)
+        except OSError:
+            same = output_file.resolve() == path.resolve()
+        if same:
+            raise ConfigError(f"--output-file {output_file} is the input file {path}; it would be overwritten")
+
+
 def render(reporters: Sequence[Reporter], results: SuiteResults, store: RunStore) -> None:
     for reporter in reporters:
         reporter.report(results, store)
@@ -93,4 +116,5 @@ def render(reporters: Sequence[Reporter], results: SuiteResults, store: RunStore
 
 
 def exit_code(results: SuiteResults) -> int:
-    return 0 if results.summary.ok else 1
+    """0 when every test passed and the run directory is sound, 1 otherwise."""
+    return 0 if results.summary.ok and not results.problems else 1
