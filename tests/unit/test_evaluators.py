@@ -88,7 +88,11 @@ def test_schema_on_structured_data_and_json_files() -> None:
     assert one(artifact.Schema, {"path": "data.json", "schema": {"properties": {"n": {"type": "integer"}}}}, json_file).passed
     not_json = one(artifact.Schema, {"path": "notes.txt", "schema": {}}, json_file)
     assert not not_json.passed and "notes.txt is not JSON" in not_json.message
-    invalid_schema = one(artifact.Schema, {"name": "result", "schema": {"type": "nonsense"}})
+    with pytest.raises(msgspec.ValidationError, match="not a valid JSON Schema"):  # refused at load
+        msgspec.convert({"name": "result", "schema": {"type": "nonsense"}}, artifact.SchemaConfig)
+    made_otherwise = msgspec.convert({"name": "result", "schema": {}}, artifact.SchemaConfig)
+    made_otherwise.schema = {"type": "nonsense"}
+    invalid_schema = one(artifact.Schema, made_otherwise)
     assert not invalid_schema.passed and "not a valid JSON Schema" in invalid_schema.message
     several = run_evaluator(artifact.Schema, {"path": "*", "schema": {"type": "object"}}, json_file)
     assert [c.name for c in several] == ["schema:data.json", "schema:notes.txt"]

@@ -374,3 +374,15 @@ def test_masker_value_leaves_atp_words_alone() -> None:
     for _ in range(100_000):
         deep = [deep]
     assert masker.value(deep) == "[nested too deeply to mask: left out]"
+
+
+def test_within_a_run_shorten_masks_before_it_cuts() -> None:
+    from atp.core.text import masking
+
+    text = "x" * 190 + "sk-ascii-secret-77" + "y" * 50
+    assert "sk-ascii-s…" in shorten(text)
+    with masking(Masker(["sk-ascii-secret-77"]).text):
+        cut = shorten(text)
+        assert "sk-" not in cut and "***" in cut
+        assert shorten("short sk-ascii-secret-77") == "short sk-ascii-secret-77"  # masked when stored
+    assert "sk-ascii-s…" in shorten(text)

@@ -48,7 +48,7 @@ from atp.core.results import (
 from atp.core.scoring import score_run
 from atp.core.secrets import Masker
 from atp.core.suite import Assertion, Suite, Test
-from atp.core.text import as_text, printable, shorten
+from atp.core.text import as_text, masking, printable, shorten
 from atp.core.trace import DEFAULT_MAX_EVENT_BYTES, DEFAULT_MAX_EVENTS, RunTrace
 
 if sys.version_info < (3, 11):  # pragma: no cover
@@ -178,8 +178,9 @@ class Runner:
         interrupted = True
         try:
             adapter = self.agent.create_adapter()
-            await adapter.start()
-            await self._run_all(adapter, work)
+            with masking(self.masker.text if self.masker is not None else None):
+                await adapter.start()
+                await self._run_all(adapter, work)
             interrupted = self._stopped_by is not None or self._storage_error is not None
         finally:
             if adapter is not None:

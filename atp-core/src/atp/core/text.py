@@ -9,9 +9,14 @@ split a secret: mask first, then shorten).
 
 from __future__ import annotations
 
+import contextlib
 import re
+from collections.abc import Callable, Iterator
+from contextvars import ContextVar
 
 PREVIEW_CHARS = 200
+
+_mask: ContextVar[Callable[[str], str] | None] = ContextVar("atp_mask", default=None)
 
 # C0 controls but tab and newline, DEL, C1 controls, and the Unicode format characters that
 # reorder or hide text (bidirectional overrides and isolates, zero-width marks).
@@ -39,10 +44,27 @@ def printable(text: str, *, newlines: bool = False) -> str:
 
 
 def shorten(text: str, limit: int = PREVIEW_CHARS) -> str:
-    """At most ``limit`` characters, with how much was left out."""
+    """At most ``limit`` characters, with how much was left out. Within a run, secrets are
+    masked before the cut (see :func:`masking`), so a cut never leaves half a secret."""
     if len(text) <= limit:
         return text
+    mask = _mask.get()
+    if mask is not None:
+        text = mask(text)
+        if len(text) <= limit:
+            return text
     return f"{text[:limit]}… ({len(text) - limit} more characters)"
+
+
+@contextlib.contextmanager
+def masking(mask: Callable[[str], str] | None) -> Iterator[None]:
+    """Within this block (and the tasks started in it), :func:`shorten` masks secrets with
+    ``mask`` before it cuts. The runner sets it for a whole suite."""
+    token = _mask.set(mask)
+    try:
+        yield
+    finally:
+        _mask.reset(token)
 
 
 def as_text(data: str | bytes) -> str:

@@ -3,23 +3,51 @@
 An assertion names its artifact by ``path`` (file and reference artifacts; a glob like
 ``*.md`` matches several) or by ``name`` (structured artifacts, whose ``data`` is what
 ``contains`` and ``schema`` look at). Naming neither looks at every artifact.
+
+What an agent produced is untrusted, and is handled so that nothing in it can stall ATP:
+
+- a file is read only when it is a regular file (never a FIFO, a device or a directory), only
+  where the agent may put it (:func:`resolve`), at most :data:`MAX_READ_BYTES` of it, and on a
+  worker thread;
+- work whose cost grows with the agent's data (a search, the headings parse, JSON Schema
+  validation) runs on a worker thread once the data is larger than :data:`INLINE_CHARS`; a
+  regular expression always does, and each match is stopped after ``regex_timeout_seconds``;
+- a check message quotes at most a short preview of anything the agent sent.
 """
 
 import fnmatch
 import json
+import math
+import os
 import posixpath
-import re
+import stat
+from collections.abc import Callable
+from itertools import islice
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple, TypeVar
 
+import anyio
 import msgspec
 
+from atp.core.errors import ConfigError
 from atp.core.evaluator import EvalContext, Evaluator, check
 from atp.core.plugins import require
 from atp.core.protocol import Artifact, FileArtifact, ReferenceArtifact, StructuredArtifact
 from atp.core.results import Check
+from atp.core.text import shorten
 
 MAX_READ_BYTES = 16 * 1024 * 1024
+"""A file artifact is read up to this many bytes; the rest of a larger file is not looked at."""
+INLINE_CHARS = 64 * 1024
+"""Work on agent data up to about this many characters runs on the event loop (a thread hop
+would cost more than the work); larger data goes to a worker thread."""
+REGEX_TIMEOUT_SECONDS = 1.0
+"""How long one regex match of ``contains`` may take, unless the evaluator setting
+``regex_timeout_seconds`` says otherwise."""
+MAX_SCHEMA_ERRORS = 1000
+"""Validation stops counting errors after this many."""
+
+_T = TypeVar("_T")
 
 
 class Target(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
@@ -57,48 +85,194 @@ def select(ctx: EvalContext, target: Target) -> list[Artifact]:
 
 
 def describe(artifact: Artifact) -> str:
+    """An artifact's name for a check message (the agent chose it: a preview at most)."""
     if isinstance(artifact, StructuredArtifact):
-        return f"{artifact.name} (structured)"
-    return artifact.path
+        return f"{shorten(artifact.name)} (structured)"
+    return shorten(artifact.path)
+
+
+def _listing(artifacts: list[Artifact]) -> str:
+    return shorten(", ".join(describe(a) for a in artifacts), 1000)
 
 
 def produced(ctx: EvalContext) -> str:
-    names = [describe(a) for a in ctx.response.artifacts]
-    return ", ".join(names) if names else "no artifacts"
+    artifacts = list(ctx.response.artifacts)
+    return _listing(artifacts) if artifacts else "no artifacts"
 
 
-def _read(path: Path) -> str | None:
+async def off_loop(size: int, work: Callable[..., _T], *args: Any) -> _T:
+    """``work(*args)``, on a worker thread when ``size`` (of the agent data it works on) is
+    over :data:`INLINE_CHARS`, on the event loop otherwise (``size=-1``: always a thread)."""
+    if 0 <= size <= INLINE_CHARS:
+        return work(*args)
+    return await anyio.to_thread.run_sync(work, *args, abandon_on_cancel=True)
+
+
+def small_data(data: Any, limit: int = INLINE_CHARS) -> bool:
+    """Whether JSON-like ``data`` is about ``limit`` characters of JSON or less. Stops looking
+    as soon as it is larger, so the answer costs little even for very large data."""
+    budget = limit
+    stack = [data]
+    while stack:
+        item = stack.pop()
+        budget -= 8
+        if isinstance(item, str):
+            budget -= len(item)
+        elif isinstance(item, dict):
+            for key, value in item.items():
+                budget -= 8 + (len(key) if isinstance(key, str) else 0)
+                stack.append(value)
+                if budget < 0:
+                    return False
+        elif isinstance(item, (list, tuple)):
+            for value in item:
+                budget -= 1
+                stack.append(value)
+                if budget < 0:
+                    return False
+        if budget < 0:
+            return False
+    return True
+
+
+def _mib(size: int) -> str:
+    return f"{size / (1024 * 1024):g} MiB"
+
+
+def resolve(path: str, ctx: EvalContext) -> tuple[Path | None, str | None]:
+    """Where ATP reads the file an artifact's ``path`` names, or why it reads none.
+
+    A relative path is relative to the request's workspace when it has one, else to the
+    agent's working folder; never to ATP's own working directory (a relative path of an agent
+    whose working folder ATP does not know is not read at all). With a workspace, a path
+    that leads out of it, by ``..`` or by a symbolic link, is refused; the path returned then
+    has its symbolic links resolved. Without a workspace an absolute path is read as it is.
+    """
+    shown = shorten(path)
+    if "\0" in path:
+        return None, f"{shown!r} contains a NUL character; it names no file"
+    given = Path(path)
+    if ctx.workspace is not None:
+        root = Path(os.path.realpath(ctx.workspace))
+        real = Path(os.path.realpath(root / given))
+        if not real.is_relative_to(root):
+            return None, (
+                f"{shown} is outside the workspace {ctx.workspace}; "
+                "ATP reads only files inside the workspace"
+            )
+        return real, None
+    if given.is_absolute():
+        return given, None
+    if ctx.agent_dir is not None:
+        return ctx.agent_dir / given, None
+    return None, (
+        f"{shown} is a relative path and the agent has no working folder ATP knows; "
+        "ATP does not read it"
+    )
+
+
+class Content(NamedTuple):
+    """What :func:`text_of` found."""
+
+    text: str | None
+    """The artifact's content as text; ``None`` when ATP has none to look at."""
+    note: str | None = None
+    """Why there is no text; or, with text, that only the first part of a larger file was read."""
+
+
+_KINDS: tuple[tuple[Callable[[int], bool], str], ...] = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISLNK, "a symbolic link"),
+)
+
+
+def _not_regular(shown: str, mode: int) -> Content:
+    kind = next((name for test, name in _KINDS if test(mode)), "a special file")
+    return Content(None, f"{shown} is {kind}, not a regular file; ATP reads only regular files")
+
+
+def _read_file(path: str, ctx: EvalContext) -> Content:
+    """A file artifact's content, read from the file (blocking: runs on a worker thread).
+
+    Only a regular file is read. Its type is checked before opening (a device is never
+    opened) and again on the open descriptor (the path may have changed in between); the
+    open does not wait for a FIFO's writer (``O_NONBLOCK``) nor follow a last symbolic link
+    put in place of a checked path inside a workspace.
+    """
+    shown = shorten(path)
+    where, problem = resolve(path, ctx)
+    if where is None:
+        return Content(None, problem)
+    follow = ctx.workspace is None
+    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0)
+    if not follow:
+        flags |= getattr(os, "O_NOFOLLOW", 0)
     try:
-        with path.open("rb") as handle:
-            return handle.read(MAX_READ_BYTES).decode("utf-8", "replace")
-    except OSError:
-        return None
+        before = os.stat(where, follow_symlinks=follow)
+        if not stat.S_ISREG(before.st_mode):
+            return _not_regular(shown, before.st_mode)
+        fd = os.open(where, flags)
+    except OSError as exc:
+        return Content(None, f"{shown} cannot be read: {exc.strerror or exc}")
+    chunks: list[bytes] = []
+    try:
+        opened = os.fstat(fd)
+        if not stat.S_ISREG(opened.st_mode):
+            return _not_regular(shown, opened.st_mode)
+        left = MAX_READ_BYTES + 1
+        while left > 0:
+            chunk = os.read(fd, min(left, 1024 * 1024))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+    except OSError as exc:
+        return Content(None, f"{shown} cannot be read: {exc.strerror or exc}")
+    finally:
+        os.close(fd)
+    data = b"".join(chunks)
+    note = None
+    if len(data) > MAX_READ_BYTES:
+        data = data[:MAX_READ_BYTES]
+        note = f"{shown} is larger than {_mib(MAX_READ_BYTES)}; ATP read only its first {_mib(MAX_READ_BYTES)}"
+    return Content(data.decode("utf-8", "replace"), note)
 
 
-def text_of(artifact: Artifact, ctx: EvalContext) -> str | None:
+def _dumps(data: Any) -> str:
+    return json.dumps(data, ensure_ascii=False)
+
+
+async def text_of(artifact: Artifact, ctx: EvalContext) -> Content:
     """An artifact's content as text: inline content, structured data as JSON, or the file
-    itself when it is readable here (relative paths are looked up in the workspace)."""
+    itself when it is a regular file ATP may read (see :func:`resolve`); the file is read
+    on a worker thread, at most :data:`MAX_READ_BYTES` of it."""
     if isinstance(artifact, StructuredArtifact):
-        return json.dumps(artifact.data, ensure_ascii=False)
+        size = 0 if small_data(artifact.data) else -1
+        return Content(await off_loop(size, _dumps, artifact.data))
     if isinstance(artifact, FileArtifact) and artifact.content is not None:
-        return artifact.content
-    path = Path(artifact.path)
-    if not path.is_absolute() and ctx.workspace is not None:
-        path = ctx.workspace / path
-    return _read(path)
+        return Content(artifact.content)
+    return await off_loop(-1, _read_file, artifact.path, ctx)
 
 
-def data_of(artifact: Artifact, ctx: EvalContext) -> tuple[Any, str | None]:
+async def data_of(artifact: Artifact, ctx: EvalContext) -> tuple[Any, str | None]:
     """An artifact's content as JSON data, or why it has none."""
     if isinstance(artifact, StructuredArtifact):
         return artifact.data, None
-    text = text_of(artifact, ctx)
+    text, note = await text_of(artifact, ctx)
     if text is None:
-        return None, f"{describe(artifact)} has no content ATP can read"
+        return None, note or f"{describe(artifact)} has no content ATP can read"
+    if note is not None:
+        return None, f"{note}, so its JSON cannot be checked"
     try:
-        return json.loads(text), None
+        return await off_loop(len(text), json.loads, text), None
+    except RecursionError:
+        return None, f"{describe(artifact)} is JSON nested too deeply for ATP to read"
     except ValueError as exc:
-        return None, f"{describe(artifact)} is not JSON: {exc}"
+        return None, f"{describe(artifact)} is not JSON: {shorten(str(exc))}"
 
 
 def _missing(name: str, ctx: EvalContext, target: Target) -> Check:
@@ -122,7 +296,7 @@ class ArtifactExists(Evaluator):
         matches = select(ctx, config)
         if not matches:
             return [_missing(label, ctx, config)]
-        return [check(label, True, f"artifact {', '.join(describe(a) for a in matches)} exists")]
+        return [check(label, True, f"artifact {_listing(matches)} exists")]
 
 
 # --- contains -------------------------------------------------------------------------------
@@ -135,11 +309,45 @@ class ContainsConfig(Target, kw_only=True):
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        if not self.pattern:
+            raise ValueError("'pattern' is empty; it would be found in any artifact")
         if self.regex:
-            try:
-                re.compile(self.pattern)
-            except re.error as exc:
-                raise ValueError(f"'pattern' is not a valid regular expression: {exc}") from None
+            compile_regex(self.pattern, self.ignore_case)
+
+
+def compile_regex(pattern: str, ignore_case: bool) -> Any:
+    """``pattern`` compiled by the ``regex`` module (the syntax of Python's ``re``), whose
+    matches can be given a time limit; ValueError when it is not a valid expression."""
+    rx = require("regex", install="atp-evaluators", feature="the contains evaluator with regex: true")
+    try:
+        return rx.compile(pattern, rx.V0 | (rx.IGNORECASE if ignore_case else 0))
+    except rx.error as exc:
+        raise ValueError(f"'pattern' is not a valid regular expression: {exc}") from None
+
+
+def _line_of(text: str, index: int) -> int:
+    return text.count("\n", 0, index) + 1
+
+
+def _finder(config: ContainsConfig, timeout: float) -> Callable[[str], int | None]:
+    """A function giving the line of the first match in a text, or ``None``. A regex match
+    that takes longer than ``timeout`` seconds raises TimeoutError."""
+    if config.regex:
+        compiled = compile_regex(config.pattern, config.ignore_case)
+
+        def find_regex(text: str) -> int | None:
+            found = compiled.search(text, timeout=timeout, concurrent=True)
+            return None if found is None else _line_of(text, found.start())
+
+        return find_regex
+    needle = config.pattern.casefold() if config.ignore_case else config.pattern
+
+    def find_text(text: str) -> int | None:
+        haystack = text.casefold() if config.ignore_case else text
+        at = haystack.find(needle)
+        return None if at < 0 else _line_of(haystack, at)
+
+    return find_text
 
 
 class Contains(Evaluator):
@@ -147,28 +355,59 @@ class Contains(Evaluator):
     summary = "an artifact's content contains a substring, or matches a regex (regex: true)"
     Config = ContainsConfig
 
+    def regex_timeout(self) -> float:
+        """The time limit of one regex match: the setting ``regex_timeout_seconds``."""
+        value = self.settings.get("regex_timeout_seconds", REGEX_TIMEOUT_SECONDS)
+        try:
+            seconds = math.nan if isinstance(value, bool) else float(value)
+        except (TypeError, ValueError):
+            seconds = math.nan
+        if not (seconds > 0 and math.isfinite(seconds)):
+            raise ConfigError(
+                f"evaluators.contains.regex_timeout_seconds must be a positive number of seconds, "
+                f"not {value!r}"
+            )
+        return seconds
+
     async def evaluate(self, ctx: EvalContext, config: ContainsConfig) -> list[Check]:
         label = f"contains:{config.label}"
         matches = select(ctx, config)
         if not matches:
             return [_missing(label, ctx, config)]
-        flags = re.IGNORECASE if config.ignore_case else 0
-        needle = re.compile(config.pattern if config.regex else re.escape(config.pattern), flags)
+        timeout = self.regex_timeout() if config.regex else 0.0
+        find = _finder(config, timeout)
         what = f"{'regex' if config.regex else 'text'} {config.pattern!r}"
         searched = 0
+        read_any = False
+        notes: list[str] = []
         for artifact in matches:
-            text = text_of(artifact, ctx)
+            text, note = await text_of(artifact, ctx)
+            if note is not None:
+                notes.append(note)
             if text is None:
                 continue
+            read_any = True
             searched += len(text)
-            found = needle.search(text)
-            if found:
-                at = text.count("\n", 0, found.start()) + 1
-                return [check(label, True, f"{describe(artifact)} contains {what} (line {at})")]
-        where = ", ".join(describe(a) for a in matches)
-        return [
-            check(label, False, f"expected {what} in {where}; not found in {searched} characters")
-        ]
+            try:
+                # a regex may take long on a short text: it never runs on the event loop
+                line = await off_loop(-1 if config.regex else len(text), find, text)
+            except TimeoutError:
+                return [
+                    check(
+                        label,
+                        False,
+                        f"the regex {config.pattern!r} took longer than {timeout:g} s on "
+                        f"{describe(artifact)}; ATP stopped it",
+                    )
+                ]
+            if line is not None:
+                return [check(label, True, f"{describe(artifact)} contains {what} (line {line})")]
+        expected = f"expected {what} in {_listing(matches)}"
+        noted = shorten("; ".join(notes), 1000)
+        if not read_any and notes:
+            return [check(label, False, f"{expected}, but ATP read none of it: {noted}")]
+        why = f" ({noted})" if notes else ""
+        return [check(label, False, f"{expected}; not found in {searched} characters{why}")]
 
 
 # --- schema ---------------------------------------------------------------------------------
@@ -176,6 +415,25 @@ class Contains(Evaluator):
 
 class SchemaConfig(Target, kw_only=True):
     schema: dict[str, Any]
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        jsonschema = require("jsonschema", install="atp-evaluators", feature="the schema evaluator")
+        try:
+            jsonschema.validators.validator_for(self.schema).check_schema(self.schema)
+        except jsonschema.SchemaError as exc:
+            raise ValueError(f"'schema' is not a valid JSON Schema: {exc.message}") from None
+
+
+def _validate(validator: Any, data: Any) -> list[Any]:
+    """The first :data:`MAX_SCHEMA_ERRORS` errors and one more (to tell there are more),
+    ordered by where they are."""
+    errors = list(islice(validator.iter_errors(data), MAX_SCHEMA_ERRORS + 1))
+    return sorted(errors, key=lambda e: list(e.absolute_path))
+
+
+def _where(error: Any) -> str:
+    return shorten("".join(f"[{p!r}]" for p in error.absolute_path))
 
 
 class Schema(Evaluator):
@@ -190,41 +448,51 @@ class Schema(Evaluator):
         if not matches:
             return [_missing(label, ctx, config)]
         validator_cls = jsonschema.validators.validator_for(config.schema)
-        try:
+        try:  # checked when the suite loads; this is for a config made some other way
             validator_cls.check_schema(config.schema)
         except jsonschema.SchemaError as exc:
             return [check(label, False, f"the assertion's schema is not a valid JSON Schema: {exc.message}")]
         validator = validator_cls(config.schema)
+        # jsonschema matches 'pattern' and 'patternProperties' with Python's re, whose time on
+        # an agent's string has no bound: such schemas are never validated on the event loop
+        uses_regex = '"pattern' in json.dumps(config.schema)
         checks = []
         for artifact in matches:
-            data, problem = data_of(artifact, ctx)
+            data, problem = await data_of(artifact, ctx)
             name = f"schema:{describe(artifact)}" if len(matches) > 1 else label
             if problem is not None:
                 checks.append(check(name, False, problem))
                 continue
-            errors = sorted(validator.iter_errors(data), key=lambda e: list(e.absolute_path))
+            size = 0 if not uses_regex and small_data(data) else -1
+            try:
+                errors = await off_loop(size, _validate, validator, data)
+            except RecursionError:
+                checks.append(
+                    check(name, False, f"{describe(artifact)} is nested too deeply for ATP to validate")
+                )
+                continue
             if not errors:
                 checks.append(check(name, True, f"{describe(artifact)} is valid against the schema"))
                 continue
-            shown = "; ".join(
-                f"at ${''.join(f'[{p!r}]' for p in e.absolute_path)}: {e.message}" for e in errors[:3]
-            )
-            more = f" (and {len(errors) - 3} more)" if len(errors) > 3 else ""
+            shown = "; ".join(f"at ${_where(e)}: {shorten(e.message)}" for e in errors[:3])
+            count = min(len(errors), MAX_SCHEMA_ERRORS)
+            more = ""
+            if len(errors) > MAX_SCHEMA_ERRORS:
+                more = f" (and more than {MAX_SCHEMA_ERRORS - 3} more; ATP stopped counting)"
+            elif len(errors) > 3:
+                more = f" (and {len(errors) - 3} more)"
             checks.append(
                 check(
                     name,
                     False,
                     f"{describe(artifact)} is not valid against the schema: {shown}{more}",
-                    errors=len(errors),
+                    errors=count,
                 )
             )
         return checks
 
 
 # --- sections -------------------------------------------------------------------------------
-
-_HEADING = re.compile(r"^\s{0,3}(#{1,6})\s+(.*?)\s*#*\s*$", re.MULTILINE)
-
 
 class SectionsConfig(Target, kw_only=True):
     sections: list[str]
@@ -233,10 +501,35 @@ class SectionsConfig(Target, kw_only=True):
         super().__post_init__()
         if not self.sections:
             raise ValueError("'sections' names no section")
+        if any(not section.strip() for section in self.sections):
+            raise ValueError("'sections' has a blank section name")
 
 
 def headings(text: str) -> list[str]:
-    return [m.group(2).strip() for m in _HEADING.finditer(text)]
+    """The ATX headings of markdown ``text``, CommonMark-like: up to 3 spaces of indentation,
+    1 to 6 ``#``, then a space, a tab or the end of the line; a closing run of ``#`` after a
+    space or tab is not part of the heading. Linear in the length of the text (a few
+    ``str`` scans per line), however the agent wrote its lines."""
+    found = []
+    for line in text.replace("\r\n", "\n").replace("\r", "\n").split("\n"):
+        body = line.lstrip(" ")
+        if len(line) - len(body) > 3 or not body.startswith("#"):
+            continue
+        rest = body.lstrip("#")
+        if len(body) - len(rest) > 6 or (rest and rest[0] not in " \t"):
+            continue
+        content = rest.strip(" \t")
+        unclosed = content.rstrip("#")
+        if not unclosed:
+            content = ""
+        elif unclosed != content and unclosed[-1] in " \t":
+            content = unclosed
+        found.append(content.strip())
+    return found
+
+
+def _folded_headings(text: str) -> set[str]:
+    return {heading.casefold() for heading in headings(text)}
 
 
 class Sections(Evaluator):
@@ -250,17 +543,20 @@ class Sections(Evaluator):
         if not matches:
             return [_missing(label, ctx, config)]
         found: set[str] = set()
+        notes: list[str] = []
         for artifact in matches:
-            text = text_of(artifact, ctx)
+            text, note = await text_of(artifact, ctx)
+            if note is not None:
+                notes.append(note)
             if text is not None:
-                found.update(h.casefold() for h in headings(text))
+                found |= await off_loop(len(text), _folded_headings, text)
         missing = [s for s in config.sections if s.strip().casefold() not in found]
         score = 1.0 - len(missing) / len(config.sections)
         if missing:
+            why = f"; {shorten('; '.join(notes), 1000)}" if notes else ""
             message = (
                 f"expected sections {config.sections}; missing {missing} "
-                f"({len(config.sections) - len(missing)}/{len(config.sections)} present)"
+                f"({len(config.sections) - len(missing)}/{len(config.sections)} present){why}"
             )
             return [check(label, False, message, score)]
         return [check(label, True, f"all {len(config.sections)} sections present", score)]
-

@@ -19,12 +19,24 @@ import msgspec
 from atp.core.evaluator import EvalContext, Evaluator, check
 from atp.core.protocol import ErrorEvent
 from atp.core.results import Check
+from atp.core.text import shorten
 
 Limit = Annotated[int, msgspec.Meta(ge=0)]
 
 
 def _names(tools: list[str]) -> str:
-    return ", ".join(tools) if tools else "none"
+    """Tool names for a check message: a preview, as the agent may have called thousands."""
+    return shorten(", ".join(tools), 1000) if tools else "none"
+
+
+def refuse_empty_tools(tools: list[str] | None, key: str) -> None:
+    """A tool list that checks nothing (a check that would always pass) is a suite error."""
+    if tools is None:
+        return
+    if not tools:
+        raise ValueError(f"'{key}' names no tool; the check would always pass")
+    if any(not tool.strip() for tool in tools):
+        raise ValueError(f"'{key}' has a blank tool name")
 
 
 def used_tools(ctx: EvalContext) -> dict[str, int]:
@@ -58,7 +70,7 @@ def check_forbidden(ctx: EvalContext, tools: list[str], name: str) -> Check:
     used = used_tools(ctx)
     hits = [f"{t} ({used[t]} calls)" for t in tools if t in used]
     if hits:
-        return check(name, False, f"expected no calls to {_names(tools)}; called {', '.join(hits)}")
+        return check(name, False, f"expected no calls to {_names(tools)}; called {_names(hits)}")
     return check(name, True, f"no calls to {_names(tools)}")
 
 
@@ -94,13 +106,18 @@ def check_no_errors(ctx: EvalContext, allow_recoverable: bool, name: str) -> Che
     )
     detail = ""
     if first is not None:
-        detail = f"; first: {first.payload.error_type or 'error'}: {first.payload.message!r}"
+        error_type = shorten(first.payload.error_type or "error")
+        message = first.payload.message
+        detail = f"; first: {error_type}: {None if message is None else shorten(message)!r}"
     kind = "unrecoverable errors" if allow_recoverable else "errors"
     return check(name, False, f"expected no {kind}; the trace has {count}{detail}")
 
 
 class ToolsConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     tools: list[str]
+
+    def __post_init__(self) -> None:
+        refuse_empty_tools(self.tools, "tools")
 
 
 class LimitConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
@@ -170,6 +187,8 @@ class BehaviorConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     allow_recoverable: bool = False
 
     def __post_init__(self) -> None:
+        refuse_empty_tools(self.must_use_tools, "must_use_tools")
+        refuse_empty_tools(self.forbidden_tools, "forbidden_tools")
         if all(
             value is None
             for value in (
