@@ -27,7 +27,7 @@ _warned: set[str] = set()
 def plugins() -> Plugins:
     """The plugins of this process, loaded once; load problems are warned about on stderr."""
     loaded = Plugins()
-    warn_problems(loaded.problems(collect=False))
+    warn_problems([*loaded.warnings, *loaded.problems(collect=False)])
     return loaded
 
 

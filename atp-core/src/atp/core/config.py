@@ -11,6 +11,7 @@ variable's value in agent settings and secrets. Secret values, and the values of
 whose names look secret (``*KEY*``, ``*TOKEN*``, ...), are masked in everything ATP writes.
 """
 
+import math
 import os
 import re
 from collections.abc import Mapping, Sequence
@@ -29,6 +30,7 @@ from atp.core.yamlfile import PathPart, YamlDocument
 CONFIG_NAMES = ("atp.config.yaml", "atp.config.yml")
 DEFAULT_RUN_DIR = ".atp/runs"
 COMMON_AGENT_KEYS = ("name", "type", "timeout")
+MAX_AGENT_TIMEOUT = 86400  # seconds, like a test's timeout_seconds
 
 _VAR = re.compile(r"\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
@@ -155,7 +157,10 @@ def interpolate(
             result: str = on_missing(name, where)
             return result
 
-        return _VAR.sub(replace, value)
+        # No ``${`` after the last ``}`` can be closed: matching only up to it keeps the work
+        # linear (each ``${NAME:-`` would otherwise be tried up to the end of the text).
+        end = value.rfind("}") + 1
+        return _VAR.sub(replace, value[:end]) + value[end:].replace("$$", "$")
     if isinstance(value, dict):
         return {k: interpolate(v, environ, on_missing, (*where, k), used) for k, v in value.items()}
     if isinstance(value, list):
@@ -298,9 +303,16 @@ def resolve_agent(
     settings_data = interpolate(raw, env, missing, (), used)
     timeout = definition.raw.get("timeout")
     if timeout is not None and (
-        isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0
+        isinstance(timeout, bool)
+        or not isinstance(timeout, (int, float))
+        or (isinstance(timeout, float) and not math.isfinite(timeout))
+        or not 0 < timeout <= MAX_AGENT_TIMEOUT
     ):
-        raise definition.error("'timeout' must be a positive number of seconds", "timeout")
+        raise definition.error(
+            f"'timeout' must be a number of seconds above 0 and at most {MAX_AGENT_TIMEOUT}, "
+            f"not {timeout!r}",
+            "timeout",
+        )
     settings: msgspec.Struct
     if definition.document is not None:
         settings = definition.document.convert(settings_data, adapter_cls.Settings, definition.at)

@@ -3,8 +3,9 @@
 Built-in adapters, evaluators and reporters are plugins like any other: their distributions
 name them in the ``atp`` entry-point group, and the kernel knows them only through
 :class:`Plugins`. A plugin that fails to load is recorded with its error (``atp plugins`` shows
-it) and the others keep working. ``ATP_DISABLE_PLUGINS=name,name`` skips entry points by name;
-``ATP_DISABLE_PLUGINS=all`` skips every one.
+it) and the others keep working. ``ATP_DISABLE_PLUGINS=name,name`` skips entry points by name
+(a name that is no installed plugin's is warned about); ``ATP_DISABLE_PLUGINS=all`` skips every
+one.
 
 Loading a plugin imports only its entry-point module; the classes it registers are asked for
 (through the registration hooks) when a registry is first needed, so ``atp --help`` stays fast.
@@ -95,6 +96,8 @@ class Plugins:
         self._infos: dict[str, PluginInfo] = {}
         self._load_errors: dict[str, list[str]] = {}
         self._registries: dict[str, dict[str, type[Any]]] | None = None
+        self.warnings: list[str] = []
+        """Problems with how plugins were chosen (not of one plugin), for a warning on stderr."""
         if entry_points:
             self.load_entry_points(disabled)
 
@@ -105,10 +108,21 @@ class Plugins:
     # --- loading ---------------------------------------------------------------------------
 
     def load_entry_points(self, disabled: Iterable[str] | None = None) -> None:
+        """Load the plugins of the ``atp`` entry-point group but those ``disabled`` (by
+        default: named in ``ATP_DISABLE_PLUGINS``, where a name that is no installed plugin's
+        is recorded in :attr:`warnings`)."""
         skip = set(disabled) if disabled is not None else disabled_plugins()
         if "all" in skip or "*" in skip:
             return
-        for ep in entrypoints.entry_points(ENTRY_POINT_GROUP):
+        found = entrypoints.entry_points(ENTRY_POINT_GROUP)
+        if disabled is None and skip:
+            installed = sorted({ep.name for ep in found})
+            for name in sorted(skip.difference(installed)):
+                self.warnings.append(
+                    f"{DISABLE_ENV} names {name!r}, which is not an installed plugin "
+                    f"(installed: {', '.join(installed) or 'none'})"
+                )
+        for ep in found:
             if ep.name in skip or ep.name in self._infos:
                 continue
             info = PluginInfo(

@@ -39,8 +39,13 @@ from atp.core.protocol import (
 from atp.core.yamlfile import YamlDocument
 
 SUITE_FORMAT_MAJOR = 1
+MAX_WEIGHT = 1000.0
+"""The largest scoring weight. Weights are relative, and msgspec's bounds refuse ``.nan``
+(no comparison holds for it) and, with an upper bound, ``.inf``."""
+MAX_BUDGET_USD = 1_000_000.0
 
-Weight = Annotated[float, msgspec.Meta(ge=0)]
+Weight = Annotated[float, msgspec.Meta(ge=0, le=MAX_WEIGHT)]
+WEIGHT_FIELDS = ("quality_weight", "completeness_weight", "efficiency_weight", "cost_weight")
 RunsCount = Annotated[int, msgspec.Meta(ge=1, le=10000)]
 NonEmpty = Annotated[str, msgspec.Meta(min_length=1)]
 
@@ -58,7 +63,10 @@ class ScoringSpec(_Strict, kw_only=True):
 
 
 class ConstraintsSpec(Constraints, forbid_unknown_fields=True, kw_only=True):
-    """The protocol's constraints, strict about unknown keys as suites are."""
+    """The protocol's constraints, strict about unknown keys as suites are, and with a finite
+    budget."""
+
+    budget_usd: Annotated[float, msgspec.Meta(ge=0, le=MAX_BUDGET_USD)] | None = None
 
 
 class ExpectedArtifactSpec(ExpectedArtifact, forbid_unknown_fields=True, kw_only=True):
@@ -174,7 +182,7 @@ def normalize_version(data: Any) -> None:
 
 def check_format_version(doc: YamlDocument, version: str, what: str) -> None:
     major = version.split(".", 1)[0]
-    if not major.isdigit() or int(major) != SUITE_FORMAT_MAJOR:
+    if not (major.isascii() and major.isdigit()) or major.lstrip("0") != str(SUITE_FORMAT_MAJOR):
         raise doc.error(
             f"{what} version {version!r} is not supported; ATP reads version {SUITE_FORMAT_MAJOR}.x",
             ("version",),
@@ -215,9 +223,17 @@ def suite_from_document(
             )
         seen[test.id] = index
         tests.append(_resolve_test(doc, index, test, spec.defaults, fallback, evaluators))
+    agent_names: dict[str, int] = {}
     for index, agent in enumerate(spec.agents):
-        if not isinstance(agent.get("name"), str) or not agent["name"]:
+        name = agent.get("name")
+        if not isinstance(name, str) or not name:
             raise doc.error("an agent needs a 'name'", ("agents", index))
+        if name in agent_names:
+            first = doc.line_of(("agents", agent_names[name], "name"))
+            raise doc.error(
+                f"duplicate agent name {name!r} (first used at line {first})", ("agents", index, "name")
+            )
+        agent_names[name] = index
     return Suite(
         name=spec.test_suite,
         version=spec.version,
@@ -262,6 +278,16 @@ def _resolve_test(
             )
         config = doc.convert(spec.config, evaluator.Config, at=(*at, "config"))
         assertions.append(Assertion(type=spec.type, config=config, name=spec.name, index=number))
+    scoring = ScoringWeights(**_merge(defaults.scoring, test.scoring))
+    if not any(getattr(scoring, name) > 0 for name in WEIGHT_FIELDS):
+        own = test.scoring is not None and any(
+            getattr(test.scoring, name) is not None for name in WEIGHT_FIELDS
+        )
+        raise doc.error(
+            "the scoring weights are all 0 (with the defaults applied); at least one must be "
+            "above 0",
+            ("tests", index, "scoring") if own else ("defaults", "scoring"),
+        )
     task = test.task
     skip = test.skip
     return Test(
@@ -281,7 +307,7 @@ def _resolve_test(
         ),
         constraints=Constraints(**constraints),
         assertions=tuple(assertions),
-        scoring=ScoringWeights(**_merge(defaults.scoring, test.scoring)),
+        scoring=scoring,
         runs=test.runs_per_test or defaults.runs_per_test or fallback.runs_per_test or 1,
         skip=(skip if isinstance(skip, str) else "skipped in the suite") if skip else None,
     )
@@ -301,6 +327,8 @@ class TagFilter(msgspec.Struct, frozen=True):
         include: set[str] = set()
         exclude: set[str] = set()
         for expression in expressions:
+            if not any(raw.strip() for raw in expression.split(",")):
+                raise ConfigError(f"--tags: {expression!r} names no tag")
             for raw in expression.split(","):
                 tag = raw.strip()
                 if not tag:

@@ -3,31 +3,79 @@
 The file is composed once into nodes (which carry line numbers) and constructed from those
 nodes, so a msgspec validation error on the constructed data (``$.tests[2].assertions[0].type``)
 can be traced back to the line it came from.
+
+A file is untrusted input, and its size bounds the work of reading it: at most
+:data:`MAX_FILE_BYTES` are read, nodes nest at most :data:`MAX_DEPTH` levels (aliases
+included), and aliases repeat at most :data:`MAX_ALIAS_NODES` nodes in all. The nodes are
+composed from the parser's events without recursion, and these bounds, duplicate anchors,
+recursive aliases and duplicate keys are checked while composing, before anything recursive
+(constructing the data, validating it) runs on them.
 """
 
 from __future__ import annotations
 
 import re
+import types
+import typing
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
 import msgspec
 import yaml
+from yaml.constructor import ConstructorError
 
 from atp.core.errors import SuiteError
 
 T = TypeVar("T")
 PathPart = str | int
 
-try:
-    _Loader: type[Any] = yaml.CSafeLoader
-except AttributeError:  # pragma: no cover - PyYAML built without libyaml
-    _Loader = yaml.SafeLoader
+MAX_FILE_BYTES = 4 * 1024 * 1024
+"""The largest suite or config file ATP reads (4 MiB)."""
+MAX_DEPTH = 64
+"""How deep mappings and sequences may nest, counting what aliases bring in."""
+MAX_ALIAS_NODES = 100_000
+"""How many nodes all the aliases of a file may repeat together (an alias repeats every node
+of its anchor, each time it is used)."""
+MAX_INT_CHARS = 1000
+"""The longest integer ATP reads; reading a longer one could take very long."""
 
-_AT = re.compile(r" - at `\$(?P<path>[^`]*)`$")
-_PART = re.compile(r"\.([^.\[]+)|\[(\d+)\]")
-_UNKNOWN_FIELD = re.compile(r"^Object contains unknown field `(?P<field>[^`]+)`")
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+_LONG_PART = 80
+
+_Base: Any = getattr(yaml, "CSafeLoader", None) or yaml.SafeLoader
+_C_PARSER = _Base is not yaml.SafeLoader  # the C parser reports positions in bytes
+
+
+class _Loader(_Base):  # type: ignore[misc]
+    """PyYAML's safe loader, whose constructors' own failures (an invalid date, an integer
+    too long to read, a tag that does not fit its value) become located YAML errors."""
+
+    def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
+        try:
+            return super().construct_object(node, deep)
+        except yaml.YAMLError:
+            raise
+        except Exception as exc:
+            raise ConstructorError(
+                None, None, f"cannot read the value as {_tag_name(node.tag)}: {exc}", node.start_mark
+            ) from None
+
+
+def _construct_int(loader: Any, node: yaml.Node) -> Any:
+    if isinstance(node.value, str) and len(node.value) > MAX_INT_CHARS:
+        raise ConstructorError(
+            None, None, f"an integer longer than {MAX_INT_CHARS} characters", node.start_mark
+        )
+    return loader.construct_yaml_int(node)
+
+
+_Loader.add_constructor("tag:yaml.org,2002:int", _construct_int)
+
+_AT = re.compile(r" - at (?P<key>`key` in )?`\$(?P<path>[^`]*)`$")
+_PART = re.compile(r"\.([^.\[]+)|\[(\d+)\]|\[(\.\.\.)\]")
+_UNKNOWN_FIELD = re.compile(r"\AObject contains unknown field `(?P<field>.*)`\Z", re.DOTALL)
+_ENTRY = object()  # a path part: "some entry of this mapping" (msgspec's `[...]`)
 
 
 def format_path(parts: Sequence[PathPart]) -> str:
@@ -37,8 +85,17 @@ def format_path(parts: Sequence[PathPart]) -> str:
         if isinstance(part, int):
             out += f"[{part}]"
         else:
-            out += f".{part}" if out else part
+            text = _short(part if part.isprintable() else part.encode("unicode_escape").decode("ascii"))
+            out += f".{text}" if out else text
     return out
+
+
+def _tag_name(tag: str) -> str:
+    return tag.rsplit(":", 1)[-1] if tag.startswith("tag:yaml.org,2002:") else tag
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= _LONG_PART else text[: _LONG_PART - 1] + "…"
 
 
 class YamlDocument:
@@ -47,13 +104,19 @@ class YamlDocument:
     def __init__(self, path: Path, text: str, error_cls: type[SuiteError] = SuiteError) -> None:
         self.path = path
         self.error_cls = error_cls
+        if len(text) > MAX_FILE_BYTES:
+            raise error_cls(_too_large(), file=str(path))
+        loader: Any = None
         try:
-            loader = _Loader(text)
             try:
-                self.root = loader.get_single_node()
+                loader = _Loader(text)
+                self.root: yaml.Node | None = self._compose(loader)
                 self.data: Any = loader.construct_document(self.root) if self.root else None
             finally:
-                loader.dispose()
+                if loader is not None:
+                    loader.dispose()
+        except UnicodeEncodeError as exc:  # a str with lone surrogates is no UTF-8 text
+            raise error_cls(f"not UTF-8 text: {exc.reason}", file=str(path)) from None
         except yaml.MarkedYAMLError as exc:
             mark = exc.problem_mark or exc.context_mark
             line = mark.line + 1 if mark is not None else None
@@ -61,19 +124,40 @@ class YamlDocument:
             if exc.context:
                 problem = f"{exc.context}, {problem}"
             raise error_cls(f"invalid YAML: {problem}", file=str(path), line=line) from None
+        except yaml.reader.ReaderError as exc:
+            if _C_PARSER:
+                line = text.encode("utf-8", "replace")[: exc.position].count(b"\n") + 1
+            else:  # pragma: no cover - PyYAML built without libyaml
+                line = text.count("\n", 0, exc.position) + 1
+            raise error_cls(
+                f"invalid YAML: unacceptable character {_character(exc.character)}: {exc.reason}",
+                file=str(path),
+                line=line,
+            ) from None
         except yaml.YAMLError as exc:
             raise error_cls(f"invalid YAML: {exc}", file=str(path)) from None
-        if self.root is not None:
-            self._check_duplicate_keys(self.root, ())
 
     @classmethod
     def load(cls, path: Path, error_cls: type[SuiteError] = SuiteError) -> YamlDocument:
+        """Read ``path`` (at most :data:`MAX_FILE_BYTES`, UTF-8) and parse it."""
         try:
-            text = path.read_text("utf-8")
+            with path.open("rb") as handle:
+                raw = handle.read(MAX_FILE_BYTES + 1)
         except FileNotFoundError:
             raise error_cls("file not found", file=str(path)) from None
-        except (OSError, UnicodeDecodeError) as exc:
-            raise error_cls(f"cannot read: {exc}", file=str(path)) from None
+        except OSError as exc:
+            raise error_cls(f"cannot read: {exc.strerror or exc}", file=str(path)) from None
+        if len(raw) > MAX_FILE_BYTES:
+            raise error_cls(_too_large(), file=str(path))
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            line = raw.count(b"\n", 0, exc.start) + 1
+            raise error_cls(
+                f"not UTF-8 text: byte 0x{raw[exc.start]:02x} at offset {exc.start} ({exc.reason})",
+                file=str(path),
+                line=line,
+            ) from None
         return cls(path, text, error_cls)
 
     def error(self, message: str, parts: Sequence[PathPart] = ()) -> SuiteError:
@@ -100,39 +184,300 @@ class YamlDocument:
         try:
             return msgspec.convert(data, type_)
         except msgspec.ValidationError as exc:
-            raise self._located(str(exc), at) from None
+            parts, text = _locate(data, type_, str(exc))
+            raise self.error(text, [*at, *parts]) from None
 
-    def _located(self, text: str, at: Sequence[PathPart]) -> SuiteError:
-        parts: list[PathPart] = list(at)
-        match = _AT.search(text)
-        if match:
-            text = text[: match.start()]
-            for key, index in _PART.findall(match.group("path")):
-                parts.append(int(index) if index else key)
-        unknown = _UNKNOWN_FIELD.match(text)
-        if unknown:
-            parts.append(unknown.group("field"))
-            text = f"unknown field {unknown.group('field')!r}"
-        return self.error(_humane(text), parts)
+    def _compose(self, loader: Any) -> yaml.Node | None:
+        """The document's root node, composed from the parser's events as PyYAML's composer
+        does, but without recursion and checking on the way, each node once: how deep the
+        nodes nest (aliases included), how many nodes the aliases repeat, recursive aliases,
+        duplicate anchors and duplicate keys."""
+        stack: list[_Open] = []
+        anchors: dict[str, yaml.Node] = {}
+        measures: dict[int, tuple[int, int]] = {}  # id(anchored collection): (height, size)
+        repeated = 0  # nodes the aliases repeat, so far
+        root: yaml.Node | None = None
+        documents = 0
 
-    def _check_duplicate_keys(self, node: yaml.Node, parts: tuple[PathPart, ...]) -> None:
-        if isinstance(node, yaml.MappingNode):
-            seen: set[Any] = set()
-            for key_node, value_node in node.value:
-                key = key_node.value
-                if isinstance(key_node, yaml.ScalarNode) and key != "<<":
-                    if key in seen:
-                        raise self.error_cls(
-                            f"duplicate key {key!r}",
-                            file=str(self.path),
-                            path=format_path((*parts, key)),
-                            line=key_node.start_mark.line + 1,
-                        )
-                    seen.add(key)
-                self._check_duplicate_keys(value_node, (*parts, key))
-        elif isinstance(node, yaml.SequenceNode):
-            for index, item in enumerate(node.value):
-                self._check_duplicate_keys(item, (*parts, index))
+        def fail(message: str, mark: Any, here: bool = True, key: str | None = None) -> SuiteError:
+            """An error at the node being added to the innermost open collection (``here``),
+            or at its ``key``, or at that collection."""
+            parts: list[PathPart] = [frame.part for frame in stack if frame.part is not None]
+            if key is not None:
+                parts.append(key)
+            elif here and stack:
+                part = stack[-1].child_part()
+                if part is not None:
+                    parts.append(part)
+            return self.error_cls(
+                message, file=str(self.path), path=format_path(parts) or None, line=mark.line + 1
+            )
+
+        def anchor(event: Any, node: yaml.Node) -> None:
+            name = event.anchor
+            if name is None:
+                return
+            first = anchors.get(name)
+            if first is not None:
+                raise fail(
+                    f"duplicate anchor &{_short(name)} (first defined at line "
+                    f"{first.start_mark.line + 1})",
+                    event.start_mark,
+                )
+            anchors[name] = node
+
+        def add(node: yaml.Node, height: int, size: int, mark: Any) -> None:
+            nonlocal root
+            if not stack:
+                root = node
+                return
+            frame = stack[-1]
+            if frame.height <= height:
+                frame.height = height + 1
+            frame.size += size
+            if frame.seen is None:
+                frame.node.value.append(node)
+                frame.index += 1
+            elif frame.key is None:
+                if type(node) is yaml.ScalarNode and node.tag != _MERGE_TAG:
+                    if node.value in frame.seen:
+                        raise fail(f"duplicate key {_short(node.value)!r}", mark, key=node.value)
+                    frame.seen.add(node.value)
+                frame.key = node
+            else:
+                frame.node.value.append((frame.key, node))
+                frame.key = None
+
+        scalar, alias = yaml.ScalarEvent, yaml.AliasEvent
+        sequence_start, mapping_start = yaml.SequenceStartEvent, yaml.MappingStartEvent
+        ends = (yaml.SequenceEndEvent, yaml.MappingEndEvent)
+        while True:
+            event = loader.get_event()
+            kind = type(event)
+            if kind is scalar:
+                tag = event.tag
+                if tag is None or tag == "!":
+                    tag = loader.resolve(yaml.ScalarNode, event.value, event.implicit)
+                node: yaml.Node = yaml.ScalarNode(
+                    tag, event.value, event.start_mark, event.end_mark, style=event.style
+                )
+                anchor(event, node)
+                add(node, 0, 1, event.start_mark)
+            elif kind is sequence_start or kind is mapping_start:
+                if len(stack) >= MAX_DEPTH:
+                    raise fail(f"nested deeper than {MAX_DEPTH} levels", event.start_mark)
+                node_cls = yaml.SequenceNode if kind is sequence_start else yaml.MappingNode
+                tag = event.tag
+                if tag is None or tag == "!":
+                    tag = loader.resolve(node_cls, None, event.implicit)
+                node = node_cls(tag, [], event.start_mark, None, flow_style=event.flow_style)
+                anchor(event, node)
+                part = stack[-1].child_part() if stack else None
+                stack.append(_Open(node, part, kind is mapping_start, event.anchor is not None))
+            elif kind in ends:
+                frame = stack.pop()
+                frame.node.end_mark = event.end_mark
+                if frame.anchored:
+                    measures[id(frame.node)] = (frame.height, frame.size)
+                add(frame.node, frame.height, frame.size, frame.node.start_mark)
+            elif kind is alias:
+                name = event.anchor
+                target = anchors.get(name)
+                if target is None:
+                    raise fail(f"invalid YAML: found undefined alias *{_short(name)}", event.start_mark)
+                if isinstance(target, yaml.ScalarNode):
+                    height, size = 0, 1
+                elif id(target) in measures:
+                    height, size = measures[id(target)]
+                else:
+                    raise fail(
+                        f"recursive alias *{_short(name)}: the anchor &{_short(name)} "
+                        f"(line {target.start_mark.line + 1}) contains it",
+                        event.start_mark,
+                    )
+                if len(stack) + height > MAX_DEPTH:
+                    raise fail(
+                        f"nested deeper than {MAX_DEPTH} levels through the alias *{_short(name)}",
+                        event.start_mark,
+                    )
+                repeated += size
+                if repeated > MAX_ALIAS_NODES:
+                    raise fail(
+                        f"the aliases repeat more than {MAX_ALIAS_NODES:,} nodes "
+                        f"(the limit is reached at the alias *{_short(name)})",
+                        event.start_mark,
+                    )
+                add(target, height, size, event.start_mark)
+            elif kind is yaml.DocumentStartEvent:
+                documents += 1
+                if documents > 1:
+                    raise fail(
+                        "invalid YAML: expected a single document in the stream, but found another document",
+                        event.start_mark,
+                        here=False,
+                    )
+            elif kind is yaml.StreamEndEvent:
+                return root
+
+
+class _Open:
+    """A mapping or sequence being composed: its node, where it stands in its parent, and
+    what is known so far of its height (levels of nesting, aliases included) and size (nodes,
+    counting what aliases repeat)."""
+
+    __slots__ = ("anchored", "height", "index", "key", "node", "part", "seen", "size")
+
+    def __init__(self, node: yaml.Node, part: PathPart | None, mapping: bool, anchored: bool) -> None:
+        self.node = node
+        self.part = part
+        self.anchored = anchored
+        self.height = 1
+        self.size = 1
+        self.index = 0
+        self.key: yaml.Node | None = None
+        self.seen: set[str] | None = set() if mapping else None
+
+    def child_part(self) -> PathPart | None:
+        """The path part of the node being added (``None`` for a mapping's key)."""
+        if self.seen is None:
+            return self.index
+        if self.key is None:
+            return None
+        return self.key.value if isinstance(self.key, yaml.ScalarNode) else "?"
+
+
+# --- locating msgspec's validation errors -----------------------------------------------------
+
+
+def _locate(data: Any, type_: Any, message: str) -> tuple[list[PathPart], str]:
+    """The path (below ``data``) and the wording of msgspec's error ``message`` about
+    converting ``data`` to ``type_``.
+
+    msgspec names an entry of a mapping ``[...]`` and a key ``key in $.path``, without saying
+    which one. Those are found by converting each entry of the mapping on its own, to the
+    mapping's key and value types; when that is not possible, the error points at the
+    mapping itself.
+    """
+    text, tokens, about_key = message, [], False
+    match = _AT.search(message)
+    if match:
+        text = message[: match.start()]
+        about_key = match.group("key") is not None
+        for name, index, entry in _PART.findall(match.group("path")):
+            tokens.append(_ENTRY if entry else int(index) if index else name)
+    last: list[PathPart] = []
+    unknown = _UNKNOWN_FIELD.match(text)
+    if unknown:
+        last.append(unknown.group("field"))
+        text = f"unknown field {_short(unknown.group('field'))!r}"
+    else:
+        text = _humane(text)
+    parts: list[PathPart] = []
+    value: Any = data
+    for token in tokens:
+        if token is _ENTRY:
+            found = _bad_entry(value, type_)
+            if found is None:
+                return parts, text
+            key, value_type, value_message = found
+            parts.append(_key_part(key))
+            if value_message is None:
+                return parts, f"invalid key {_short(_key_text(key))}: {text}"
+            more, text = _locate(value[key], value_type, value_message)
+            return parts + more, text
+        assert isinstance(token, (str, int))
+        parts.append(token)
+        value, type_ = _step(value, token), _step_type(type_, token)
+    if about_key:
+        found = _bad_entry(value, type_, keys_only=True)
+        if found is not None:
+            parts.append(_key_part(found[0]))
+            return parts, f"invalid key {_short(_key_text(found[0]))}: {text}"
+    return parts + last, text
+
+
+_MISSING = object()
+
+
+def _step(value: Any, token: PathPart) -> Any:
+    if isinstance(token, str) and isinstance(value, dict):
+        return value.get(token, _MISSING)
+    if isinstance(token, int) and isinstance(value, (list, tuple)) and 0 <= token < len(value):
+        return value[token]
+    return _MISSING
+
+
+def _options(type_: Any) -> list[Any]:
+    """``type_`` without ``Annotated``, its unions split."""
+    origin = typing.get_origin(type_)
+    if origin is typing.Annotated:
+        return _options(typing.get_args(type_)[0])
+    if origin is typing.Union or origin is types.UnionType:
+        return [option for arg in typing.get_args(type_) for option in _options(arg)]
+    return [type_]
+
+
+def _step_type(type_: Any, token: PathPart) -> Any:
+    """The type of the field or item ``token`` of a value of ``type_`` (``None``: unknown)."""
+    for option in _options(type_):
+        origin = typing.get_origin(option) or option
+        args = typing.get_args(option)
+        if isinstance(token, str):
+            if isinstance(option, type) and issubclass(option, msgspec.Struct):
+                for field in msgspec.structs.fields(option):
+                    if field.encode_name == token:
+                        return field.type
+        elif origin in (list, set, frozenset) or origin is Sequence:
+            return args[0] if args else Any
+        elif origin is tuple:
+            if len(args) == 2 and args[1] is Ellipsis:
+                return args[0]
+            return args[token] if 0 <= token < len(args) else None
+    return None
+
+
+def _bad_entry(
+    value: Any, type_: Any, keys_only: bool = False
+) -> tuple[Any, Any, str | None] | None:
+    """The first entry of the mapping ``value`` that its type (``type_``, a ``dict``) refuses:
+    its key, the value type and, if the key is valid, the error about the value."""
+    if not isinstance(value, dict):
+        return None
+    for option in _options(type_):
+        if (typing.get_origin(option) or option) is dict:
+            args = typing.get_args(option)
+            key_type, value_type = args if len(args) == 2 else (Any, Any)
+            break
+    else:
+        return None
+    for key, item in value.items():
+        try:
+            msgspec.convert(key, key_type)
+        except msgspec.ValidationError:
+            return key, value_type, None
+        if keys_only:
+            continue
+        try:
+            msgspec.convert(item, value_type)
+        except msgspec.ValidationError as exc:
+            return key, value_type, str(exc)
+    return None
+
+
+def _key_part(key: Any) -> str:
+    """A mapping key as a path part, written as in YAML."""
+    if isinstance(key, str):
+        return key
+    if isinstance(key, bool):
+        return "true" if key else "false"
+    if key is None:
+        return "null"
+    return str(key)
+
+
+def _key_text(key: Any) -> str:
+    """A mapping key for a message: a string quoted, anything else written as in YAML."""
+    return repr(key) if isinstance(key, str) else _key_part(key)
 
 
 def _child(node: yaml.Node, part: PathPart) -> tuple[yaml.Node | None, int | None]:
@@ -141,11 +486,32 @@ def _child(node: yaml.Node, part: PathPart) -> tuple[yaml.Node | None, int | Non
         for key_node, value_node in node.value:
             if key_node.value == part:
                 return value_node, key_node.start_mark.line + 1
+        for key_node, value_node in node.value:  # a key that is no string: 0x1, True
+            if isinstance(key_node, yaml.ScalarNode) and _scalar_key(key_node) == part:
+                return value_node, key_node.start_mark.line + 1
         return None, None
     if isinstance(node, yaml.SequenceNode) and isinstance(part, int) and 0 <= part < len(node.value):
         item = node.value[part]
         return item, item.start_mark.line + 1
     return None, None
+
+
+def _scalar_key(node: yaml.ScalarNode) -> str | None:
+    try:
+        return _key_part(yaml.constructor.SafeConstructor().construct_object(node))
+    except Exception:  # a key that cannot be read is no key a path names
+        return None
+
+
+def _too_large() -> str:
+    return (
+        f"the file is larger than {MAX_FILE_BYTES // (1024 * 1024)} MiB, the most ATP reads "
+        f"from a suite or config file"
+    )
+
+
+def _character(value: Any) -> str:
+    return f"#x{value:04x}" if isinstance(value, int) else repr(value)
 
 
 def _humane(text: str) -> str:
