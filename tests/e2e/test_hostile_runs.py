@@ -11,7 +11,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from tests.conftest import ATP, AGENTS, PYTHON, behave_agent, write
+from tests.conftest import AGENTS, ATP, PYTHON, behave_agent, write
 from tests.e2e.test_atp_command import atp, suite_for
 
 SECRET = "sk-Ünïcode-ſecret-0042"
@@ -206,7 +206,7 @@ def test_a_second_ctrl_c_kills_agents_that_ignore_sigterm(tmp_path: Path) -> Non
     assert running(agent_pid), "the agent ignores SIGTERM and still runs"
     second = time.monotonic()
     process.send_signal(signal.SIGINT)
-    stdout, stderr = process.communicate(timeout=30)
+    _, stderr = process.communicate(timeout=30)
     assert time.monotonic() - second < 10
     assert process.returncode == 130, stderr
     assert "stopping every agent at once (a second SIGINT)" in stderr
@@ -223,3 +223,15 @@ def running(pid: int) -> bool:
     except (FileNotFoundError, ProcessLookupError):
         return False
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def test_limits_in_the_config_bound_what_a_run_may_send(tmp_path: Path) -> None:
+    write(tmp_path / "atp.config.yaml", "limits:\n  max_events: 5\n  max_log_bytes: 2048\n")
+    suite = suite_for(tmp_path, behave_agent("flood", "10"), "  - id: t\n    task: {description: x}\n")
+    result = atp("test", f"--suite={suite}", cwd=tmp_path)
+    assert result.returncode == 1
+    assert "agent flooded ATP with events: more than 5 in one run" in result.stdout
+    write(tmp_path / "atp.config.yaml", "limits:\n  max_event_bytes: 10\n")
+    result = atp("test", f"--suite={suite}", cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.startswith(f"atp: error: {tmp_path / 'atp.config.yaml'}:2: at limits.max_event_bytes: expected int >= 1024")

@@ -25,6 +25,7 @@ from atp.core.errors import ConfigError, SuiteError
 from atp.core.protocol import TimeoutSeconds
 from atp.core.secrets import Masker, looks_secret
 from atp.core.suite import RunsCount, Suite, _Strict, check_format_version, normalize_version
+from atp.core.trace import DEFAULT_MAX_EVENT_BYTES, DEFAULT_MAX_EVENTS, DEFAULT_MAX_LOG_BYTES
 from atp.core.yamlfile import PathPart, YamlDocument
 
 CONFIG_NAMES = ("atp.config.yaml", "atp.config.yml")
@@ -45,6 +46,17 @@ class ConfigDefaults(_Strict, kw_only=True):
     parallel_workers: Annotated[int, msgspec.Meta(ge=1, le=1024)] | None = None
 
 
+MiB = 1024 * 1024
+
+
+class LimitsSpec(_Strict, kw_only=True):
+    """What one run of an agent may send ATP (docs/untrusted-agents.md)."""
+
+    max_events: Annotated[int, msgspec.Meta(ge=1, le=100_000_000)] = DEFAULT_MAX_EVENTS
+    max_event_bytes: Annotated[int, msgspec.Meta(ge=1024, le=64 * 1024 * MiB)] = DEFAULT_MAX_EVENT_BYTES
+    max_log_bytes: Annotated[int, msgspec.Meta(ge=1024, le=64 * 1024 * MiB)] = DEFAULT_MAX_LOG_BYTES
+
+
 class ReportingSpec(_Strict, kw_only=True):
     default: str | list[str] = "console"
     verbose: bool = False
@@ -57,6 +69,7 @@ class ConfigSpec(_Strict, kw_only=True):
     agents: dict[str, dict[str, Any]] = msgspec.field(default_factory=dict)
     evaluators: dict[str, dict[str, Any]] = msgspec.field(default_factory=dict)
     reporting: ReportingSpec = msgspec.field(default_factory=ReportingSpec)
+    limits: LimitsSpec = msgspec.field(default_factory=LimitsSpec)
     secrets: dict[str, str | None] = msgspec.field(default_factory=dict)
 
 

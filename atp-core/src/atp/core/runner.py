@@ -15,7 +15,6 @@ from __future__ import annotations
 import logging
 import math
 import signal
-import sys
 import threading
 import time
 import uuid
@@ -31,6 +30,7 @@ from atp.core.adapter import Adapter
 from atp.core.config import ResolvedAgent
 from atp.core.errors import AgentError, AtpError, StorageError
 from atp.core.evaluator import EvalContext, Evaluator
+from atp.core.ledger import ProcessLedger, activate, stop_abandoned
 from atp.core.plugins import Plugins
 from atp.core.protocol import PROTOCOL_VERSION, ATPRequest, ATPResponse, Event, sane_metrics
 from atp.core.results import (
@@ -49,10 +49,7 @@ from atp.core.scoring import score_run
 from atp.core.secrets import Masker
 from atp.core.suite import Assertion, Suite, Test
 from atp.core.text import as_text, masking, printable, shorten
-from atp.core.trace import DEFAULT_MAX_EVENT_BYTES, DEFAULT_MAX_EVENTS, RunTrace
-
-if sys.version_info < (3, 11):  # pragma: no cover
-    from exceptiongroup import BaseExceptionGroup
+from atp.core.trace import DEFAULT_MAX_EVENT_BYTES, DEFAULT_MAX_EVENTS, DEFAULT_MAX_LOG_BYTES, RunTrace
 
 logger = logging.getLogger("atp.runner")
 
@@ -96,6 +93,7 @@ class Runner:
         evaluator_settings: Callable[[str], dict[str, Any]] | None = None,
         max_events: int = DEFAULT_MAX_EVENTS,
         max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
+        max_log_bytes: int = DEFAULT_MAX_LOG_BYTES,
     ) -> None:
         if parallel < 1:
             raise AtpError("--parallel must be at least 1")
@@ -111,6 +109,7 @@ class Runner:
         self.evaluator_settings = evaluator_settings or (lambda name: {})
         self.max_events = max_events
         self.max_event_bytes = max_event_bytes
+        self.max_log_bytes = max_log_bytes
         self.store: RunStore | None = None
         self._evaluators: dict[str, Evaluator] = {}
         self._remaining: dict[str, int] = {}
@@ -168,6 +167,8 @@ class Runner:
             deselected=self.deselected,
             tests=planned,
         )
+        for message in stop_abandoned(self.run_root):
+            logger.warning(message)
         store = self.store = RunStore.create(self.run_root, header, self.masker)
         self._notify("atp_suite_started", header=header)
         work = [(t, n) for t in self.tests if t.skip is None for n in range(1, self.runs_of(t) + 1)]
@@ -176,16 +177,19 @@ class Runner:
                 self._remaining[test.id] = self.runs_of(test)
         adapter: Adapter | None = None
         interrupted = True
+        processes = ProcessLedger.create(store.directory)
         try:
-            adapter = self.agent.create_adapter()
-            with masking(self.masker.text if self.masker is not None else None):
-                await adapter.start()
-                await self._run_all(adapter, work)
-            interrupted = self._stopped_by is not None or self._storage_error is not None
+            with activate(processes), masking(self.masker.text if self.masker is not None else None):
+                try:
+                    adapter = self.agent.create_adapter()
+                    await adapter.start()
+                    await self._run_all(adapter, work)
+                    interrupted = self._stopped_by is not None or self._storage_error is not None
+                finally:
+                    if adapter is not None:
+                        with anyio.CancelScope(shield=True):
+                            await adapter.aclose()
         finally:
-            if adapter is not None:
-                with anyio.CancelScope(shield=True):
-                    await adapter.aclose()
             header.finished_at = utcnow()
             header.interrupted = interrupted
             try:
@@ -326,6 +330,7 @@ class Runner:
             on_event=on_event,
             max_events=self.max_events,
             max_event_bytes=self.max_event_bytes,
+            max_log_bytes=self.max_log_bytes,
         )
         timeout = float(test.timeout_seconds)
         if self.agent.timeout is not None:
@@ -517,8 +522,10 @@ class Runner:
 
 def _single(exc: BaseException) -> BaseException:
     """The one exception inside (nested) exception groups of one exception, else ``exc``."""
-    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
-        exc = exc.exceptions[0]
+    inner = getattr(exc, "exceptions", None)  # an ExceptionGroup (a backport's on Python 3.10)
+    while isinstance(inner, tuple) and len(inner) == 1 and isinstance(inner[0], BaseException):
+        exc = inner[0]
+        inner = getattr(exc, "exceptions", None)
     return exc
 
 

@@ -12,6 +12,7 @@ is masked with :meth:`Masker.text`.
 
 from __future__ import annotations
 
+import builtins
 import functools
 import json
 from collections.abc import Iterable
@@ -55,14 +56,14 @@ class Masker:
                 value = value.replace(secret, MASK)
         return value
 
-    def bytes(self, value: bytes) -> bytes:
+    def bytes(self, value: builtins.bytes) -> builtins.bytes:
         """Raw bytes that are not JSON (an agent's log) with every literal secret replaced."""
         for secret in self._bytes:
             if secret in value:
                 value = value.replace(secret, MASK.encode())
         return value
 
-    def clean_json(self, data: bytes) -> bool:
+    def clean_json(self, data: builtins.bytes) -> bool:
         """Whether JSON text certainly holds no secret in any spelling: it has no escapes at
         all (so its strings are spelled as they decode) and no secret literally. When this
         is false, decode it, mask with :meth:`value` and encode again."""
@@ -91,12 +92,12 @@ class Masker:
             return msgspec.structs.replace(obj, **changes) if changes else obj
         if isinstance(obj, dict):
             items = [(self._value(k) if isinstance(k, str) else k, self._value(v)) for k, v in obj.items()]
-            if all(k is k0 and v is v0 for (k, v), (k0, v0) in zip(items, obj.items())):
+            if all(k is k0 and v is v0 for (k, v), (k0, v0) in zip(items, obj.items(), strict=True)):
                 return obj
             return dict(items)
         if isinstance(obj, (list, tuple)):
             out = [self._value(item) for item in obj]
-            if all(a is b for a, b in zip(out, obj)):
+            if all(a is b for a, b in zip(out, obj, strict=True)):
                 return obj
             return out if isinstance(obj, list) else tuple(out)
         return obj
@@ -111,7 +112,7 @@ def _may_hold_text(t: mi.Type) -> bool:
     return not isinstance(t, _NO_TEXT)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _masked_fields(cls: type[msgspec.Struct]) -> tuple[str, ...]:
     """The fields of a Struct that may hold text to mask."""
     exempt: frozenset[str] = getattr(cls, "__atp_unmasked__", frozenset())

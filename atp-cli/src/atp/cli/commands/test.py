@@ -95,6 +95,9 @@ def test_command(
         runs=runs,
         deselected=deselected,
         evaluator_settings=config.evaluator_settings,
+        max_events=config.spec.limits.max_events,
+        max_event_bytes=config.spec.limits.max_event_bytes,
+        max_log_bytes=config.spec.limits.max_log_bytes,
     )
     logging.basicConfig(format="atp: warning: %(message)s", level=logging.WARNING)
     registered = [loaded.register(r, name=f"atp-cli-reporter-{r.name}-{id(r)}") for r in reporters]
