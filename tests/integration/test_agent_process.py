@@ -46,7 +46,12 @@ def test_stop_kills_the_group_after_the_grace_period(tmp_path: Path) -> None:
     process = AgentProcess.start([sys.executable, "-c", code], cwd=tmp_path, env=os.environ)
 
     async def scenario() -> int:
-        assert await process.read(process.stdout) == b"up\n"
+        output = b""
+        while not output.endswith(b"\n"):  # one read may return part of the line
+            chunk = await process.read(process.stdout)
+            assert chunk, output
+            output += chunk
+        assert output == b"up\n"
         await process.stop(0.2)
         return process.popen.returncode
 

@@ -12,23 +12,31 @@ stderr line is kept as the agent's log. Settings::
         env: {LOG_LEVEL: debug}           # added to ATP's environment (inherit_env: false: only these)
         timeout: 120                      # seconds; the test's timeout_seconds applies too
 
-The agent runs in its own process group; when a run ends (time limit, Ctrl-C, flood) the
-whole group is sent SIGTERM, then SIGKILL after ``grace_seconds``.
+The response is complete when stdout ends, or when its last line is a valid response for the
+request and nothing more comes on stdout for ``EXIT_DRAIN_SECONDS`` while the agent runs on:
+ATP then takes it and stops the agent (with a warning). The agent runs in its own session;
+when a run ends (the agent exited, the time limit, Ctrl-C, a flood) the agent and every process
+it started are sent SIGTERM, then SIGKILL after ``grace_seconds`` (see
+:mod:`atp.adapters.process`).
 """
 
+import math
 import os
 import shlex
 import signal
-from collections.abc import Awaitable, Callable
+import sys
+from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import anyio
+import anyio.abc
 import msgspec
 
 from atp.adapters.process import AgentProcess
+from atp.adapters.stdio import DUPLICATE_CHECK_BYTES, duplicate_keys
 from atp.core.adapter import Adapter
-from atp.core.errors import AdapterError, AgentError, ProtocolError
+from atp.core.errors import AdapterError, AgentError, AtpError, ProtocolError
 from atp.core.protocol import (
     ATPRequest,
     ATPResponse,
@@ -39,10 +47,19 @@ from atp.core.protocol import (
 )
 from atp.core.trace import EventSink
 
+if sys.version_info < (3, 11):  # pragma: no cover
+    from exceptiongroup import ExceptionGroup
+
 MiB = 1024 * 1024
 PIPE_SIZE = MiB  # a larger stderr pipe means fewer wake-ups for a chatty agent
 EXIT_DRAIN_SECONDS = 1.0
+"""How long ATP waits for an agent to exit after its stdout ended, for its output to end
+after it exited, and how long stdout must stay quiet after a response while the agent runs on."""
+MAX_GRACE_SECONDS = 600.0
+MAX_BYTES = 1024 * MiB
 _EVENT_KEY = b'"event_type"'
+_DECODE_ERRORS = (ProtocolError, ValueError, RecursionError)
+"""What decoding an agent's bytes may raise (UnicodeDecodeError is a ValueError)."""
 
 
 class CliSettings(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
@@ -50,14 +67,23 @@ class CliSettings(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     cwd: str | None = None
     env: dict[str, str] = msgspec.field(default_factory=dict)
     inherit_env: bool = True
-    grace_seconds: Annotated[float, msgspec.Meta(ge=0)] = 3.0
-    max_output_bytes: Annotated[int, msgspec.Meta(ge=1024)] = 64 * MiB
-    max_line_bytes: Annotated[int, msgspec.Meta(ge=1024)] = 4 * MiB
+    grace_seconds: Annotated[float, msgspec.Meta(ge=0, le=MAX_GRACE_SECONDS)] = 3.0
+    max_output_bytes: Annotated[int, msgspec.Meta(ge=1024, le=MAX_BYTES)] = 64 * MiB
+    max_line_bytes: Annotated[int, msgspec.Meta(ge=1024, le=MAX_BYTES)] = 4 * MiB
 
     def __post_init__(self) -> None:
         command = self.command
         if not (shlex.split(command) if isinstance(command, str) else command):
             raise ValueError("'command' is empty")
+        # Meta bounds are checked when settings are decoded, not when the Struct is built in
+        # code; and a NaN must never pass.
+        grace = self.grace_seconds
+        if not (isinstance(grace, (int, float)) and math.isfinite(grace) and 0 <= grace <= MAX_GRACE_SECONDS):
+            raise ValueError(f"'grace_seconds' must be a number of seconds from 0 to {MAX_GRACE_SECONDS:g}")
+        for name in ("max_output_bytes", "max_line_bytes"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or not 1024 <= value <= MAX_BYTES:
+                raise ValueError(f"{name!r} must be a whole number of bytes from 1024 to {MAX_BYTES}")
 
 
 class CliAdapter(Adapter):
@@ -78,69 +104,272 @@ class CliAdapter(Adapter):
         environment = dict(os.environ) if settings.inherit_env else {}
         environment.update(settings.env)
         self.env = environment
+        self._aborted = False
+
+    def artifact_dir(self, request: ATPRequest) -> Path | None:
+        """The agent's working folder: its relative artifact paths are relative to it."""
+        return self.cwd
+
+    def abort(self) -> None:
+        """SIGKILL every agent this adapter started, and everything they started, at once."""
+        self._aborted = True
+        AgentProcess.abort_all(owner=self)
 
     async def execute(self, request: ATPRequest, sink: EventSink) -> ATPResponse:
+        if self._aborted:
+            raise AdapterError(f"agent {self.name!r}: ATP is stopping; no agent is started")
         try:
-            process = AgentProcess.start(self.argv, cwd=self.cwd, env=self.env)
+            process = AgentProcess.start(self.argv, cwd=self.cwd, env=self.env, owner=self)
         except OSError as exc:
             raise AdapterError(
                 f"agent {self.name!r}: cannot start {shlex.join(self.argv)!r} in {self.cwd}: "
                 f"{exc.strerror or exc}"
             ) from None
-        failure: list[AgentError] = []
-        stdout = bytearray()
-        readers = [2]
-        drained = anyio.Event()
+        exchange = _Exchange(self, process, request.task_id, sink)
+        try:
+            return await exchange.run(encode(request) + b"\n")
+        finally:
+            left = await process.stop(self.settings.grace_seconds)
+            if left and exchange.exited_alone:
+                sink.warn(
+                    f"the agent left {_processes(left)} running after it exited; ATP stopped "
+                    f"{'it' if left == 1 else 'them'}"
+                )
+
+
+class _Exchange:
+    """One run of a cli agent: the request in, events and log from stderr, the response from
+    stdout, and the decision when the agent is done."""
+
+    def __init__(self, adapter: CliAdapter, process: AgentProcess, task_id: str, sink: EventSink) -> None:
+        self.settings = adapter.settings
+        self.process = process
+        self.task_id = task_id
+        self.sink = sink
+        self.failure: AgentError | None = None
+        # stdout: the bytes, where its last non-blank text ends, whether a newline follows it
+        self.stdout = bytearray()
+        self.text_end = 0
+        self.complete = False
+        self.decoded: tuple[int, int, ATPResponse | ProtocolError] | None = None
+        self.taken = False
+        self.stdout_ended = False
+        # stderr: where the next line starts
+        self.err_line = 1
+        self.err_offset = 0
+        # the ending
+        self.progress = anyio.Event()  # stdout is done, or the agent exited
+        self.exited = anyio.Event()
+        self.drained = anyio.Event()  # both readers are done
+        self.open_readers = 2
+        self.stopped_by_atp = False
+        self.exited_alone = False
+
+    async def run(self, request: bytes) -> ATPResponse:
+        process = self.process
         try:
             async with anyio.create_task_group() as tg:
+                tg.start_soon(process.write_stdin, request)
+                tg.start_soon(self._reader(self._read_events, "stderr", tg))
+                tg.start_soon(self._reader(self._read_stdout, "stdout", tg))
+                tg.start_soon(self._watch_exit)
+                await self._finish()
+                tg.cancel_scope.cancel()
+        except ExceptionGroup as group:
+            raise _unwrap(group) from None
+        if self.failure is not None:
+            raise self.failure
+        return self._response()
 
-                def reader(job: Callable[[], Awaitable[None]]) -> Callable[[], Awaitable[None]]:
-                    async def run() -> None:
-                        try:
-                            await job()
-                        except AgentError as exc:
-                            failure.append(exc)
-                            tg.cancel_scope.cancel()
-                        readers[0] -= 1
-                        if not readers[0]:
-                            drained.set()
+    def _reader(
+        self, read: Callable[[], Awaitable[None]], stream: str, tg: anyio.abc.TaskGroup
+    ) -> Callable[[], Coroutine[Any, Any, None]]:
+        async def run() -> None:
+            try:
+                await read()
+            except AgentError as exc:
+                self._fail(exc, tg)
+                return
+            except ProtocolError as exc:
+                self._fail(AgentError(f"the agent broke the protocol on {stream}: {exc}"), tg)
+                return
+            except AtpError:
+                raise  # ATP's own trouble (its run directory, say), not the agent's
+            except Exception as exc:
+                where = (
+                    f"stderr line {self.err_line}, byte offset {self.err_offset}"
+                    if stream == "stderr"
+                    else f"after {len(self.stdout)} bytes of stdout"
+                )
+                self._fail(
+                    AgentError(
+                        f"what the agent wrote on {stream} could not be read "
+                        f"({type(exc).__name__}: {exc}; {where})"
+                    ),
+                    tg,
+                )
+                return
+            self.open_readers -= 1
+            if not self.open_readers:
+                self.drained.set()
 
-                    return run
+        return run
 
-                async def watch_exit() -> None:
-                    """Something the agent started may hold its output open after it exits:
-                    stop reading a moment after the agent is gone."""
-                    await process.wait()
-                    with anyio.move_on_after(EXIT_DRAIN_SECONDS):
-                        await drained.wait()
-                        return
-                    sink.warn(
-                        "the agent exited, but a process it started kept its output open; "
-                        "ATP stopped reading and stopped that process"
-                    )
-                    tg.cancel_scope.cancel()
+    def _fail(self, exc: AgentError, tg: anyio.abc.TaskGroup) -> None:
+        if self.failure is None:
+            self.failure = exc
+        tg.cancel_scope.cancel()
 
-                tg.start_soon(process.write_stdin, encode(request) + b"\n")
-                tg.start_soon(reader(lambda: self._read_events(process, sink)))
-                tg.start_soon(reader(lambda: self._read_stdout(process, stdout)))
-                tg.start_soon(watch_exit)
-            if failure:
-                raise failure[0]
-            code = await process.wait()
-        finally:
-            await process.stop(self.settings.grace_seconds)
-        return self._response(bytes(stdout), code, sink)
+    async def _watch_exit(self) -> None:
+        await self.process.wait()
+        self.exited.set()
+        self.progress.set()
 
-    # --- the two output streams ------------------------------------------------------------
+    async def _finish(self) -> None:
+        """Wait until the response is complete, stop the agent if it runs on, and let the
+        readers take what is left in the pipes."""
+        await self.progress.wait()
+        process, sink = self.process, self.sink
+        if self.taken:
+            also = await self._stop_agent()
+            sink.warn(
+                f"the agent kept running after its response (nothing more came on stdout for "
+                f"{EXIT_DRAIN_SECONDS:g} s); ATP took the response and stopped the agent{also}"
+            )
+        elif self.stdout_ended and not self.exited.is_set():
+            with anyio.move_on_after(EXIT_DRAIN_SECONDS):
+                await self.exited.wait()
+            if not self.exited.is_set():
+                also = await self._stop_agent()
+                sink.warn(
+                    f"the agent closed its stdout but kept running for {EXIT_DRAIN_SECONDS:g} s; "
+                    f"ATP took what it wrote there and stopped the agent{also}"
+                )
+        if not self.stopped_by_atp:
+            self.exited_alone = True
+        if self.drained.is_set():
+            return
+        with anyio.move_on_after(EXIT_DRAIN_SECONDS):
+            await self.drained.wait()
+            return
+        # What the agent left running holds its output open: stop it, stop reading.
+        stopped = await process.terminate(self.settings.grace_seconds)
+        if stopped:
+            with anyio.move_on_after(EXIT_DRAIN_SECONDS):
+                await self.drained.wait()
+        agent = "was stopped" if self.stopped_by_atp else "exited"
+        if stopped and self.drained.is_set():
+            sink.warn(
+                f"the agent {agent}, but {_processes(stopped)} it started kept its output open; "
+                f"ATP stopped reading and stopped {'it' if stopped == 1 else 'them'}"
+            )
+        else:
+            others = f" (it stopped {_processes(stopped)} the agent left)" if stopped else ""
+            sink.warn(
+                f"the agent {agent}, but a process ATP cannot tell as the agent's kept its "
+                f"output open; ATP stopped reading{others}"
+            )
 
-    async def _read_stdout(self, process: AgentProcess, into: bytearray) -> None:
+    async def _stop_agent(self) -> str:
+        self.stopped_by_atp = True
+        stopped = await self.process.terminate(self.settings.grace_seconds)
+        return f" and {_processes(stopped)} it started" if stopped else ""
+
+    # --- stdout: the response ----------------------------------------------------------------
+
+    async def _read_stdout(self) -> None:
+        process = self.process
+        fd = process.stdout
         limit = self.settings.max_output_bytes
-        while chunk := await process.read(process.stdout):
-            into += chunk
-            if len(into) > limit:
+        out = self.stdout
+        while True:
+            if self.complete and process.popen.returncode is None:
+                # A whole line is there and the agent runs: if nothing more comes for a
+                # while and the line is the response, take it.
+                chunk: bytes | None = None
+                with anyio.move_on_after(EXIT_DRAIN_SECONDS):
+                    chunk = await process.read(fd)
+                if chunk is None:
+                    if process.popen.poll() is None and self._is_response():
+                        self.taken = True
+                        break
+                    chunk = await process.read(fd)
+            else:
+                chunk = await process.read(fd)
+            if not chunk:
+                self.stdout_ended = True
+                break
+            out += chunk
+            if len(out) > limit:
                 raise AgentError(f"agent flooded stdout: more than {limit} bytes")
+            text = chunk.rstrip()
+            if text:
+                self.text_end = len(out) - len(chunk) + len(text)
+                self.complete = b"\n" in chunk[len(text) :]
+            elif b"\n" in chunk and self.text_end:
+                self.complete = True
+        self.progress.set()
 
-    async def _read_events(self, process: AgentProcess, sink: EventSink) -> None:
+    def _last_line(self) -> tuple[int, int]:
+        """Where the last non-blank stdout line starts and ends."""
+        out, end = self.stdout, self.text_end
+        return max(out.rfind(b"\n", 0, end), out.rfind(b"\r", 0, end)) + 1, end
+
+    def _decode(self, start: int, end: int) -> ATPResponse | ProtocolError:
+        """The stdout line from ``start`` to ``end`` decoded, once."""
+        decoded = self.decoded
+        if decoded is not None and decoded[0] == start and decoded[1] == end:
+            return decoded[2]
+        result: ATPResponse | ProtocolError
+        try:
+            result = decode_response(bytes(self.stdout[start:end]))
+        except _DECODE_ERRORS as exc:
+            result = exc if isinstance(exc, ProtocolError) else ProtocolError(f"ATP response: {exc}")
+        self.decoded = (start, end, result)
+        return result
+
+    def _is_response(self) -> bool:
+        result = self._decode(*self._last_line())
+        return isinstance(result, ATPResponse) and result.task_id == self.task_id
+
+    def _response(self) -> ATPResponse:
+        sink, out = self.sink, self.stdout
+        code = self.process.popen.returncode
+        if self.stopped_by_atp:
+            how = "kept running after its stdout ended" if self.stdout_ended else "kept running"
+        else:
+            how = _exit(code) if code is not None else "ended"
+        if not self.text_end:
+            raise AgentError(f"agent {how} without writing a response on stdout")
+        start, end = self._last_line()
+        if start:
+            noise = [line for line in bytes(out[:start]).splitlines() if line.strip()]
+            for line in noise:
+                sink.log("[stdout] " + line.decode("utf-8", "replace"))
+            if noise:
+                sink.warn(f"{len(noise)} stdout lines before the response were kept as the agent's log")
+        result = self._decode(start, end)
+        if isinstance(result, ProtocolError):
+            number = out.count(b"\n", 0, start) + 1
+            raise AgentError(
+                f"agent {how}; its last stdout line is not an ATP response ({result}) "
+                f"(stdout line {number}, byte offset {start})",
+                evidence=bytes(out[start:end]),
+            )
+        if end - start <= DUPLICATE_CHECK_BYTES:
+            keys = duplicate_keys(bytes(out[start:end]))
+            if keys:
+                sink.warn(
+                    f"the response has duplicate keys ({', '.join(keys)}); ATP used the last value of each"
+                )
+        if code and not self.stopped_by_atp:
+            sink.warn(f"agent {_exit(code)} after writing its response")
+        return result
+
+    # --- stderr: events and log ----------------------------------------------------------------
+
+    async def _read_events(self) -> None:
+        process, sink = self.process, self.sink
         max_line = self.settings.max_line_bytes
         process.widen_stderr(PIPE_SIZE)
         pending = b""
@@ -152,59 +381,73 @@ class CliAdapter(Adapter):
                 pending = chunk
             else:
                 pending = chunk[end + 1 :]
-                self._lines(chunk[:end], sink)
+                self._lines(chunk[:end])
             if len(pending) > max_line:
                 sink.warn(f"a stderr line longer than {max_line} bytes was cut")
-                self._line(pending[:max_line], sink)
+                self._line(pending[:max_line])
+                self.err_offset += len(pending)
                 pending = b""
         if pending:
-            self._line(pending, sink)
+            self._line(pending)
 
-    def _lines(self, block: bytes, sink: EventSink) -> None:
+    def _lines(self, block: bytes) -> None:
         """Complete lines: all events in one decode when they are (the usual case), else each
         line on its own."""
         if block[:1] == b"{":
             try:
                 events = decode_event_lines(block)
-            except ProtocolError:
+            except _DECODE_ERRORS:
                 pass
             else:
-                sink.events(events, block)
+                self.sink.events(events, block)
+                self.err_line += block.count(b"\n") + 1
+                self.err_offset += len(block) + 1
                 return
         for line in block.split(b"\n"):
-            self._line(line, sink)
+            self._line(line)
+            self.err_line += 1
+            self.err_offset += len(line) + 1
 
-    @staticmethod
-    def _line(line: bytes, sink: EventSink) -> None:
+    def _line(self, line: bytes) -> None:
+        """One stderr line at ``err_line``/``err_offset``: an event, or the agent's log."""
+        sink = self.sink
         if line[:1] == b"{":
             try:
                 event = decode_event(line)
-            except ProtocolError as exc:
+            except _DECODE_ERRORS as exc:
                 if _EVENT_KEY in line:
-                    sink.warn(f"a stderr line looks like an ATP event but is not one: {exc}")
+                    sink.warn(
+                        f"stderr line {self.err_line} (byte offset {self.err_offset}) looks like "
+                        f"an ATP event but is not one; it was skipped: {exc}"
+                    )
             else:
                 sink.event(event, line)
                 return
         sink.log(line.decode("utf-8", "replace").rstrip("\r"))
 
-    def _response(self, stdout: bytes, code: int, sink: EventSink) -> ATPResponse:
-        lines = [line for line in stdout.splitlines() if line.strip()]
-        if not lines:
-            raise AgentError(f"agent {_exit(code)} without writing a response on stdout")
-        for noise in lines[:-1]:
-            sink.log("[stdout] " + noise.decode("utf-8", "replace"))
-        if len(lines) > 1:
-            sink.warn(f"{len(lines) - 1} stdout lines before the response were kept as the agent's log")
-        try:
-            response = decode_response(lines[-1])
-        except ProtocolError as exc:
-            preview = lines[-1][:200].decode("utf-8", "replace")
-            raise AgentError(
-                f"agent {_exit(code)}; its last stdout line is not an ATP response ({exc}): {preview!r}"
-            ) from None
-        if code != 0:
-            sink.warn(f"agent {_exit(code)} after writing its response")
-        return response
+
+def _unwrap(group: BaseException) -> BaseException:
+    """The exception to raise for an exception group of the task group: the agent's error
+    when there is one, else the first exception, groups opened."""
+    found: list[BaseException] = []
+    stack = [group]
+    while stack:
+        exc = stack.pop()
+        if isinstance(exc, ExceptionGroup):
+            stack.extend(reversed(exc.exceptions))
+        else:
+            found.append(exc)
+    for exc in found:
+        if isinstance(exc, AgentError):
+            return exc
+    for exc in found:
+        if isinstance(exc, AtpError):
+            return exc
+    return found[0] if found else group
+
+
+def _processes(count: int) -> str:
+    return f"{count} process" if count == 1 else f"{count} processes"
 
 
 def _exit(code: int) -> str:
@@ -214,4 +457,3 @@ def _exit(code: int) -> str:
         except ValueError:
             return f"was killed by signal {-code}"
     return f"exited with code {code}"
-

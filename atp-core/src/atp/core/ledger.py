@@ -1,0 +1,348 @@
+"""Which processes a run started, kept on disk, so that a later ``atp test`` can stop what a
+killed ATP left running.
+
+Agents run in sessions of their own, so when ATP dies without a chance to stop them
+(``kill -9``, a crash, a closed terminal) they run on. A :class:`ProcessLedger` writes
+``<run_dir>/processes.jsonl`` while a run is in progress: a first line naming its owner (ATP's
+pid and start time), then a line for every process an adapter started (its pid, its start time
+and the token in its environment) and a line when that process ended. A clean end deletes the
+file. :func:`stop_abandoned` finds the files whose owner is gone and kills the processes they
+name that still run.
+
+Any adapter that starts processes records them, without knowing the run directory::
+
+    from atp.core import ledger
+
+    token = ledger.new_token()       # give it to the process as ATP_AGENT_TOKEN
+    ...start the process with that environment...
+    recorder = ledger.current()      # None when no run is in progress
+    if recorder is not None:
+        recorder.started(pid, token)
+    ...
+    if recorder is not None:
+        recorder.ended(pid)
+
+A process is identified by its pid *and* its start time (``/proc/<pid>/stat`` field 22), so a
+pid that the system gave to another process since is never killed. On systems without ``/proc``
+start times are unknown, and :func:`stop_abandoned` kills nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import json
+import logging
+import os
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+LEDGER_FILE = "processes.jsonl"
+TOKEN_VARIABLE = "ATP_AGENT_TOKEN"
+"""The environment variable that carries a process's token; its descendants inherit it, which
+is how ATP recognises them."""
+
+logger = logging.getLogger("atp.ledger")
+
+_current: contextvars.ContextVar[ProcessLedger | None] = contextvars.ContextVar(
+    "atp_process_ledger", default=None
+)
+
+
+def new_token() -> str:
+    """A token unique to one started process (16 hex digits)."""
+    return os.urandom(8).hex()
+
+
+def start_time(pid: int | str) -> int | None:
+    """When a process started (clock ticks after boot, ``/proc/<pid>/stat`` field 22); ``None``
+    when there is no such process or the system has no ``/proc``."""
+    found = _state_and_start(pid)
+    return found[1] if found is not None else None
+
+
+def _state_and_start(pid: int | str) -> tuple[bytes, int] | None:
+    """Fields 3 (the state: ``Z`` for a zombie) and 22 of ``/proc/<pid>/stat``."""
+    try:
+        fd = os.open(f"/proc/{pid}/stat", os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        data = os.read(fd, 4096)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    # The command name (field 2) is in parentheses and may hold spaces and parentheses itself.
+    fields = data[data.rfind(b")") + 2 :].split()
+    try:
+        return fields[0], int(fields[19])
+    except (IndexError, ValueError):
+        return None
+
+
+def _runs(pid: int, start: int) -> bool:
+    """Whether the process ``pid`` that started at ``start`` still runs (a zombie does not)."""
+    found = _state_and_start(pid)
+    return found is not None and found[1] == start and found[0] != b"Z"
+
+
+def current() -> ProcessLedger | None:
+    """The ledger of the run in progress, or ``None``."""
+    return _current.get()
+
+
+@contextlib.contextmanager
+def activate(ledger: ProcessLedger) -> Iterator[ProcessLedger]:
+    """Make ``ledger`` the one :func:`current` returns inside the block (and in the tasks
+    started there); close it at the end of the block."""
+    token = _current.set(ledger)
+    try:
+        yield ledger
+    finally:
+        _current.reset(token)
+        ledger.close()
+
+
+class ProcessLedger:
+    """The processes one run started, appended to ``<run_dir>/processes.jsonl``.
+
+    The file is created with the first process recorded (a run whose adapter starts none
+    writes nothing); each line is one ``write`` to a file opened with ``O_APPEND``.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._fd: int | None = None
+        self._running: set[int] = set()
+        self._failed = False
+        self._closed = False
+
+    @classmethod
+    def create(cls, run_dir: Path) -> ProcessLedger:
+        return cls(run_dir / LEDGER_FILE)
+
+    def started(self, pid: int, token: str, start: int | None = None) -> None:
+        """Record a process just started (``start``: its start time, read when not given)."""
+        if start is None:
+            start = start_time(pid)
+        self._running.add(pid)
+        self._write({"pid": pid, "start": start, "token": token})
+
+    def ended(self, pid: int) -> None:
+        """Record that a process recorded with :meth:`started` is gone (and what it left)."""
+        if pid in self._running:
+            self._running.discard(pid)
+            self._write({"ended": pid})
+
+    @property
+    def running(self) -> frozenset[int]:
+        """The pids recorded as started and not as ended."""
+        return frozenset(self._running)
+
+    def close(self) -> None:
+        """Close the file; delete it when every process recorded has ended (a clean end). A
+        process still recorded as running keeps the file, for :func:`stop_abandoned`."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+            if not self._running:
+                with contextlib.suppress(OSError):
+                    self.path.unlink()
+
+    def _write(self, record: dict[str, Any]) -> None:
+        if self._failed or self._closed:
+            return
+        try:
+            if self._fd is None:
+                self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+                owner = {"owner": os.getpid(), "start": start_time("self")}
+                os.write(self._fd, json.dumps(owner).encode() + b"\n")
+            os.write(self._fd, json.dumps(record).encode() + b"\n")
+        except OSError as exc:
+            # The ledger is a safety net: a run goes on without it.
+            self._failed = True
+            logger.warning("cannot record agent processes in %s: %s", self.path, exc.strerror or exc)
+
+
+class _Abandoned:
+    """What one ledger file says: its owner and the processes it left recorded as running."""
+
+    def __init__(self) -> None:
+        self.owner: int | None = None
+        self.owner_start: int | None = None
+        self.running: dict[int, tuple[int | None, str | None]] = {}
+
+
+def _read(path: Path) -> _Abandoned | None:
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return None
+    found = _Abandoned()
+    for number, line in enumerate(data.splitlines()):
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue  # a line cut short when ATP was killed while writing it
+        if not isinstance(record, dict):
+            continue
+        start = record.get("start")
+        start = start if isinstance(start, int) and not isinstance(start, bool) else None
+        if number == 0 and _is_pid(record.get("owner")):
+            found.owner, found.owner_start = record["owner"], start
+        elif _is_pid(record.get("pid")):
+            token = record.get("token")
+            found.running[record["pid"]] = (start, token if isinstance(token, str) else None)
+        elif _is_pid(record.get("ended")):
+            found.running.pop(record["ended"], None)
+    return found
+
+
+def _recent(path: Path, seconds: float = 60.0) -> bool:
+    try:
+        return time.time() - path.stat().st_mtime < seconds
+    except OSError:
+        return False
+
+
+def _is_pid(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 1
+
+
+def _alive(pid: int, start: int | None) -> bool:
+    """Whether the process ``pid`` that started at ``start`` still runs (when the start time
+    is unknown, whether any process has that pid)."""
+    if start is not None:
+        return _runs(pid, start)
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _kill_same(pid: int, start: int) -> bool:
+    """SIGKILL the process group and the process ``pid``, if it is still the process that
+    started at ``start``."""
+    if pid == os.getpid():
+        return False
+    pidfd: int | None = None
+    pidfd_open = getattr(os, "pidfd_open", None)
+    if pidfd_open is not None:
+        try:
+            pidfd = pidfd_open(pid)
+        except OSError:
+            return False
+    try:
+        # While the pidfd's process exists, its pid names no other process.
+        if not _runs(pid, start):
+            return False
+        with contextlib.suppress(OSError):
+            os.killpg(pid, signal.SIGKILL)  # its group, while its pid still names it
+        try:
+            if pidfd is not None:
+                signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+            else:
+                os.kill(pid, signal.SIGKILL)
+        except OSError:
+            return False
+        return True
+    finally:
+        if pidfd is not None:
+            os.close(pidfd)
+
+
+def _with_tokens(tokens: dict[str, Path]) -> dict[int, Path]:
+    """Processes whose environment holds one of ``tokens`` (token -> ledger file): the
+    descendants of recorded processes, which inherited it. Other users' processes are not
+    readable, and not looked at."""
+    if not tokens:
+        return {}
+    try:
+        pids = [int(name) for name in os.listdir("/proc") if name.isdigit()]
+    except OSError:
+        return {}
+    wanted = {f"{TOKEN_VARIABLE}={token}".encode(): run for token, run in tokens.items()}
+    me = os.getpid()
+    found: dict[int, Path] = {}
+    for pid in pids:
+        if pid == me:
+            continue
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as handle:
+                environ = handle.read()
+        except OSError:
+            continue
+        for entry in environ.split(b"\0"):
+            run = wanted.get(entry)
+            if run is not None:
+                found[pid] = run
+                break
+    return found
+
+
+def stop_abandoned(run_root: Path) -> list[str]:
+    """Stop the processes that runs below ``run_root`` left running when their ATP died.
+
+    For every ``run_root/*/processes.jsonl`` whose owner is gone, every recorded process that
+    has not ended and is still the same process (same pid and start time) is killed (SIGKILL,
+    its process group and itself), and so is every process whose environment holds the token
+    of one of them; then the file is deleted. A file whose owner still runs (another
+    ``atp test`` in progress) is left alone. Returns one message per run directory in which
+    something was stopped.
+    """
+    try:
+        paths = sorted(run_root.glob(f"*/{LEDGER_FILE}"))
+    except OSError:
+        return []
+    killed: dict[Path, int] = {}
+    owners: dict[Path, int | None] = {}
+    tokens: dict[str, Path] = {}
+    done: set[int] = set()
+    abandoned: list[Path] = []
+    for path in paths:
+        found = _read(path)
+        if found is None:
+            continue
+        if found.owner is None and _recent(path):
+            continue  # an ATP that has just created the file and is writing its first line
+        if found.owner is not None and _alive(found.owner, found.owner_start):
+            continue
+        abandoned.append(path)
+        owners[path] = found.owner
+        count = 0
+        for pid, (start, token) in found.running.items():
+            if start is not None and _kill_same(pid, start):
+                count += 1
+                done.add(pid)
+            if token:
+                tokens[token] = path
+        killed[path] = count
+    for pid, path in _with_tokens(tokens).items():
+        if pid in done:
+            continue
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            continue
+        killed[path] += 1
+    messages: list[str] = []
+    for path in abandoned:
+        with contextlib.suppress(OSError):
+            path.unlink()
+        count = killed[path]
+        if count:
+            noun = "agent process" if count == 1 else "agent processes"
+            owner = owners[path]
+            by = f"ATP process {owner}" if owner is not None else "an ATP process"
+            messages.append(f"stopped {count} {noun} left running by {by} (run {path.parent.name})")
+    return messages
