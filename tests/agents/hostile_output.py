@@ -5,6 +5,8 @@
     secrets             send the secret of $SECRET_VALUE in events and its response, spelled
                         with JSON \\u escapes
     negative_metrics    answer with negative and huge metrics and negative token counts in events
+    secret_at_cut       write a non-response whose 200-character preview would end inside the
+                        secret of $SECRET_VALUE
     ok                  answer properly
 """
 
@@ -53,6 +55,8 @@ def main():
     elif mode == "negative_metrics":
         print(event(task_id, 0, "llm_request", {"model": "m", "input_tokens": -1000000, "output_tokens": -1}), file=err)
         print(response(task_id, metrics={"total_tokens": -5, "cost_usd": -1.5, "input_tokens": -3, "wall_time_seconds": 1e308}))
+    elif mode == "secret_at_cut":
+        print("x" * 190 + os.environ["SECRET_VALUE"] + "y" * 50)
     elif mode == "ok":
         print(response(task_id))
     else:

@@ -91,6 +91,7 @@ def test_a_second_signal_kills_every_agent_at_once(tmp_path: Path, second: signa
             process.kill()
             process.communicate()
     assert process.returncode == 130, stderr
+    assert f"stopping every agent at once (a second {second.name})" in stderr
     assert "finished runs are kept in" in stderr
     assert wait_until(lambda: not any(running(pid) for pid in pids(pid_file)), within=3)
 
