@@ -386,3 +386,13 @@ def test_within_a_run_shorten_masks_before_it_cuts() -> None:
         assert "sk-" not in cut and "***" in cut
         assert shorten("short sk-ascii-secret-77") == "short sk-ascii-secret-77"  # masked when stored
     assert "sk-ascii-s…" in shorten(text)
+
+
+def test_clean_json_is_sure_only_when_no_spelling_can_hide_a_secret() -> None:
+    plain = Masker(["sk-plain-1234"])
+    assert plain.clean_json(b'{"a": "line\\nbreak \\"quoted\\""}')  # these escapes cannot spell it
+    assert not plain.clean_json(b'{"a": "\\u0073k-plain-1234"}')
+    assert not plain.clean_json(b'{"a": "sk-plain-1234"}')
+    slashed = Masker(["sk/slash/1234"])
+    assert not slashed.clean_json(b'{"a": "sk\\/slash\\/1234"}')
+    assert slashed.clean_json(b'{"a": "nothing here"}')

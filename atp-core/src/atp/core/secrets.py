@@ -25,6 +25,8 @@ MASK = "***"
 MIN_SECRET_LENGTH = 4
 SECRET_NAME_HINTS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "AUTH", "CREDENTIAL")
 TOO_DEEP = "[nested too deeply to mask: left out]"
+_SHORT_ESCAPED = '"\\/\b\f\n\r\t'
+"""The characters JSON spells with a two-character escape (``\\n``, ``\\/`` ...)."""
 
 
 def looks_secret(variable: str) -> bool:
@@ -45,6 +47,8 @@ class Masker:
         # JSON-required ones: used only to decide quickly that raw JSON holds no secret.
         forms = {s.encode() for s in ordered} | {json.dumps(s, ensure_ascii=False)[1:-1].encode() for s in ordered}
         self._bytes = tuple(sorted(forms, key=len, reverse=True))
+        # Whether some secret holds a character JSON may spell with a short escape (\/ for /).
+        self._escapable = any(c in s for s in ordered for c in _SHORT_ESCAPED)
 
     def __bool__(self) -> bool:
         return bool(self._text)
@@ -64,10 +68,11 @@ class Masker:
         return value
 
     def clean_json(self, data: builtins.bytes) -> bool:
-        """Whether JSON text certainly holds no secret in any spelling: it has no escapes at
-        all (so its strings are spelled as they decode) and no secret literally. When this
-        is false, decode it, mask with :meth:`value` and encode again."""
-        if b"\\" in data:
+        """Whether JSON text certainly holds no secret in any spelling: it has no ``\\u``
+        escape (which can spell any character), no other escape that can spell a character of
+        a secret, and no secret literally. When this is false, decode it, mask with
+        :meth:`value` and encode again."""
+        if b"\\" in data and (b"\\u" in data or self._escapable):
             return False
         return not any(secret in data for secret in self._bytes)
 
