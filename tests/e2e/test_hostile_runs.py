@@ -7,6 +7,7 @@ import json
 import os
 import resource
 import subprocess
+import time
 from pathlib import Path
 
 from tests.conftest import AGENTS, ATP, PYTHON, behave_agent, write
@@ -208,3 +209,19 @@ def test_limits_in_the_config_bound_what_a_run_may_send(tmp_path: Path) -> None:
     result = atp("test", f"--suite={suite}", cwd=tmp_path)
     assert result.returncode == 2
     assert result.stderr.startswith(f"atp: error: {tmp_path / 'atp.config.yaml'}:2: at limits.max_event_bytes: expected int >= 1024")
+
+
+def test_a_thread_abandoned_at_a_time_limit_does_not_keep_atp_from_exiting(tmp_path: Path) -> None:
+    """An evaluator stuck in a blocking call on a worker thread is abandoned at its time limit;
+    Python would wait for that thread at exit, ATP does not."""
+    code = (
+        "import sys, threading, time\n"
+        "threading.Thread(target=time.sleep, args=(3600,)).start()\n"
+        "sys.argv = ['atp', 'version']\n"
+        "from atp.cli.main import run\n"
+        "run()\n"
+    )
+    started = time.monotonic()
+    result = subprocess.run([PYTHON, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert time.monotonic() - started < 30
+    assert result.returncode == 0 and result.stdout.startswith("atp-core ")

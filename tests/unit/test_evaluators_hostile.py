@@ -7,6 +7,7 @@ import inspect
 import json
 import os
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -625,3 +626,36 @@ def test_behavior_messages_quote_a_preview_of_the_trace() -> None:
     huge_error = [make_event(TID, 0, ErrorPayload(error_type="e" * 10_000, message="m" * 1_000_000))]
     (errors,) = run_evaluator(behavior.NoErrors, {}, response(), huge_error)
     assert not errors.passed and len(errors.message) < 1000
+
+
+# --- regular expressions inside JSON Schemas ---------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"type": "object", "properties": {"v": {"type": "string", "pattern": "^(a|aa)+$"}}},
+        {"type": "object", "patternProperties": {"^(a|aa)+$": {"type": "integer"}}},
+        {"type": "object", "patternProperties": {"^(a|aa)+$": {}}, "additionalProperties": False},
+        {"type": "object", "propertyNames": {"pattern": "^(a|aa)+$"}},
+    ],
+)
+def test_expressions_in_a_schema_are_matched_with_a_time_limit(schema: dict[str, Any]) -> None:
+    from atp.evaluators.artifact import Schema
+
+    hostile = "a" * 60 + "!"
+    started = time.monotonic()
+    (result,) = run_evaluator(
+        Schema({"regex_timeout_seconds": 0.2}), {"name": "result", "schema": schema},
+        response(structured={"v": hostile, hostile: 1}),
+    )
+    assert time.monotonic() - started < 5
+    assert not result.passed
+    assert result.message == (
+        "a regular expression of the schema took longer than 0.2 s on result (structured); "
+        "ATP stopped it (evaluators.schema.regex_timeout_seconds)"
+    )
+    ok = {"type": "object", "properties": {"v": {"type": "string", "pattern": "^a+$"}}}
+    (fine,) = run_evaluator(Schema(), {"name": "result", "schema": ok}, response(structured={"v": "aaa"}))
+    (bad,) = run_evaluator(Schema(), {"name": "result", "schema": ok}, response(structured={"v": "b"}))
+    assert fine.passed and not bad.passed and "does not match" in bad.message

@@ -130,7 +130,24 @@ def _output_failed(exc: OSError) -> int:
 
 def run() -> None:
     """Console-script entry point."""
-    sys.exit(main())
+    code = main()
+    if _threads_left():
+        # A worker thread abandoned at a time limit (an evaluator stuck in a blocking call)
+        # would keep Python from exiting: everything is written, so leave without waiting.
+        with contextlib.suppress(OSError, ValueError):
+            sys.stdout.flush()
+            sys.stderr.flush()
+        os._exit(code)
+    sys.exit(code)
+
+
+def _threads_left() -> bool:
+    """Whether a thread Python would wait for at exit is still running."""
+    threading = sys.modules.get("threading")
+    if threading is None:
+        return False
+    main_thread = threading.main_thread()
+    return any(t is not main_thread and not t.daemon and t.is_alive() for t in threading.enumerate())
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -16,6 +16,7 @@ What an agent produced is untrusted, and is handled so that nothing in it can st
 """
 
 import fnmatch
+import importlib
 import json
 import math
 import os
@@ -325,6 +326,21 @@ def compile_regex(pattern: str, ignore_case: bool) -> Any:
         raise ValueError(f"'pattern' is not a valid regular expression: {exc}") from None
 
 
+def regex_timeout(settings: Any, evaluator: str) -> float:
+    """The time limit of one regex match: the evaluator setting ``regex_timeout_seconds``."""
+    value = settings.get("regex_timeout_seconds", REGEX_TIMEOUT_SECONDS)
+    try:
+        seconds = math.nan if isinstance(value, bool) else float(value)
+    except (TypeError, ValueError):
+        seconds = math.nan
+    if not (seconds > 0 and math.isfinite(seconds)):
+        raise ConfigError(
+            f"evaluators.{evaluator}.regex_timeout_seconds must be a positive number of seconds, "
+            f"not {value!r}"
+        )
+    return seconds
+
+
 def _line_of(text: str, index: int) -> int:
     return text.count("\n", 0, index) + 1
 
@@ -357,17 +373,7 @@ class Contains(Evaluator):
 
     def regex_timeout(self) -> float:
         """The time limit of one regex match: the setting ``regex_timeout_seconds``."""
-        value = self.settings.get("regex_timeout_seconds", REGEX_TIMEOUT_SECONDS)
-        try:
-            seconds = math.nan if isinstance(value, bool) else float(value)
-        except (TypeError, ValueError):
-            seconds = math.nan
-        if not (seconds > 0 and math.isfinite(seconds)):
-            raise ConfigError(
-                f"evaluators.contains.regex_timeout_seconds must be a positive number of seconds, "
-                f"not {value!r}"
-            )
-        return seconds
+        return regex_timeout(self.settings, self.name)
 
     async def evaluate(self, ctx: EvalContext, config: ContainsConfig) -> list[Check]:
         label = f"contains:{config.label}"
@@ -425,6 +431,49 @@ class SchemaConfig(Target, kw_only=True):
             raise ValueError(f"'schema' is not a valid JSON Schema: {exc.message}") from None
 
 
+class _TimedRe:
+    """What jsonschema uses of Python's ``re`` (``search``, ``compile``, ``match``), from the
+    ``regex`` module with a time limit per match: ``pattern``, ``patternProperties`` and
+    ``additionalProperties`` apply a schema's expressions to an agent's strings, and one
+    expression can take longer than the universe's age on a string of 40 characters. A match
+    past the limit raises TimeoutError."""
+
+    def __init__(self, rx: Any, original: Any, timeout: float) -> None:
+        self._rx = rx
+        self._original = original
+        self.timeout = timeout
+
+    def search(self, pattern: Any, string: str, flags: int = 0) -> Any:
+        return self._rx.search(pattern, string, flags | self._rx.V0, timeout=self.timeout, concurrent=True)
+
+    def match(self, pattern: Any, string: str, flags: int = 0) -> Any:
+        return self._rx.match(pattern, string, flags | self._rx.V0, timeout=self.timeout, concurrent=True)
+
+    def __getattr__(self, name: str) -> Any:  # compile, flags, error: as re has them
+        return getattr(self._original, name)
+
+
+_timed_re: _TimedRe | None = None
+
+
+def _time_limit_schema_patterns(jsonschema: Any, timeout: float) -> None:
+    """Make jsonschema match the expressions of schemas with a time limit (once per process;
+    ``timeout`` is the latest one asked for)."""
+    global _timed_re
+    if _timed_re is None:
+        import re
+
+        rx = require("regex", install="atp-evaluators", feature="the schema evaluator")
+        _timed_re = _TimedRe(rx, re, timeout)
+        for module in ("_keywords", "_utils"):
+            found = getattr(jsonschema, module, None)
+            if found is None:
+                found = importlib.import_module(f"jsonschema.{module}")
+            if getattr(found, "re", None) is re:
+                found.re = _timed_re
+    _timed_re.timeout = timeout
+
+
 def _validate(validator: Any, data: Any) -> list[Any]:
     """The first :data:`MAX_SCHEMA_ERRORS` errors and one more (to tell there are more),
     ordered by where they are."""
@@ -453,9 +502,11 @@ class Schema(Evaluator):
         except jsonschema.SchemaError as exc:
             return [check(label, False, f"the assertion's schema is not a valid JSON Schema: {exc.message}")]
         validator = validator_cls(config.schema)
-        # jsonschema matches 'pattern' and 'patternProperties' with Python's re, whose time on
-        # an agent's string has no bound: such schemas are never validated on the event loop
+        # Expressions of the schema are matched with a time limit, but may still take up to it:
+        # schemas that have some are never validated on the event loop.
         uses_regex = '"pattern' in json.dumps(config.schema)
+        if uses_regex:
+            _time_limit_schema_patterns(jsonschema, regex_timeout(self.settings, "schema"))
         checks = []
         for artifact in matches:
             data, problem = await data_of(artifact, ctx)
@@ -469,6 +520,17 @@ class Schema(Evaluator):
             except RecursionError:
                 checks.append(
                     check(name, False, f"{describe(artifact)} is nested too deeply for ATP to validate")
+                )
+                continue
+            except TimeoutError:
+                seconds = regex_timeout(self.settings, "schema")
+                checks.append(
+                    check(
+                        name,
+                        False,
+                        f"a regular expression of the schema took longer than {seconds:g} s on "
+                        f"{describe(artifact)}; ATP stopped it (evaluators.schema.regex_timeout_seconds)",
+                    )
                 )
                 continue
             if not errors:
