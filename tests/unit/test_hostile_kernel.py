@@ -396,3 +396,16 @@ def test_clean_json_is_sure_only_when_no_spelling_can_hide_a_secret() -> None:
     slashed = Masker(["sk/slash/1234"])
     assert not slashed.clean_json(b'{"a": "sk\\/slash\\/1234"}')
     assert slashed.clean_json(b'{"a": "nothing here"}')
+
+
+@pytest.mark.parametrize("value", ["-1", "0", ".inf", ".nan", "'soon'", "true", "1e300"])
+def test_an_evaluators_time_limit_must_be_a_sane_number(tmp_path: Path, value: str) -> None:
+    from atp.core.config import load_config
+    from atp.core.errors import ConfigError
+    from tests.conftest import write
+
+    path = write(tmp_path / "atp.config.yaml", f"evaluators:\n  contains:\n    timeout_seconds: {value}\n")
+    with pytest.raises(ConfigError, match=r"atp.config.yaml:3: at evaluators.contains.timeout_seconds: an evaluator's timeout_seconds must be"):
+        load_config(path)
+    write(path, "evaluators:\n  contains:\n    timeout_seconds: 2.5\n")
+    assert load_config(path).evaluator_settings("contains") == {"timeout_seconds": 2.5}

@@ -32,6 +32,7 @@ CONFIG_NAMES = ("atp.config.yaml", "atp.config.yml")
 DEFAULT_RUN_DIR = ".atp/runs"
 COMMON_AGENT_KEYS = ("name", "type", "timeout")
 MAX_AGENT_TIMEOUT = 86400  # seconds, like a test's timeout_seconds
+MAX_EVALUATOR_TIMEOUT = 86400
 
 _VAR = re.compile(r"\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
@@ -138,6 +139,18 @@ def load_config(path: Path | None = None, cwd: Path | None = None) -> Config:
     normalize_version(data)
     spec = doc.convert(data, ConfigSpec)
     check_format_version(doc, spec.version, "config")
+    for name, settings in spec.evaluators.items():
+        limit = (settings or {}).get("timeout_seconds")
+        if limit is not None and not (
+            isinstance(limit, (int, float))
+            and not isinstance(limit, bool)
+            and 0 < limit <= MAX_EVALUATOR_TIMEOUT
+        ):
+            raise doc.error(
+                f"an evaluator's timeout_seconds must be a number of seconds above 0 and at most "
+                f"{MAX_EVALUATOR_TIMEOUT}",
+                ("evaluators", name, "timeout_seconds"),
+            )
     return Config(spec, doc)
 
 

@@ -112,6 +112,7 @@ class Runner:
         self.max_log_bytes = max_log_bytes
         self.store: RunStore | None = None
         self._evaluators: dict[str, Evaluator] = {}
+        self._evaluator_limits: dict[str, float] = {}
         self._remaining: dict[str, int] = {}
         self._finished_runs: dict[str, list[RunResult]] = {}
         self._planned: dict[str, PlannedTest] = {}
@@ -394,7 +395,7 @@ class Runner:
             if response.status != "completed":
                 error = response.error or f"agent reported status {response.status!r}"
             elif response.error:
-                trace.warn(f"the agent reported status 'completed' with an error: {response.error}")
+                trace.warn(f"the agent reported status 'completed' with an error: {shorten(response.error)}")
         if error is not None:
             if self.masker is not None:
                 error = self.masker.text(error)  # before cutting: a cut must not split a secret
@@ -488,29 +489,34 @@ class Runner:
         return evaluator
 
     def _evaluator_timeout(self, name: str) -> float:
-        value = self.evaluator_settings(name).get("timeout_seconds")
-        if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value < math.inf:
-            return float(value)
-        return DEFAULT_EVALUATOR_TIMEOUT
+        limit = self._evaluator_limits.get(name)
+        if limit is None:
+            value = self.evaluator_settings(name).get("timeout_seconds")
+            limit = DEFAULT_EVALUATOR_TIMEOUT
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value < math.inf:
+                limit = float(value)
+            self._evaluator_limits[name] = limit
+        return limit
 
     async def _evaluate(self, assertion: Assertion, ctx: EvalContext) -> tuple[list[Check], bool]:
         """The assertion's checks, named; ``False`` when the evaluator itself failed or took
         longer than its time limit."""
         label = assertion.name or assertion.type
         limit = self._evaluator_timeout(assertion.type)
-        try:
-            with anyio.fail_after(limit):
+        failure: str | None = None
+        with anyio.move_on_after(limit) as scope:
+            try:
                 produced = await self._evaluator(assertion.type).evaluate(ctx, assertion.config)
-        except TimeoutError:
-            message = (
+            except Exception as exc:
+                reason = str(exc) if isinstance(exc, AtpError) else f"{type(exc).__name__}: {exc}"
+                failure = f"evaluator {assertion.type!r} could not check this run: {reason}"
+        if scope.cancelled_caught:
+            failure = (
                 f"evaluator {assertion.type!r} did not finish within {limit:g} s "
                 f"(evaluators.{assertion.type}.timeout_seconds)"
             )
-            return [Check(name=label, passed=False, score=0.0, message=message)], False
-        except Exception as exc:
-            reason = str(exc) if isinstance(exc, AtpError) else f"{type(exc).__name__}: {exc}"
-            message = f"evaluator {assertion.type!r} could not check this run: {reason}"
-            return [Check(name=label, passed=False, score=0.0, message=message)], False
+        if failure is not None:
+            return [Check(name=label, passed=False, score=0.0, message=failure)], False
         if assertion.name:
             if len(produced) == 1:
                 produced[0].name = assertion.name
