@@ -7,6 +7,7 @@
     negative_metrics    answer with negative and huge metrics and negative token counts in events
     secret_at_cut       write a non-response whose 200-character preview would end inside the
                         secret of $SECRET_VALUE
+    plant_fifo          in run 1, put a FIFO where ATP will write the log of run 2
     ok                  answer properly
 """
 
@@ -57,6 +58,17 @@ def main():
         print(response(task_id, metrics={"total_tokens": -5, "cost_usd": -1.5, "input_tokens": -3, "wall_time_seconds": 1e308}))
     elif mode == "secret_at_cut":
         print("x" * 190 + os.environ["SECRET_VALUE"] + "y" * 50)
+    elif mode == "plant_fifo":
+        import glob
+
+        if not os.path.exists("planted"):
+            with open("planted", "w"):
+                pass
+            run_dir = sorted(glob.glob(".atp/runs/*"), key=os.path.getmtime)[-1]
+            os.makedirs(run_dir + "/logs", exist_ok=True)
+            os.mkfifo(run_dir + "/logs/t.2.log")
+        print("a log line", file=err)
+        print(response(task_id))
     elif mode == "ok":
         print(response(task_id))
     else:

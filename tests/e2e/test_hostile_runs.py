@@ -165,7 +165,7 @@ def test_report_of_damaged_run_directories(tmp_path: Path) -> None:
     results.mkdir()
     report = atp("report", str(run_dir), cwd=tmp_path)
     assert report.returncode == 2
-    assert report.stderr.strip() == f"atp: error: cannot read {results}: Is a directory"
+    assert report.stderr.strip() == f"atp: error: cannot read {results}: it is a directory, not a regular file"
 
 
 def test_output_file_must_not_be_the_suite_and_dash_means_stdout(tmp_path: Path) -> None:
@@ -225,3 +225,81 @@ def test_a_thread_abandoned_at_a_time_limit_does_not_keep_atp_from_exiting(tmp_p
     result = subprocess.run([PYTHON, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert time.monotonic() - started < 30
     assert result.returncode == 0 and result.stdout.startswith("atp-core ")
+
+
+def test_a_fifo_planted_in_the_run_directory_does_not_stall_atp(tmp_path: Path) -> None:
+    suite = suite_for(tmp_path, hostile("plant_fifo"), "  - id: t\n    task: {description: x}\n")
+    started = time.monotonic()
+    result = atp("test", f"--suite={suite}", "--runs=3", cwd=tmp_path, timeout=60)
+    assert time.monotonic() - started < 20
+    assert result.returncode == 2
+    log = next((tmp_path / ".atp" / "runs").iterdir()) / "logs" / "t.2.log"
+    assert result.stderr.startswith(f"atp: error: cannot write {log}: it is a FIFO, not a regular file")
+    assert "the suite was stopped" in result.stderr
+
+
+def test_report_refuses_what_is_not_a_regular_file(tmp_path: Path) -> None:
+    suite = two_tests(behave_agent("ok"), tmp_path)
+    assert atp("test", f"--suite={suite}", cwd=tmp_path).returncode == 0
+    run_dir = only_run_dir(tmp_path)
+    results = run_dir / "results.jsonl"
+    kept = results.read_bytes()
+    results.unlink()
+    results.symlink_to("/dev/zero")
+    started = time.monotonic()
+    report = atp("report", str(run_dir), cwd=tmp_path, timeout=60)
+    assert report.returncode == 2
+    assert report.stderr.strip() == f"atp: error: cannot read {results}: it is a character device, not a regular file"
+    results.unlink()
+    os.mkfifo(results)
+    report = atp("report", str(run_dir), cwd=tmp_path, timeout=60)
+    assert report.returncode == 2 and "it is a FIFO, not a regular file" in report.stderr
+    results.unlink()
+    results.write_bytes(kept)
+    events = next((run_dir / "events").iterdir())
+    events.unlink()
+    os.mkfifo(events)
+    report = atp("report", str(run_dir), "--output=json", cwd=tmp_path, timeout=60)
+    assert report.returncode == 1
+    assert f"cannot read {events}: it is a FIFO, not a regular file" in report.stderr
+    assert json.loads(report.stdout)["summary"]["passed"] == 2
+    assert time.monotonic() - started < 30
+
+
+def test_output_files_that_are_links_devices_or_fifos(tmp_path: Path) -> None:
+    import stat
+    import threading
+
+    suite = two_tests(behave_agent("ok"), tmp_path)
+    assert atp("test", f"--suite={suite}", cwd=tmp_path).returncode == 0
+    # a link: the file it names is written, the link stays
+    (tmp_path / "target.json").write_text("old")
+    (tmp_path / "link.json").symlink_to("target.json")
+    result = atp("report", "--output=json", "--output-file=link.json", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "link.json").is_symlink()
+    assert json.loads((tmp_path / "target.json").read_text())["summary"]["passed"] == 2
+    # a FIFO nobody reads: an error at once; one that is read: written into
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    result = atp("report", "--output=json", f"--output-file={fifo}", cwd=tmp_path, timeout=30)
+    assert result.returncode == 2 and result.stderr.strip() == f"atp: error: cannot write {fifo}: it is a FIFO no process reads"
+    received: list[bytes] = []
+    reader = threading.Thread(target=lambda: received.append(fifo.read_bytes()))
+    reader.start()
+    time.sleep(0.2)
+    result = atp("report", "--output=json", f"--output-file={fifo}", cwd=tmp_path, timeout=30)
+    reader.join(timeout=30)
+    assert result.returncode == 0 and json.loads(received[0])["summary"]["passed"] == 2
+    assert stat.S_ISFIFO(fifo.lstat().st_mode)
+    # devices are written into, never replaced by a file (a full one is an error)
+    try:
+        os.mknod(tmp_path / "null", stat.S_IFCHR | 0o666, os.makedev(1, 3))
+        os.mknod(tmp_path / "full", stat.S_IFCHR | 0o666, os.makedev(1, 7))
+    except PermissionError:
+        return  # making device files needs root
+    result = atp("report", "--output=json", "--output-file=null", cwd=tmp_path)
+    assert result.returncode == 0 and stat.S_ISCHR((tmp_path / "null").lstat().st_mode)
+    result = atp("report", "--output=json", "--output-file=full", cwd=tmp_path)
+    assert result.returncode == 2 and result.stderr.strip() == "atp: error: cannot write full: No space left on device"
+    assert stat.S_ISCHR((tmp_path / "full").lstat().st_mode)

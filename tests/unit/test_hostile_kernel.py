@@ -373,7 +373,10 @@ def test_masker_value_leaves_atp_words_alone() -> None:
     deep: Any = "sk-1234"
     for _ in range(100_000):
         deep = [deep]
-    assert masker.value(deep) == "[nested too deeply to mask: left out]"
+    masked = masker.value(deep)
+    for _ in range(100_000):
+        (masked,) = masked
+    assert masked == "***"
 
 
 def test_within_a_run_shorten_masks_before_it_cuts() -> None:
@@ -381,7 +384,7 @@ def test_within_a_run_shorten_masks_before_it_cuts() -> None:
 
     text = "x" * 190 + "sk-ascii-secret-77" + "y" * 50
     assert "sk-ascii-s…" in shorten(text)
-    with masking(Masker(["sk-ascii-secret-77"]).text):
+    with masking(Masker(["sk-ascii-secret-77"])):
         cut = shorten(text)
         assert "sk-" not in cut and "***" in cut
         assert shorten("short sk-ascii-secret-77") == "short sk-ascii-secret-77"  # masked when stored

@@ -262,7 +262,7 @@ class ProgressEvent(_EventFields, tag="progress", kw_only=True):
 class UnknownEvent(Message, kw_only=True):
     """An event of a type this protocol version does not define (sent by a newer minor version)."""
 
-    __atp_unmasked__ = frozenset({"version", "task_id", "event_type"})
+    __atp_unmasked__ = frozenset({"version", "task_id"})
 
     version: str
     task_id: str

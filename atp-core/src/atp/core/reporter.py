@@ -9,7 +9,9 @@ marked with :data:`~atp.core.hookspecs.hookimpl`; the CLI registers it for the r
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
+import stat
 import sys
 from abc import ABC, abstractmethod
 from pathlib import Path
@@ -37,19 +39,51 @@ class ReportOptions:
 
 
 def write_file(target: Path, data: bytes) -> None:
-    """Write a report file whole or not at all (through ``<name>.partial``); a failure is an
+    """Write a report file whole or not at all (through ``<name>.partial`` beside it); a link
+    is followed (the file it names is written, the link stays), and a device or FIFO
+    (``/dev/stdout``, ``/dev/null``) is written into as it is. A failure is an
     :class:`~atp.core.errors.AtpError` naming the file and the reason."""
-    if target.exists() and not os.access(target, os.W_OK):
-        raise AtpError(f"cannot write {target}: the file is read-only")
-    partial = target.with_name(target.name + ".partial")
     try:
-        target.parent.mkdir(parents=True, exist_ok=True)
+        mode: int | None = os.stat(target).st_mode
+    except FileNotFoundError:
+        mode = None
+    except OSError as exc:
+        raise AtpError(f"cannot write {target}: {exc.strerror or exc}") from None
+    if mode is not None and stat.S_ISDIR(mode):
+        raise AtpError(f"cannot write {target}: it is a directory")
+    if mode is not None and not stat.S_ISREG(mode):
+        _write_into(target, data)
+        return
+    real = Path(os.path.realpath(target))
+    if mode is not None and not os.access(real, os.W_OK):
+        raise AtpError(f"cannot write {target}: the file is read-only")
+    partial = real.with_name(real.name + ".partial")
+    try:
+        real.parent.mkdir(parents=True, exist_ok=True)
         partial.write_bytes(data)
-        partial.replace(target)
+        partial.replace(real)
     except OSError as exc:
         with contextlib.suppress(OSError):
             partial.unlink()
         raise AtpError(f"cannot write {target}: {exc.strerror or exc}") from None
+
+
+def _write_into(target: Path, data: bytes) -> None:
+    """Write into a file that is not a regular one (a device, a FIFO) as it is."""
+    try:
+        fd = os.open(target, os.O_WRONLY | os.O_NONBLOCK)  # a FIFO nobody reads: ENXIO, at once
+    except OSError as exc:
+        why = "it is a FIFO no process reads" if exc.errno == errno.ENXIO else exc.strerror or str(exc)
+        raise AtpError(f"cannot write {target}: {why}") from None
+    try:
+        os.set_blocking(fd, True)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+    except OSError as exc:
+        raise AtpError(f"cannot write {target}: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
 
 
 class Reporter(ABC):

@@ -15,6 +15,7 @@ import contextlib
 import math
 import os
 import re
+import stat
 import time
 import zlib
 from collections.abc import Iterator
@@ -25,6 +26,7 @@ from typing import Any, Literal
 
 import msgspec
 
+from atp.core import files
 from atp.core.errors import AtpError, StorageError
 from atp.core.protocol import Artifact, Event, Metrics, ResponseStatus
 from atp.core.secrets import Masker
@@ -301,7 +303,7 @@ def _file_stem(test_id: str, run_number: int) -> str:
 
 
 def _storage_error(what: str, path: Path, exc: OSError) -> StorageError:
-    return StorageError(f"cannot {what} {path}: {exc.strerror or exc}")
+    return StorageError(f"cannot {what} {path}: {files.reason(exc)}")
 
 
 class RunStore:
@@ -327,8 +329,13 @@ class RunStore:
 
     @classmethod
     def open(cls, directory: Path) -> "RunStore":
-        if not (directory / HEADER_FILE).is_file():
-            raise AtpError(f"{directory} is not an ATP run directory (it has no {HEADER_FILE})")
+        header = directory / HEADER_FILE
+        try:
+            mode = header.stat().st_mode
+        except OSError:
+            raise AtpError(f"{directory} is not an ATP run directory (it has no {HEADER_FILE})") from None
+        if not stat.S_ISREG(mode):
+            raise AtpError(f"cannot read {header}: it is {files.kind(mode)}, not a regular file")
         return cls(directory)
 
     @staticmethod
@@ -339,7 +346,7 @@ class RunStore:
         candidates = [p for p in root.iterdir() if (p / HEADER_FILE).is_file()] if root.is_dir() else []
         for path in candidates:
             try:
-                started = _started_decoder.decode((path / HEADER_FILE).read_bytes()).started_at
+                started = _started_decoder.decode(files.read_bytes(path / HEADER_FILE)).started_at
             except (OSError, msgspec.MsgspecError):
                 continue
             if started.tzinfo is None:
@@ -367,7 +374,7 @@ class RunStore:
         partial = target.with_suffix(".json.partial")
         data = self._encode(header, _header_decoder) + b"\n"
         try:
-            partial.write_bytes(data)
+            files.write_new(partial, data)
             os.replace(partial, target)
         except OSError as exc:
             with contextlib.suppress(OSError):
@@ -384,7 +391,7 @@ class RunStore:
         path = self.directory / RESULTS_FILE
         try:
             if self._results_fd is None:
-                self._results_fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+                self._results_fd = files.open_append(path)
             line = data + b"\n"
             end = os.lseek(self._results_fd, 0, os.SEEK_END)
             done = 0
@@ -414,8 +421,10 @@ class RunStore:
     def read_header(self) -> RunHeader:
         path = self.directory / HEADER_FILE
         try:
-            return _header_decoder.decode(path.read_bytes())
-        except (OSError, msgspec.MsgspecError) as exc:
+            return _header_decoder.decode(files.read_bytes(path))
+        except OSError as exc:
+            raise AtpError(f"cannot read {path}: {files.reason(exc)}") from None
+        except (msgspec.MsgspecError, UnicodeDecodeError, RecursionError) as exc:
             raise AtpError(f"cannot read {path}: {exc}") from None
 
     def read_results(self) -> list[RunResult]:
@@ -424,7 +433,7 @@ class RunStore:
         path = self.directory / RESULTS_FILE
         results = []
         try:
-            with path.open("rb") as handle:
+            with files.open_read(path) as handle:
                 for number, line in enumerate(handle, 1):
                     if not line.strip():
                         continue
@@ -436,7 +445,7 @@ class RunStore:
         except FileNotFoundError:
             return []
         except OSError as exc:
-            raise AtpError(f"cannot read {path}: {exc.strerror or exc}") from None
+            raise AtpError(f"cannot read {path}: {files.reason(exc)}") from None
         return results
 
     def results(self) -> SuiteResults:
@@ -457,9 +466,9 @@ class RunStore:
             return []
         path = self.directory / run.events_file
         try:
-            lines = [line.strip() for line in path.read_bytes().splitlines() if line.strip()]
+            lines = [line.strip() for line in files.read_bytes(path).splitlines() if line.strip()]
         except OSError as exc:
-            self.problems.append(f"cannot read {path}: {exc.strerror or exc}")
+            self.problems.append(f"cannot read {path}: {files.reason(exc)}")
             return []
         try:
             _lines_decoder.decode(b"[" + b",".join(lines) + b"]")
@@ -478,7 +487,12 @@ class RunStore:
     def log(self, run: RunResult) -> str:
         if run.log_file is None:
             return ""
-        return (self.directory / run.log_file).read_text("utf-8", "replace")
+        path = self.directory / run.log_file
+        try:
+            return files.read_bytes(path).decode("utf-8", "replace")
+        except OSError as exc:
+            self.problems.append(f"cannot read {path}: {files.reason(exc)}")
+            return ""
 
 
 def utcnow() -> datetime:

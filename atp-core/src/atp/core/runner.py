@@ -180,7 +180,7 @@ class Runner:
         interrupted = True
         processes = ProcessLedger.create(store.directory)
         try:
-            with activate(processes), masking(self.masker.text if self.masker is not None else None):
+            with activate(processes), masking(self.masker):
                 try:
                     adapter = self.agent.create_adapter()
                     await adapter.start()

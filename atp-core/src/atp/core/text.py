@@ -11,17 +11,25 @@ from __future__ import annotations
 
 import contextlib
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextvars import ContextVar
+from typing import Protocol
 
 PREVIEW_CHARS = 200
 
-_mask: ContextVar[Callable[[str], str] | None] = ContextVar("atp_mask", default=None)
+
+class _Masks(Protocol):
+    def text(self, value: str) -> str: ...
+
+    def piece(self, value: str) -> str: ...
+
+
+_masker: ContextVar[_Masks | None] = ContextVar("atp_masker", default=None)
 
 # C0 controls but tab and newline, DEL, C1 controls, and the Unicode format characters that
 # reorder or hide text (bidirectional overrides and isolates, zero-width marks).
 _CONTROL = re.compile(
-    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff]"
+    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-\u2064\u2066-\u2069\ufeff]"
 )
 _CONTROL_OR_NEWLINE = re.compile(_CONTROL.pattern[:-1] + "\t\n]")
 _NAMED = {"\t": "\\t", "\n": "\\n", "\r": "\\r", "\x1b": "\\e"}
@@ -48,23 +56,30 @@ def shorten(text: str, limit: int = PREVIEW_CHARS) -> str:
     masked before the cut (see :func:`masking`), so a cut never leaves half a secret."""
     if len(text) <= limit:
         return text
-    mask = _mask.get()
-    if mask is not None:
-        text = mask(text)
+    masker = _masker.get()
+    if masker is not None:
+        text = masker.text(text)
         if len(text) <= limit:
             return text
     return f"{text[:limit]}… ({len(text) - limit} more characters)"
 
 
+def piece(text: str) -> str:
+    """A piece of a longer stream that was cut (a line past its size limit): within a run,
+    masked and without the last characters that could begin a secret (see :func:`masking`)."""
+    masker = _masker.get()
+    return text if masker is None else masker.piece(text)
+
+
 @contextlib.contextmanager
-def masking(mask: Callable[[str], str] | None) -> Iterator[None]:
-    """Within this block (and the tasks started in it), :func:`shorten` masks secrets with
-    ``mask`` before it cuts. The runner sets it for a whole suite."""
-    token = _mask.set(mask)
+def masking(masker: _Masks | None) -> Iterator[None]:
+    """Within this block (and the tasks started in it), :func:`shorten` and :func:`piece` mask
+    secrets with ``masker`` before they cut. The runner sets it for a whole suite."""
+    token = _masker.set(masker)
     try:
         yield
     finally:
-        _mask.reset(token)
+        _masker.reset(token)
 
 
 def as_text(data: str | bytes) -> str:

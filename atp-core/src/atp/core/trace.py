@@ -14,6 +14,7 @@ from typing import IO, Any, Protocol
 
 import msgspec
 
+from atp.core import files
 from atp.core.errors import AgentError, ProtocolError, StorageError
 from atp.core.protocol import (
     ErrorEvent,
@@ -155,7 +156,11 @@ class Trace:
 def read_events(path: Path) -> Iterator[Event]:
     """The events of an events file, in the order they arrived; a damaged line (the end of a
     file cut short when ATP was killed) is skipped."""
-    with path.open("rb") as handle:
+    try:
+        handle = files.open_read(path)
+    except OSError:
+        return
+    with handle:
         for line in handle:
             if line.strip():
                 try:
@@ -254,7 +259,7 @@ class RunTrace:
             self._storage_failed(self._events_path, exc)
 
     def _storage_failed(self, path: Path | None, exc: OSError) -> None:
-        self.storage_error = StorageError(f"cannot write {path}: {exc.strerror or exc}")
+        self.storage_error = StorageError(f"cannot write {path}: {files.reason(exc)}")
         raise self.storage_error from None
 
     def _drop_foreign(self, events: Sequence[Event]) -> None:
@@ -332,5 +337,5 @@ class RunTrace:
         if path is None:
             return None
         path.parent.mkdir(parents=True, exist_ok=True)
-        return open(path, "ab", buffering=64 * 1024)
+        return open(files.open_append(path), "ab", buffering=64 * 1024)
 

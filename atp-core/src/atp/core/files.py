@@ -1,0 +1,102 @@
+"""Files of a run directory opened so that nothing put in their place can stall or fool ATP.
+
+An agent runs as the same user as ATP and may write anywhere ATP can, including into the run
+directory: a FIFO where ATP will open the run's log blocks a plain ``open`` forever, a symbolic
+link sends ATP's writes elsewhere, ``/dev/zero`` linked as ``results.jsonl`` never ends. Every
+file of a run directory is opened here without blocking, without following a link when writing,
+and used only when it is a regular file; anything else is an :class:`OSError` saying what it is.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from pathlib import Path
+from typing import BinaryIO
+
+_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+
+_KINDS = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def kind(mode: int) -> str:
+    """What a file of this mode is, in words."""
+    for test, name in _KINDS:
+        if test(mode):
+            return name
+    return "a regular file" if stat.S_ISREG(mode) else "not a regular file"
+
+
+def _regular(fd: int, path: Path) -> int:
+    """``fd`` when it is a regular file; else it is closed and OSError says what it is."""
+    try:
+        mode = os.fstat(fd).st_mode
+    except OSError:
+        os.close(fd)
+        raise
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        raise OSError(errno.EINVAL, f"it is {kind(mode)}, not a regular file", str(path))
+    os.set_blocking(fd, True)
+    return fd
+
+
+def _open(path: Path, flags: int, mode: int = 0o644) -> int:
+    try:
+        fd = os.open(path, flags | _NONBLOCK | _CLOEXEC, mode)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP and flags & _NOFOLLOW:
+            raise OSError(errno.ELOOP, "it is a symbolic link, not a regular file", str(path)) from None
+        if exc.errno == errno.ENXIO:  # a FIFO no process reads, a device without its driver
+            try:
+                what = kind(os.stat(path).st_mode)
+            except OSError:
+                raise exc from None
+            raise OSError(errno.ENXIO, f"it is {what}, not a regular file", str(path)) from None
+        raise
+    return _regular(fd, path)
+
+
+def open_append(path: Path) -> int:
+    """A descriptor appending to ``path`` (created when missing)."""
+    return _open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | _NOFOLLOW)
+
+
+def open_new(path: Path) -> int:
+    """A descriptor writing ``path`` from its start (created, or emptied)."""
+    return _open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _NOFOLLOW)
+
+
+def write_new(path: Path, data: bytes) -> None:
+    """``path`` holding ``data`` (created, or replaced in place)."""
+    fd = open_new(path)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+    finally:
+        os.close(fd)
+
+
+def open_read(path: Path) -> BinaryIO:
+    """``path`` open for reading (a link is followed, to a regular file only)."""
+    return os.fdopen(_open(path, os.O_RDONLY), "rb")
+
+
+def read_bytes(path: Path) -> bytes:
+    with open_read(path) as handle:
+        return handle.read()
+
+
+def reason(exc: OSError) -> str:
+    """An OSError's reason without its file name (which messages give themselves)."""
+    return exc.strerror or str(exc)
