@@ -303,3 +303,27 @@ def test_output_files_that_are_links_devices_or_fifos(tmp_path: Path) -> None:
     result = atp("report", "--output=json", "--output-file=full", cwd=tmp_path)
     assert result.returncode == 2 and result.stderr.strip() == "atp: error: cannot write full: No space left on device"
     assert stat.S_ISCHR((tmp_path / "full").lstat().st_mode)
+
+
+def test_control_characters_in_names_and_paths_are_escaped_in_messages(tmp_path: Path) -> None:
+    suite = write(tmp_path / "suite.yaml", f"""
+        test_suite: "s\\e[2J"
+        agents:
+          - {{name: "ag\\e[5mblink", type: cli, command: {hostile("ok")!r}}}
+        tests:
+          - id: t
+            tags: ["tag\\e[31m"]
+            task: {{description: x}}
+        """)
+    outputs = []
+    for args in (["test", f"--suite={suite}", "--agent=x"], ["test", f"--suite={suite}", "--tags=zz"],
+                 ["list-agents", f"--suite={suite}"], ["report", "x\x1b]0;PWNED\x07"], ["test", f"--suite={suite}"]):
+        result = atp(*args, cwd=tmp_path)
+        outputs.append(result.stdout + result.stderr)
+    everything = "".join(outputs)
+    assert "\x1b" not in everything and "\x07" not in everything
+    assert "no agent named 'x' (defined: ag\\e[5mblink)" in outputs[0]
+    assert "(tags in the suite: tag\\e[31m)" in outputs[1]
+    assert "ag\\e[5mblink  type=cli" in outputs[2]
+    assert "x\\e]0;PWNED\\x07" in outputs[3]
+    assert "Suite: s\\e[2J" in outputs[4] and "Agent: ag\\e[5mblink (cli)" in outputs[4]

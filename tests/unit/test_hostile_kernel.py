@@ -412,3 +412,21 @@ def test_an_evaluators_time_limit_must_be_a_sane_number(tmp_path: Path, value: s
         load_config(path)
     write(path, "evaluators:\n  contains:\n    timeout_seconds: 2.5\n")
     assert load_config(path).evaluator_settings("contains") == {"timeout_seconds": 2.5}
+
+
+def test_secrets_are_masked_in_every_escaped_spelling() -> None:
+    masker = Masker(["hunter2-TOPSECRET", "hunter2/TOP", "pässwört\\1234", "sk-😀-emoji"])
+    line = (
+        r"a \u0068unter2-TOPSECRET b hunter2\/TOP c 'p\xe4ssw\xf6rt\\1234' d \"p\u00E4ssw\u00f6rt\\1234\""
+        r" e sk-\ud83d\ude00-emoji f HUNTER2-TOPSECRET"
+    )
+    assert masker.text(line) == r'a *** b *** c *** d \"***\" e *** f HUNTER2-TOPSECRET'.replace(" *** d", " '***' d")
+    for secret in ("pässwört\\1234", "sk-😀-emoji"):
+        assert masker.text(json.dumps(secret)) == '"***"' and masker.text(repr(secret)) == "'***'"
+
+
+def test_a_piece_of_a_stream_shows_no_part_of_a_secret() -> None:
+    masker = Masker(["hunter2-TOPSECRET"])
+    assert masker.piece("x" * 10 + "hunter2-TOPSECRET" + "y" * 5 + "hunter2-TO") == "x" * 10 + "***"
+    assert masker.piece("x" * 10 + "hunter2-TOPSECRET" + "y" * 30) == "x" * 10 + "***" + "y" * 14
+    assert Masker().piece("abc") == "abc"

@@ -12,6 +12,7 @@ import click
 
 from atp.core.errors import ConfigError
 from atp.core.plugins import Plugins
+from atp.core.text import printable
 
 if TYPE_CHECKING:
     from atp.core.reporter import Reporter
@@ -36,7 +37,7 @@ def warn_problems(problems: Sequence[str]) -> None:
     for problem in problems:
         if problem not in _warned:
             _warned.add(problem)
-            click.echo(f"atp: warning: {problem}", err=True)
+            click.echo(f"atp: warning: {printable(problem)}", err=True)
 
 
 def config_option(func: F) -> F:
@@ -112,7 +113,7 @@ def render(reporters: Sequence[Reporter], results: SuiteResults, store: RunStore
         reporter.report(results, store)
         target = reporter.options.output_file
         if target is not None:
-            click.echo(f"{reporter.name} results written to {target}", err=True)
+            click.echo(printable(f"{reporter.name} results written to {target}"), err=True)
 
 
 def exit_code(results: SuiteResults) -> int:

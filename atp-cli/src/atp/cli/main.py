@@ -96,7 +96,9 @@ def main(argv: list[str] | None = None) -> int:
     except AtpError as exc:
         if _debug:
             raise
-        click.echo(f"atp: error: {exc}", err=True)
+        from atp.core.text import printable
+
+        click.echo(f"atp: error: {printable(str(exc))}", err=True)
         return EXIT_USAGE
     except KeyboardInterrupt:
         click.echo("Interrupted.", err=True)
@@ -124,7 +126,9 @@ def _output_failed(exc: OSError) -> int:
         return EXIT_FAILED
     where = f" {exc.filename}" if exc.filename else " standard output"
     with contextlib.suppress(OSError):
-        click.echo(f"atp: error: cannot write{where}: {exc.strerror or exc}", err=True)
+        from atp.core.text import printable
+
+        click.echo(printable(f"atp: error: cannot write{where}: {exc.strerror or exc}"), err=True)
     return EXIT_USAGE
 
 

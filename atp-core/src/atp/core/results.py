@@ -142,10 +142,13 @@ class Summary(msgspec.Struct, kw_only=True):
     errors: int
     deselected: int = 0
     runs: int = 0
+    incomplete: int = 0
+    """Tests (not skipped by the suite) with fewer runs than planned: interrupted, stopped."""
 
     @property
     def ok(self) -> bool:
-        return self.failed == 0 and self.errors == 0
+        """Every test that was to run ran all its runs, and none failed."""
+        return self.failed == 0 and self.errors == 0 and self.incomplete == 0
 
 
 class SuiteResults(msgspec.Struct, kw_only=True):
@@ -229,6 +232,9 @@ def build_suite_results(
         errors=sum(t.status == "error" for t in tests),
         deselected=header.deselected,
         runs=len(runs),
+        incomplete=sum(
+            1 for planned, test in zip(header.tests, tests, strict=True) if planned.skip is None and len(test.runs) < planned.runs
+        ),
     )
     finished = header.finished_at
     if finished is None and runs:

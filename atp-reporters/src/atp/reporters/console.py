@@ -126,7 +126,7 @@ class ConsoleReporter(Reporter):
         runs = {t.planned_runs for t in results.tests if t.skip_reason is None}
         if runs:
             out.append(f"Runs per test: {', '.join(str(r) for r in sorted(runs))}")
-        out.append(f"Run directory: {shown_path(store.directory)}")
+        out.append(f"Run directory: {safe(shown_path(store.directory))}")
         out.append("")
         out.append("Tests:")
         width = max((len(safe(t.id)) for t in results.tests), default=0)
@@ -201,7 +201,7 @@ class ConsoleReporter(Reporter):
         rate = f" ({100.0 * s.passed / ran:.1f}%)" if ran else ""
         extra = []
         if s.deselected:
-            extra.append(f"{s.deselected} deselected by tags")
+            extra.append(f"{s.deselected} deselected")
         if results.interrupted:
             extra.append(self.paint("interrupted", "yellow"))
         if results.problems:

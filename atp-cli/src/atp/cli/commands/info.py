@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from atp.cli.app import config_option, plugins
+from atp.core.text import printable
 
 DISTRIBUTIONS = ("atp-core", "atp-adapters", "atp-evaluators", "atp-reporters", "atp-cli")
 
@@ -37,7 +38,7 @@ def plugins_command(as_json: bool) -> int:
             if names:
                 click.echo(f"    {label}: {', '.join(names)}")
         for error in info.errors:
-            click.echo(f"    error: {error}")
+            click.echo(printable(f"    error: {error}"))
     return 0
 
 
@@ -73,7 +74,7 @@ def list_agents_command(suite_path: Path | None, config_path: Path | None) -> in
         where = ""
         if definition.document is not None:
             where = f"{definition.document.path}:{definition.document.line_of(definition.at)}"
-        click.echo(f"{name.ljust(width)}  type={definition.type or '?'}  {where}")
+        click.echo(printable(f"{name.ljust(width)}  type={definition.type or '?'}  {where}"))
     return 0
 
 

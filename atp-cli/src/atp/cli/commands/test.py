@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import click
@@ -15,6 +16,16 @@ from atp.cli.app import (
     split_outputs,
     warn_problems,
 )
+
+
+class PrintableFormatter(logging.Formatter):
+    """ATP's warnings for a terminal: control characters in them (an agent's, a file name's)
+    are shown escaped."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        from atp.core.text import printable
+
+        return printable(super().format(record), newlines=True)
 
 
 @click.command("test")
@@ -47,7 +58,6 @@ def test_command(
     Exit code 0 when every selected test passed, 1 when any failed, 2 for a usage, config or
     suite error, 130 when interrupted (finished results are kept and reported).
     """
-    import logging
     from asyncio import CancelledError
 
     import anyio
@@ -56,6 +66,7 @@ def test_command(
     from atp.core.errors import ConfigError
     from atp.core.runner import Interrupted, Runner
     from atp.core.suite import Fallback, TagFilter, load_suite, select_tests
+    from atp.core.text import printable
 
     config = load_config(config_path)
     loaded = plugins()
@@ -99,7 +110,9 @@ def test_command(
         max_event_bytes=config.spec.limits.max_event_bytes,
         max_log_bytes=config.spec.limits.max_log_bytes,
     )
-    logging.basicConfig(format="atp: warning: %(message)s", level=logging.WARNING)
+    handler = logging.StreamHandler()
+    handler.setFormatter(PrintableFormatter("atp: warning: %(message)s"))
+    logging.basicConfig(handlers=[handler], level=logging.WARNING)
     registered = [loaded.register(r, name=f"atp-cli-reporter-{r.name}-{id(r)}") for r in reporters]
     code: int | None = None
     try:
@@ -115,7 +128,7 @@ def test_command(
         if runner.store is None:
             return code
         results = runner.store.results()
-        click.echo(f"Interrupted: finished runs are kept in {runner.store.directory}", err=True)
+        click.echo(printable(f"Interrupted: finished runs are kept in {runner.store.directory}"), err=True)
     assert runner.store is not None
     render(reporters, results, runner.store)
     return code if code is not None else exit_code(results)
