@@ -327,3 +327,35 @@ def test_control_characters_in_names_and_paths_are_escaped_in_messages(tmp_path:
     assert "ag\\e[5mblink  type=cli" in outputs[2]
     assert "x\\e]0;PWNED\\x07" in outputs[3]
     assert "Suite: s\\e[2J" in outputs[4] and "Agent: ag\\e[5mblink (cli)" in outputs[4]
+
+
+def test_evaluator_settings_are_checked_before_any_run(tmp_path: Path) -> None:
+    suite = write(tmp_path / "suite.yaml", f"""
+        test_suite: s
+        agents:
+          - {{name: a, type: cli, command: {hostile("ok")!r}}}
+        tests:
+          - id: t
+            task: {{description: x}}
+            assertions:
+              - {{type: contains, config: {{name: result, pattern: "o+", regex: true}}}}
+        """)
+    config = tmp_path / "atp.config.yaml"
+    for value, expected in [
+        ("1.0e+300", "expected float <= 3600.0"),
+        (".nan", "expected float > 0.0"),
+        ("-1", "expected float > 0.0"),
+        ("'5'", "expected float, got str"),
+    ]:
+        config.write_text(f"evaluators:\n  contains:\n    regex_timeout_seconds: {value}\n")
+        result = atp("test", f"--suite={suite}", cwd=tmp_path)
+        assert result.returncode == 2, value
+        assert result.stderr.strip() == f"atp: error: {config}:3: at evaluators.contains.regex_timeout_seconds: {expected}"
+        assert not (tmp_path / ".atp").exists()
+    config.write_text("evaluators:\n  contains:\n    regex_timout_seconds: 5\n")
+    result = atp("test", f"--suite={suite}", cwd=tmp_path)
+    assert result.stderr.strip() == f"atp: error: {config}:3: at evaluators.contains.regex_timout_seconds: unknown field 'regex_timout_seconds'"
+    config.write_text("evaluators:\n  contians: {regex_timeout_seconds: 5}\n  contains: {timeout_seconds: 9}\n")
+    result = atp("test", f"--suite={suite}", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "atp: warning: the config has settings for 'contians', which no installed evaluator checks" in result.stderr

@@ -118,6 +118,21 @@ class Config:
         settings: dict[str, Any] = interpolate(self.spec.evaluators.get(name, {}), self.environ, missing)
         return settings
 
+    def check_evaluator_settings(self, name: str, schema: type[msgspec.Struct] | None) -> None:
+        """Check ``evaluators.<name>`` against the evaluator's ``Settings`` (a located error);
+        ``timeout_seconds`` is ATP's and not the evaluator's to accept."""
+        settings = self.evaluator_settings(name)
+        if schema is None:
+            return
+        own = {k: v for k, v in settings.items() if k != "timeout_seconds"}
+        if self.document is not None and name in self.spec.evaluators:
+            self.document.convert(own, schema, at=("evaluators", name))
+            return
+        try:
+            msgspec.convert(own, schema)
+        except msgspec.ValidationError as exc:
+            raise ConfigError(f"evaluators.{name}: {exc}") from None
+
     def evaluator_secrets(self) -> list[str]:
         """Values of secret-looking variables the ``evaluators`` section uses, to be masked."""
         used: set[str] = set()

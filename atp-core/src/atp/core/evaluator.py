@@ -62,6 +62,11 @@ class Evaluator(ABC):
     ``behavior`` checks look at how it worked."""
     Config: ClassVar[type[msgspec.Struct]] = EmptyConfig
     """The ``config`` an assertion of this type accepts."""
+    Settings: ClassVar[type[msgspec.Struct] | None] = None
+    """The settings (``evaluators.<name>`` in ``atp.config.yaml``) this evaluator accepts,
+    checked before any run (unknown keys are errors when the Struct forbids them);
+    ``timeout_seconds``, ATP's own, is not part of them. ``None`` accepts any mapping. The
+    evaluator receives the settings as a mapping either way."""
 
     def __init__(self, settings: Mapping[str, Any] | None = None) -> None:
         """``settings`` come from the ``evaluators:`` section of ``atp.config.yaml``."""

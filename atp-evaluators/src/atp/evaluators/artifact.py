@@ -25,7 +25,7 @@ import stat
 from collections.abc import Callable
 from itertools import islice
 from pathlib import Path
-from typing import Any, NamedTuple, TypeVar
+from typing import Annotated, Any, NamedTuple, TypeVar
 
 import anyio
 import msgspec
@@ -326,6 +326,13 @@ def compile_regex(pattern: str, ignore_case: bool) -> Any:
         raise ValueError(f"'pattern' is not a valid regular expression: {exc}") from None
 
 
+class RegexSettings(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """The settings of evaluators that match regular expressions (``contains``, ``schema``)."""
+
+    regex_timeout_seconds: Annotated[float, msgspec.Meta(gt=0, le=3600)] = REGEX_TIMEOUT_SECONDS
+    """How long one match may take."""
+
+
 def regex_timeout(settings: Any, evaluator: str) -> float:
     """The time limit of one regex match: the evaluator setting ``regex_timeout_seconds``."""
     value = settings.get("regex_timeout_seconds", REGEX_TIMEOUT_SECONDS)
@@ -333,7 +340,7 @@ def regex_timeout(settings: Any, evaluator: str) -> float:
         seconds = math.nan if isinstance(value, bool) else float(value)
     except (TypeError, ValueError):
         seconds = math.nan
-    if not (seconds > 0 and math.isfinite(seconds)):
+    if not (0 < seconds <= 3600):
         raise ConfigError(
             f"evaluators.{evaluator}.regex_timeout_seconds must be a positive number of seconds, "
             f"not {value!r}"
@@ -370,6 +377,7 @@ class Contains(Evaluator):
     name = "contains"
     summary = "an artifact's content contains a substring, or matches a regex (regex: true)"
     Config = ContainsConfig
+    Settings = RegexSettings
 
     def regex_timeout(self) -> float:
         """The time limit of one regex match: the setting ``regex_timeout_seconds``."""
@@ -489,6 +497,7 @@ class Schema(Evaluator):
     name = "schema"
     summary = "a structured artifact's data, or a JSON file's content, is valid against a JSON Schema"
     Config = SchemaConfig
+    Settings = RegexSettings
 
     async def evaluate(self, ctx: EvalContext, config: SchemaConfig) -> list[Check]:
         jsonschema = require("jsonschema", install="atp-evaluators", feature="the schema evaluator")

@@ -86,7 +86,14 @@ def test_command(
         )
     agent = resolve_agent(choose_agent(agent_definitions(config, suite), agent_name), loaded.adapters)
     for assertion_type in sorted({a.type for test in selected for a in test.assertions}):
-        config.evaluator_settings(assertion_type)  # an unset ${VAR} there fails before any run
+        # an unset ${VAR} or a wrong setting fails before any run
+        config.check_evaluator_settings(assertion_type, loaded.evaluator(assertion_type).Settings)
+    unknown = sorted(set(config.spec.evaluators) - set(loaded.evaluators))
+    if unknown:
+        warn_problems([
+            f"the config has settings for {', '.join(map(repr, unknown))}, which no installed "
+            f"evaluator checks (installed: {', '.join(sorted(loaded.evaluators))})"
+        ])
     names = split_outputs(outputs) or split_outputs(
         [config.spec.reporting.default]
         if isinstance(config.spec.reporting.default, str)
