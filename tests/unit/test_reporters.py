@@ -68,7 +68,7 @@ def test_console_layout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None
         "    - sections:report.md: missing ['Summary']",
     ]
     assert "  - later            skipped: not ready" in out
-    assert "Summary: 1 passed, 1 failed, 1 skipped (50.0%); 1 deselected by tags" in out
+    assert "Summary: 1 passed, 1 failed, 1 skipped (50.0%); 1 deselected" in out
     assert out.rstrip().endswith("Total time: 7.40s")
     assert "contains:report.md" not in out  # passed checks only with --verbose
 
