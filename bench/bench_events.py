@@ -70,14 +70,17 @@ def lines(events: int) -> list[bytes]:
     return [(head + str(i) + tail).encode() for i in range(events)]
 
 
-def in_process(events: int, *, chunks: int = 1000, measure_memory: bool = False) -> tuple[float, float]:
+def in_process(
+    events: int, *, chunks: int = 1000, measure_memory: bool = False, secrets: tuple[str, ...] = ()
+) -> tuple[float, float]:
     """Feed N event lines through the cli adapter's line handling into a run trace; evaluate."""
     import anyio
 
-    from atp.adapters.cli import CliAdapter, CliSettings
+    from atp.adapters.cli import CliAdapter, CliSettings, _Exchange
     from atp.core.evaluator import EvalContext
     from atp.core.protocol import ATPRequest, ATPResponse, Metrics, Task
     from atp.core.testing import make_test
+    from atp.core.secrets import Masker
     from atp.core.trace import RunTrace
     from atp.evaluators.behavior import Behavior, BehaviorConfig
 
@@ -86,12 +89,13 @@ def in_process(events: int, *, chunks: int = 1000, measure_memory: bool = False)
         if measure_memory:
             tracemalloc.start()
         with Timer() as timer:
-            trace = RunTrace(TID, events_path=Path(tmp) / "events.jsonl", log_path=None)
+            trace = RunTrace(TID, events_path=Path(tmp) / "events.jsonl", log_path=None, masker=Masker(secrets))
             adapter = CliAdapter(CliSettings(command=["agent"]), name="bench", base_dir=Path(tmp))
+            exchange = _Exchange(adapter, None, TID, trace)  # type: ignore[arg-type]  # no process: lines only
             for start in range(0, events, chunks):
                 # blocks of complete lines, as the adapter cuts them from what the pipe delivers
                 block = b"\n".join([template % i for i in range(start, min(start + chunks, events))])
-                adapter._lines(block, trace)
+                exchange._lines(block)
             trace.close()
             request = ATPRequest(version="1.0", task_id=TID, task=Task(description="x"))
             response = ATPResponse(version="1.0", task_id=TID, status="completed", artifacts=[], metrics=Metrics())
@@ -122,6 +126,10 @@ def main() -> None:
     print(f"2. ATP alone (decode + store + summarise + evaluate), in-process, {n} events")
     best = min(in_process(n)[0] for _ in range(3))
     print(f"   {best:6.3f}s  {n / best:10,.0f} events/s  {best / n * 1e6:5.2f} µs/event")
+
+    for label, secret in (("absent from the events", "sk-not-there-1234"), ("in every event", "web_search")):
+        best = min(in_process(n, secrets=(secret,))[0] for _ in range(3))
+        print(f"   with a secret {label}: {best:6.3f}s  {n / best:10,.0f} events/s")
 
     print("3. peak traced memory of the in-process path against the number of events")
     for size in (10_000, 100_000, 1_000_000):
