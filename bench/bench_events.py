@@ -79,8 +79,8 @@ def in_process(
     from atp.adapters.cli import CliAdapter, CliSettings, _Exchange
     from atp.core.evaluator import EvalContext
     from atp.core.protocol import ATPRequest, ATPResponse, Metrics, Task
-    from atp.core.testing import make_test
     from atp.core.secrets import Masker
+    from atp.core.testing import make_test
     from atp.core.trace import RunTrace
     from atp.evaluators.behavior import Behavior, BehaviorConfig
 

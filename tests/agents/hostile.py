@@ -25,8 +25,21 @@ description (so one suite can mix modes, and keep `ok` runs next to hostile ones
     duplicate_keys          answer with two `status` keys and two keys in an artifact
     big_duplicate_keys      answer with duplicate keys in a response line over 1 MiB
     write_file              write report.md in the working folder, answer with it as a relative path
+    foreign_token           fork twice: the grandchild (an orphan, in the agent's group and session,
+                            holding stdout and stderr) sets another ATP_AGENT_TOKEN and sleeps; answer, exit
+    foreign_token_quiet     the same, the grandchild with /dev/null as its stdin, stdout and stderr
+    hopper N                start a process that leaves the session, ignores SIGTERM, and N times
+                            forks and exits (each child sleeps 5 ms first); answer, exit
+    hopper_linger N         the same, then send nothing and sleep
+    tree_noenv              ignore SIGTERM, start a process in a new session with an empty environment
+                            that ignores SIGTERM too, send an event, run on
+    many_duplicate_keys N   answer with one object holding N keys twice each
+    sleeper                 send nothing, sleep
+    secret_cut N            write N bytes of x, $THE_KEY, 1000 bytes of y on stderr, and 0.3 s later
+                            the newline; answer
 
-Every process it starts (itself first) is appended to the file $AGENT_PID_FILE, one pid a line.
+Every process it starts (itself first) is appended to the file $AGENT_PID_FILE, one pid a line
+(a hopper: only its first process, whose pid is the id of its session).
 """
 
 import json
@@ -70,6 +83,52 @@ def sleeper(*flags, **options):
     child = subprocess.Popen([sys.executable, "-c", SLEEPER, *flags], **options)
     record(child.pid)
     return child
+
+
+def foreign_token(quiet):
+    """Fork twice; the grandchild, an orphan in the agent's group and session, claims another
+    agent's token and sleeps."""
+    middle = os.fork()
+    if middle == 0:
+        grandchild = os.fork()
+        if grandchild == 0:
+            os.environ["ATP_AGENT_TOKEN"] = "not-yours"
+            if quiet:
+                null = os.open(os.devnull, os.O_RDWR)
+                for fd in (0, 1, 2):
+                    os.dup2(null, fd)
+            os.execv(sys.executable, [sys.executable, "-c", "import time; time.sleep(120)"])
+        record(grandchild)
+        os._exit(0)
+    os.waitpid(middle, 0)
+
+
+def hopper(hops):
+    """A process in a session of its own that ignores SIGTERM and keeps changing its pid: it
+    forks, the parent exits, the child sleeps 5 ms and does the same, ``hops`` times."""
+    first = os.fork()
+    if first:
+        record(first)
+        return
+    os.setsid()
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
+    for _ in range(hops):
+        if os.fork():
+            os._exit(0)
+        time.sleep(0.005)
+    os._exit(0)
+
+
+def base36(number):
+    digits = ""
+    while True:
+        number, digit = divmod(number, 36)
+        digits = "0123456789abcdefghijklmnopqrstuvwxyz"[digit] + digits
+        if not number:
+            return digits
 
 
 def forever():
@@ -155,6 +214,32 @@ def main():
     elif mode == "big_duplicate_keys":
         line = response(task_id, {"pad": "x" * (1024 * 1024)})
         print(line.replace('"status": "completed"', '"status": "failed", "status": "completed"'))
+    elif mode in ("foreign_token", "foreign_token_quiet"):
+        foreign_token(mode == "foreign_token_quiet")
+        print(response(task_id), flush=True)
+    elif mode in ("hopper", "hopper_linger"):
+        hopper(int(args[0]) if args else 3000)
+        if mode == "hopper_linger":
+            forever()
+        print(response(task_id), flush=True)
+    elif mode == "tree_noenv":
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        print(event(task_id, 0), file=err, flush=True)
+        sleeper("ignore", start_new_session=True, env={})
+        forever()
+    elif mode == "many_duplicate_keys":
+        count = int(args[0]) if args else 52_000
+        keys = ",".join(f'"{base36(i)}":1,"{base36(i)}":2' for i in range(count))  # 0.84 MB for 52,000
+        print(response(task_id).replace('"ok": true', keys))
+    elif mode == "sleeper":
+        forever()
+    elif mode == "secret_cut":
+        err.write("x" * int(args[0]) + os.environ["THE_KEY"] + "y" * 1000)
+        err.flush()
+        time.sleep(0.3)
+        err.write("\n")
+        err.flush()
+        print(response(task_id))
     elif mode == "write_file":
         with open("report.md", "w") as handle:
             handle.write("# Report\nwritten by the agent\n")

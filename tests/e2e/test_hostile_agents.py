@@ -129,6 +129,51 @@ def test_agents_of_a_killed_atp_are_stopped_by_the_next_atp_test(tmp_path: Path)
             reap_if_ours(pid)
 
 
+def test_children_without_token_of_a_killed_atps_agents_are_stopped_by_the_next_atp_test(tmp_path: Path) -> None:
+    """The agents of a `kill -9`ed ATP started children in sessions of their own with an empty
+    environment (no token to find them by); the agents still run, so the next `atp test` walks
+    their live trees and stops the children too."""
+    pid_file = tmp_path / "pids"
+    suite = hostile_suite(tmp_path / "trees.yaml", ["tree_noenv", "tree_noenv"])
+    first = start_atp(suite, tmp_path, pid_file, "--parallel=2")
+    try:
+        assert wait_until(lambda: len(pids(pid_file)) == 4, within=30), pids(pid_file)
+        (ledger,) = (tmp_path / ".atp" / "runs").glob("*/processes.jsonl")
+        time.sleep(2)
+        first.kill()
+        first.communicate(timeout=30)
+        time.sleep(0.3)
+        assert all(running(pid) for pid in pids(pid_file))  # two agents and their children run on
+
+        quick = hostile_suite(tmp_path / "quick.yaml", ["ok"])
+        started = time.monotonic()
+        second = atp("test", f"--suite={quick}", cwd=tmp_path)
+        assert second.returncode == 0, second.stdout + second.stderr
+        assert time.monotonic() - started < 20
+        assert (f"atp: warning: stopped 4 agent processes left running by ATP process {first.pid} "
+                f"(run {ledger.parent.name})") in second.stderr, second.stderr
+        assert not list((tmp_path / ".atp" / "runs").glob("*/processes.jsonl"))
+        assert "1 passed, 0 failed" in second.stdout
+        assert wait_until(lambda: not any(running(pid) for pid in pids(pid_file)), within=5)
+    finally:
+        for pid in pids(pid_file):
+            if running(pid):
+                os.kill(pid, signal.SIGKILL)
+        for pid in pids(pid_file):
+            assert wait_until(lambda pid=pid: reaped(pid), within=5), pid  # not even a zombie of ours
+
+
+def reaped(pid: int) -> bool:
+    """``pid`` is gone, or a zombie that is not this process's to reap (init reaps it)."""
+    reap_if_ours(pid)
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    fields = stat[stat.rfind(")") + 2 :].split()
+    return fields[0] == "Z" and int(fields[1]) != os.getpid()
+
+
 def test_agent_running_on_after_its_response_passes_quickly(tmp_path: Path) -> None:
     pid_file = tmp_path / "pids"
     suite = hostile_suite(tmp_path / "suite.yaml", ["linger_open", "ok", "setsid_holder"])
@@ -162,3 +207,38 @@ def test_bytes_the_protocol_does_not_allow_are_the_agents_failure(tmp_path: Path
     )
     assert bad_event["outcome"] == "passed" and bad_event["warnings"][0].startswith("stderr line 2 (byte offset ")
     assert ok["outcome"] == "passed"
+
+
+SECRET = "Zq8-hush-VmT4-secret-Rw9xK2"
+
+
+def test_a_secret_at_the_cut_of_a_long_stderr_line_shows_no_part_of_it(tmp_path: Path) -> None:
+    """A stderr line over `max_line_bytes` cut inside a secret: the part kept ends before
+    anything that could begin the secret, and the rest of that line (which arrives later) is
+    dropped, not logged as a line of its own."""
+    write(tmp_path / "atp.config.yaml", "secrets:\n  key: ${THE_KEY}\n")
+    suite = write(
+        tmp_path / "suite.yaml",
+        f"test_suite: secrets\nagents:\n  - name: agent\n    type: cli\n    command: {HOSTILE!r}\n"
+        "    max_line_bytes: 1024\n"
+        "tests:\n  - id: cut\n    task: {description: secret_cut 1015}\n"
+        "    assertions:\n      - type: artifact_exists\n        config: {path: missing.md}\n"  # fails: -v shows the log
+        "  - id: ok\n    task: {description: ok}\n",
+    )
+    pid_file = tmp_path / "pids"
+    result = atp("test", f"--suite={suite}", "-v", "--output=console", "--output=json",
+                 "--output-file=results.json", cwd=tmp_path,
+                 env={"THE_KEY": SECRET, "AGENT_PID_FILE": str(pid_file)})
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert len(pids(pid_file)) == 2 and all(wait_until(lambda pid=pid: reaped(pid), within=5) for pid in pids(pid_file))
+    assert "a stderr line longer than 1024 bytes was cut" in result.stdout
+    assert "xxxxxxxxxx" in result.stdout  # the log tail is shown
+    written = {path: path.read_bytes() for path in (tmp_path / ".atp").rglob("*") if path.is_file()}
+    written[tmp_path / "results.json"] = (tmp_path / "results.json").read_bytes()
+    (log,) = [data for path, data in written.items() if path.name.endswith(".log")]
+    lines = log.decode().splitlines()
+    assert len(lines) == 1 and set(lines[0]) == {"x"} and 900 < len(lines[0]) <= 1015, lines  # no "y" line
+    # no 6 characters of the secret, from its start (a cut) or its end (the rest of the line)
+    pieces = [SECRET[:6], SECRET[-6:], SECRET[10:16]]
+    for name, text in [("stdout", result.stdout.encode()), ("stderr", result.stderr.encode()), *written.items()]:
+        assert not any(piece.encode() in text for piece in pieces), name

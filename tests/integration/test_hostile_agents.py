@@ -10,6 +10,7 @@ suite are intact.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -20,6 +21,7 @@ from typing import Any
 
 import anyio
 import pytest
+import yaml
 
 from atp.adapters import process as process_module
 from atp.adapters.cli import EXIT_DRAIN_SECONDS, CliAdapter, CliSettings
@@ -164,6 +166,39 @@ def test_settings_that_are_not_sane_numbers_are_located_errors(
     assert str(info.value).endswith(f"suite.yaml:{line}: at agents[0].{setting.split(':')[0]}: {message}")
     assert info.value.path == f"agents[0].{setting.split(':')[0]}"
     assert not (tmp_path / "runs").exists()  # nothing ran
+
+
+@pytest.mark.parametrize(
+    ("setting", "message"),
+    [
+        ('command: ["agent", "a\\0b"]', "'command[1]' holds a NUL byte (\\0), which no command can"),
+        ('command: "agent a\\0b"', "'command' holds a NUL byte (\\0), which no command can"),
+        ('cwd: "work\\0"', "'cwd' holds a NUL byte (\\0), which no path can"),
+        ('env: {"A\\0B": x}', "'env' variable name 'A\\x00B' holds a NUL byte (\\0), which no variable name can"),
+        ('env: {A: "x\\0y"}', "'env' variable 'A' holds a NUL byte (\\0), which no value can"),
+        ('env: {"A=B": x}', "'env' variable name 'A=B' holds '=', which no variable name can"),
+        ('env: {"": x}', "'env' has a variable with an empty name"),
+    ],
+)
+def test_what_no_process_can_be_started_with_is_a_located_error(
+    tmp_path: Path, plugins: Plugins, setting: str, message: str
+) -> None:
+    """A NUL byte in the command, cwd or environment, or an environment name with '=' or none:
+    refused when the suite loads, not 'embedded null byte' on every run."""
+    command = "" if setting.startswith("command") else f"    command: {HOSTILE!r}\n"
+    text = f"test_suite: s\nagents:\n  - name: agent\n    type: cli\n{command}    {setting}\ntests:\n  - id: t\n    task: {{description: ok}}\n"
+    with pytest.raises(SuiteError) as info:
+        suite = load_suite(write(tmp_path / "suite.yaml", text), plugins.evaluators)
+        resolve_agent(agent_definitions(load_config(cwd=tmp_path), suite)["agent"], plugins.adapters)
+    assert str(info.value).endswith(message), str(info.value)
+    assert info.value.path == "agents[0]" and info.value.line == 3
+    with pytest.raises(ValueError, match="NUL byte|'='|empty name"):  # built in code, too
+        CliSettings(**{"command": "agent", **yaml_mapping(setting)})
+
+
+def yaml_mapping(setting: str) -> dict[str, Any]:
+    value: dict[str, Any] = yaml.safe_load(setting)
+    return value
 
 
 @pytest.mark.parametrize("value", [float("inf"), float("nan"), 1e300, -0.5])
@@ -383,7 +418,8 @@ def test_two_tasks_waiting_for_one_agent_both_see_its_exit(tmp_path: Path) -> No
             async with anyio.create_task_group() as tg:
                 tg.start_soon(waiter)
                 tg.start_soon(waiter)
-        assert await agent.stop(1) == 0
+        stopped = await agent.stop(1)
+        assert (stopped.stopped, stopped.running, stopped.late, stopped.unfinished) == (0, 0, 0, False)
 
     anyio.run(scenario)
     assert codes == [0, 0]
@@ -397,6 +433,74 @@ def test_parallel_agents_do_not_stop_each_other(tmp_path: Path, plugins: Plugins
         if mode == "ok":
             assert run.warnings == []
     assert_all_gone(pid_file, 9)
+
+
+@pytest.mark.parametrize(
+    ("mode", "warning"),
+    [
+        # in the agent's group and session, holding its output
+        ("foreign_token", "the agent exited, but 1 process it started kept its output open; "
+                          "ATP stopped reading and stopped it"),
+        # in the agent's group and session only
+        ("foreign_token_quiet", "the agent left 1 process running after it exited; ATP stopped it"),
+    ],
+)
+def test_a_descendant_claiming_another_token_is_still_the_agents(
+    tmp_path: Path, plugins: Plugins, pid_file: Path, mode: str, warning: str
+) -> None:
+    """A token other than the agent's does not make a process a stranger: it is in the agent's
+    group and session (and may hold its pipes), so it is the agent's."""
+    results, _, elapsed = run_modes(tmp_path, plugins, [mode, "ok"])
+    hostile, ok = runs(results)
+    assert_ok(ok)
+    assert hostile.outcome == "passed" and hostile.warnings == [warning], hostile.warnings
+    assert elapsed < 10
+    assert_all_gone(pid_file, 3)  # the agent, its grandchild, the ok agent
+
+
+def _session(sid: int) -> list[int]:
+    """The processes of session ``sid``, zombies too."""
+    found = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                stat = Path(f"/proc/{name}/stat").read_bytes()
+            except OSError:
+                continue
+            if int(stat[stat.rfind(b")") + 2 :].split()[3]) == sid:
+                found.append(int(name))
+    return found
+
+
+@pytest.mark.parametrize("mode", ["hopper 3000", "hopper_linger 3000"])
+def test_a_process_that_keeps_forking_is_stopped(tmp_path: Path, plugins: Plugins, pid_file: Path, mode: str) -> None:
+    """A hopper (a session of its own, SIGTERM ignored, fork and exit every 5 ms, 3000 times:
+    15 s on its own) is stopped with the run, whether the agent exits at once or runs into its
+    time limit (the hopper leaving hundreds of ended processes to ATP meanwhile): the processes
+    found are stopped (SIGSTOP) as they are found until a round finds no new one, then killed;
+    nothing of it is left, not even a zombie of ATP's."""
+    started = time.monotonic()
+    results, _, elapsed = run_modes(tmp_path, plugins, [mode, "ok"], timeout=2)
+    hostile, ok = runs(results)
+    assert_ok(ok)
+    if mode.startswith("hopper_linger"):
+        assert hostile.status == "timeout" and hostile.error == "timed out after 2 s; the agent was stopped"
+        assert hostile.duration_seconds < 3.5 and hostile.warnings == [], hostile.warnings
+    else:
+        assert hostile.outcome == "passed", hostile.error
+        (warning,) = hostile.warnings
+        # how many it takes depends on when ATP looks; what it says must be what happened
+        assert re.fullmatch(
+            r"the agent left (1 process|\d+ processes) running after it exited; ATP stopped (it|them)"
+            r"(; (1 process|\d+ processes) started while ATP was stopping the others)?",
+            warning,
+        ), warning
+    agent, first_hop, ok_agent = pids(pid_file)
+    assert wait_until(lambda: not _session(first_hop), within=3), [  # (zombies too)
+        (pid, _status(pid).split("\n")[1], _parent_of(pid)) for pid in _session(first_hop)
+    ]
+    assert not any(exists(pid) for pid in (agent, first_hop, ok_agent))
+    assert elapsed < 8 and time.monotonic() - started < 11  # not the hopper's 15 s
 
 
 # --- 5. the process ledger with a real adapter ------------------------------------------------------
@@ -540,6 +644,25 @@ def test_duplicate_keys_in_a_response_are_warned_about(tmp_path: Path, plugins: 
         "the response has duplicate keys ($.status, $.artifacts[0].data.a); ATP used the last value of each"
     ]
     assert big.outcome == "passed" and big.warnings == []  # over 1 MiB: not checked
+
+
+def test_checking_a_big_response_for_duplicate_keys_blocks_no_other_run(
+    tmp_path: Path, plugins: Plugins, pid_file: Path
+) -> None:
+    """52,000 keys twice each in one object (0.84 MB): found in linear time, off the event
+    loop, so the other run's 2 s time limit fires on time."""
+    results, _, elapsed = run_modes(tmp_path, plugins, ["many_duplicate_keys", "sleeper"], timeout=2, parallel=2)
+    dup, sleeper = runs(results)
+    assert dup.outcome == "passed", dup.error
+    assert dup.warnings == [
+        "the response has duplicate keys ("
+        + ", ".join(f'$.artifacts[0].data["{i}"]' for i in range(10))
+        + "); ATP used the last value of each"
+    ]
+    assert sleeper.status == "timeout" and sleeper.error == "timed out after 2 s; the agent was stopped"
+    assert sleeper.duration_seconds < 3, sleeper.duration_seconds
+    assert elapsed < 6
+    assert_all_gone(pid_file, 2)
 
 
 def test_duplicate_keys_function() -> None:

@@ -244,3 +244,75 @@ def test_an_atp_that_is_a_zombie_is_gone(tmp_path: Path, sleepers: list[subproce
     ])
     assert stop_abandoned(tmp_path) == [f"stopped 1 agent process left running by ATP process {zombie.pid} (run run)"]
     assert gone(agent)
+
+
+def test_the_live_tree_of_a_recorded_process_is_killed_whatever_its_session_and_environment(
+    tmp_path: Path, sleepers: list[subprocess.Popen[bytes]]
+) -> None:
+    """A recorded agent's child that started a session of its own and cleared its environment
+    (no token, not in the agent's group), and that child's own child: found in the agent's live
+    tree, stopped as found, killed through pidfds."""
+    if not hasattr(os, "pidfd_open"):
+        pytest.skip("needs pidfds")
+    owner, owner_start = dead_owner()
+    child = ("import os, sys, time\npid = os.fork()\n"
+             "if pid: print(os.getpid(), pid, flush=True)\ntime.sleep(60)")
+    code = (f"import subprocess, sys, time\nsubprocess.Popen([sys.executable, '-c', {child!r}], "
+            "start_new_session=True, env={})\ntime.sleep(60)")
+    agent = subprocess.Popen([sys.executable, "-c", code], start_new_session=True, stdout=subprocess.PIPE)
+    sleepers.append(agent)
+    assert agent.stdout is not None
+    descendants = [int(pid) for pid in agent.stdout.readline().split()]
+    assert len(descendants) == 2 and all(_runs(pid) for pid in descendants)
+    assert all(TOKEN_VARIABLE.encode() not in _environ(pid) for pid in descendants)
+    path = write_ledger(tmp_path / "run", [
+        {"owner": owner, "start": owner_start},
+        {"pid": agent.pid, "start": start_time(agent.pid), "token": "9a" * 8},
+    ])
+    started = time.monotonic()
+    assert stop_abandoned(tmp_path) == [f"stopped 3 agent processes left running by ATP process {owner} (run run)"]
+    assert time.monotonic() - started < 2
+    assert gone(agent) and agent.returncode == -signal.SIGKILL
+    assert _ended(descendants), [(pid, _state(pid)) for pid in descendants]
+    assert not path.exists()
+
+
+def _environ(pid: int) -> bytes:
+    return Path(f"/proc/{pid}/environ").read_bytes()
+
+
+def _state(pid: int) -> str:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return "gone"
+    return stat[stat.rfind(")") + 2 :].split()[0]
+
+
+def _runs(pid: int) -> bool:
+    return _state(pid) not in ("gone", "Z")
+
+
+def _ended(pids: list[int], within: float = 5.0) -> bool:
+    """Every one of ``pids`` is gone; a zombie of this process (which may be a subreaper, when
+    other tests started agents in it) is reaped here, so none is left as ours."""
+    deadline = time.monotonic() + within
+    while True:
+        for pid in pids:
+            try:
+                os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                pass
+        if all(_state(pid) == "gone" or (_state(pid) == "Z" and _parent(pid) != os.getpid()) for pid in pids):
+            return True
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+
+
+def _parent(pid: int) -> int:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return 0
+    return int(stat[stat.rfind(")") + 2 :].split()[1])

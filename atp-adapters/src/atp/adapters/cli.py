@@ -33,8 +33,8 @@ import anyio
 import anyio.abc
 import msgspec
 
-from atp.adapters.process import AgentProcess
-from atp.adapters.stdio import DUPLICATE_CHECK_BYTES, duplicate_keys
+from atp.adapters.process import REAP_SECONDS, AgentProcess, Stopped
+from atp.adapters.stdio import DUPLICATE_CHECK_BYTES, DUPLICATE_THREAD_BYTES, duplicate_keys
 from atp.core.adapter import Adapter
 from atp.core.errors import AdapterError, AgentError, AtpError, ProtocolError
 from atp.core.protocol import (
@@ -45,6 +45,7 @@ from atp.core.protocol import (
     decode_response,
     encode,
 )
+from atp.core.text import piece
 from atp.core.trace import EventSink
 
 if sys.version_info < (3, 11):  # pragma: no cover
@@ -73,8 +74,25 @@ class CliSettings(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
 
     def __post_init__(self) -> None:
         command = self.command
-        if not (shlex.split(command) if isinstance(command, str) else command):
+        argv = shlex.split(command) if isinstance(command, str) else command
+        if not argv:
             raise ValueError("'command' is empty")
+        # What the system could not take would fail every run ("embedded null byte"): refuse
+        # it when the suite loads.
+        for index, arg in enumerate(argv):
+            if "\0" in arg:
+                where = "" if isinstance(command, str) else f"[{index}]"
+                raise ValueError(f"'command{where}' holds a NUL byte (\\0), which no command can")
+        if self.cwd is not None and "\0" in self.cwd:
+            raise ValueError("'cwd' holds a NUL byte (\\0), which no path can")
+        for key, value in self.env.items():
+            if not key:
+                raise ValueError("'env' has a variable with an empty name")
+            if "=" in key or "\0" in key:
+                what = "a NUL byte (\\0)" if "\0" in key else "'='"
+                raise ValueError(f"'env' variable name {key!r} holds {what}, which no variable name can")
+            if "\0" in value:
+                raise ValueError(f"'env' variable {key!r} holds a NUL byte (\\0), which no value can")
         # Meta bounds are checked when settings are decoded, not when the Struct is built in
         # code; and a NaN must never pass.
         grace = self.grace_seconds
@@ -129,12 +147,16 @@ class CliAdapter(Adapter):
         try:
             return await exchange.run(encode(request) + b"\n")
         finally:
-            left = await process.stop(self.settings.grace_seconds)
-            if left and exchange.exited_alone:
+            stopped = await process.stop(self.settings.grace_seconds)
+            count = stopped.stopped + stopped.running
+            if exchange.exited_alone and (count or stopped.unfinished):
                 sink.warn(
-                    f"the agent left {_processes(left)} running after it exited; ATP stopped "
-                    f"{'it' if left == 1 else 'them'}"
+                    f"the agent left {_processes(count) if count else 'processes'} running after it "
+                    f"exited; {_outcome(stopped, count)}{_trouble(stopped)}"
                 )
+            elif (stopped.running or stopped.unfinished) and not exchange.troubled:
+                # (the run was stopped: its time limit, Ctrl-C; the agent is, not all it started)
+                sink.warn(f"stopping the agent: {_trouble(stopped)[2:]}")
 
 
 class _Exchange:
@@ -164,6 +186,7 @@ class _Exchange:
         self.open_readers = 2
         self.stopped_by_atp = False
         self.exited_alone = False
+        self.troubled = False  # a warning said what went wrong while stopping the agent's processes
 
     async def run(self, request: bytes) -> ATPResponse:
         process = self.process
@@ -179,7 +202,7 @@ class _Exchange:
             raise _unwrap(group) from None
         if self.failure is not None:
             raise self.failure
-        return self._response()
+        return await self._response()
 
     def _reader(
         self, read: Callable[[], Awaitable[None]], stream: str, tg: anyio.abc.TaskGroup
@@ -253,7 +276,8 @@ class _Exchange:
             await self.drained.wait()
             return
         # What the agent left running holds its output open: stop it, stop reading.
-        stopped = await process.terminate(self.settings.grace_seconds)
+        result = await process.terminate(self.settings.grace_seconds)
+        stopped = result.stopped
         if stopped:
             with anyio.move_on_after(EXIT_DRAIN_SECONDS):
                 await self.drained.wait()
@@ -261,19 +285,22 @@ class _Exchange:
         if stopped and self.drained.is_set():
             sink.warn(
                 f"the agent {agent}, but {_processes(stopped)} it started kept its output open; "
-                f"ATP stopped reading and stopped {'it' if stopped == 1 else 'them'}"
+                f"ATP stopped reading and stopped {'it' if stopped == 1 else 'them'}{_trouble(result)}"
             )
         else:
             others = f" (it stopped {_processes(stopped)} the agent left)" if stopped else ""
             sink.warn(
                 f"the agent {agent}, but a process ATP cannot tell as the agent's kept its "
-                f"output open; ATP stopped reading{others}"
+                f"output open; ATP stopped reading{others}{_trouble(result)}"
             )
+        self.troubled = self.troubled or bool(result.running or result.unfinished)
 
     async def _stop_agent(self) -> str:
         self.stopped_by_atp = True
-        stopped = await self.process.terminate(self.settings.grace_seconds)
-        return f" and {_processes(stopped)} it started" if stopped else ""
+        result = await self.process.terminate(self.settings.grace_seconds)
+        self.troubled = bool(result.running or result.unfinished)
+        also = f" and {_processes(result.stopped)} it started" if result.stopped else ""
+        return also + _trouble(result)
 
     # --- stdout: the response ----------------------------------------------------------------
 
@@ -332,7 +359,7 @@ class _Exchange:
         result = self._decode(*self._last_line())
         return isinstance(result, ATPResponse) and result.task_id == self.task_id
 
-    def _response(self) -> ATPResponse:
+    async def _response(self) -> ATPResponse:
         sink, out = self.sink, self.stdout
         code = self.process.popen.returncode
         if self.stopped_by_atp:
@@ -357,7 +384,11 @@ class _Exchange:
                 evidence=bytes(out[start:end]),
             )
         if end - start <= DUPLICATE_CHECK_BYTES:
-            keys = duplicate_keys(bytes(out[start:end]))
+            line = bytes(out[start:end])
+            if len(line) > DUPLICATE_THREAD_BYTES:  # parsed off the event loop
+                keys = await anyio.to_thread.run_sync(duplicate_keys, line, abandon_on_cancel=True)
+            else:
+                keys = duplicate_keys(line)
             if keys:
                 sink.warn(
                     f"the response has duplicate keys ({', '.join(keys)}); ATP used the last value of each"
@@ -373,7 +404,19 @@ class _Exchange:
         max_line = self.settings.max_line_bytes
         process.widen_stderr(PIPE_SIZE)
         pending = b""
+        cut = False  # the line being read was cut: the rest of it, up to its newline, is dropped
         while chunk := await process.read(process.stderr):
+            if cut:
+                end = chunk.find(b"\n")
+                if end < 0:
+                    self.err_offset += len(chunk)
+                    continue
+                cut = False
+                self.err_line += 1
+                self.err_offset += end + 1
+                chunk = chunk[end + 1 :]
+                if not chunk:
+                    continue
             if pending:
                 chunk = pending + chunk
             end = chunk.rfind(b"\n")
@@ -384,9 +427,10 @@ class _Exchange:
                 self._lines(chunk[:end])
             if len(pending) > max_line:
                 sink.warn(f"a stderr line longer than {max_line} bytes was cut")
-                self._line(pending[:max_line])
+                self._line(pending[:max_line], cut=True)
                 self.err_offset += len(pending)
                 pending = b""
+                cut = True
         if pending:
             self._line(pending)
 
@@ -408,8 +452,10 @@ class _Exchange:
             self.err_line += 1
             self.err_offset += len(line) + 1
 
-    def _line(self, line: bytes) -> None:
-        """One stderr line at ``err_line``/``err_offset``: an event, or the agent's log."""
+    def _line(self, line: bytes, *, cut: bool = False) -> None:
+        """One stderr line at ``err_line``/``err_offset``: an event, or the agent's log. Of a
+        ``cut`` line (the part kept of one over ``max_line_bytes``) no end that could begin a
+        secret is logged."""
         sink = self.sink
         if line[:1] == b"{":
             try:
@@ -423,7 +469,8 @@ class _Exchange:
             else:
                 sink.event(event, line)
                 return
-        sink.log(line.decode("utf-8", "replace").rstrip("\r"))
+        text = line.decode("utf-8", "replace")
+        sink.log(piece(text) if cut else text.rstrip("\r"))
 
 
 def _unwrap(group: BaseException) -> BaseException:
@@ -448,6 +495,30 @@ def _unwrap(group: BaseException) -> BaseException:
 
 def _processes(count: int) -> str:
     return f"{count} process" if count == 1 else f"{count} processes"
+
+
+def _outcome(result: Stopped, count: int) -> str:
+    """What became of the ``count`` processes an agent left running."""
+    if not result.running:
+        return "ATP stopped it" if count == 1 else "ATP stopped them"
+    if not result.stopped:
+        return "ATP could not stop it" if count == 1 else "ATP could not stop them"
+    return f"ATP stopped {result.stopped} of them"
+
+
+def _trouble(result: Stopped) -> str:
+    """What went wrong while the agent's processes were stopped, as clauses to add to a
+    warning; ``""`` when nothing did."""
+    parts = []
+    if result.late:
+        parts.append(f"{_processes(result.late)} started while ATP was stopping the others")
+    if result.running:
+        parts.append(f"{_processes(result.running)} still running {REAP_SECONDS:g} s after SIGKILL")
+    if result.unfinished:
+        parts.append(
+            f"new processes kept appearing for {REAP_SECONDS:g} s after the grace period; some may still run"
+        )
+    return "".join(f"; {part}" for part in parts)
 
 
 def _exit(code: int) -> str:

@@ -12,11 +12,15 @@ Stopping an agent stops everything it started, not only its process group. On Li
   leaves behind when it exits is reparented to ATP instead of init;
 - every agent gets a token of its own in ``ATP_AGENT_TOKEN``, which its descendants inherit;
 - the agent's processes are its live process tree, and ATP's own children (not agents ATP
-  started) whose environment holds the agent's token, whose process group or session is the
-  agent's, or that hold one of the agent's output pipes;
-- they are sent SIGTERM with the group, SIGKILL after the grace period, and those that are
-  ATP's children are reaped. Each is addressed through a pidfd, so a pid the system gave to
-  another process meanwhile is never signalled.
+  started) whose environment holds the agent's token, OR whose process group or session is the
+  agent's (or a session one of the agent's processes started), OR that hold one of the agent's
+  output pipes; with their trees. A process that sets another token is still the agent's by
+  its group, session or pipes;
+- they are sent SIGTERM with the group. After the grace period every process found is sent
+  SIGSTOP, round after round, until a round finds no new one (a stopped process cannot start
+  another; a process that keeps forking is caught this way), then SIGKILL; those that are ATP's
+  children are reaped. Each is addressed through a pidfd, so a pid the system gave to another
+  process meanwhile is never signalled.
 
 Elsewhere (or without pidfds) only the process group is stopped. Every started process is
 recorded in the run's process ledger (:mod:`atp.core.ledger`) while it lives.
@@ -29,8 +33,9 @@ import select
 import signal
 import subprocess
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
+from typing import NamedTuple
 
 import anyio
 
@@ -42,9 +47,8 @@ PR_SET_CHILD_SUBREAPER = 36  # Linux prctl option
 POLL_SECONDS = 0.01
 """How often ATP looks whether the processes an agent left have ended."""
 REAP_SECONDS = 2.0
-"""How long ATP waits, after SIGKILL, for the agent's processes to be gone."""
-KILL_ROUNDS = 3
-"""How many times ATP looks again for processes started while it was killing the others."""
+"""How long ATP looks for the agent's processes to stop (SIGSTOP, round after round, until a
+round finds no new one), and how long it waits, after SIGKILL, for them to be gone."""
 
 _LIVE: set[AgentProcess] = set()
 """Every agent process started and not yet stopped, whoever started it."""
@@ -99,8 +103,34 @@ def _children(pid: int | str) -> list[int]:
     return found
 
 
-def _stat(pid: int) -> tuple[int, int, int] | None:
-    """The parent, process group and session of ``pid``; ``None`` when it is gone."""
+PF_EXITING = 0x4  # Linux: the process is exiting (field 9 of /proc/<pid>/stat)
+
+
+class _Stat(NamedTuple):
+    parent: int
+    group: int
+    session: int
+    ending: bool
+    """It is exiting, or has ended (a zombie): its environment and files are gone."""
+    zombie: bool
+
+
+_STOPPED = (b"T", b"t", b"Z", b"X", b"")
+
+
+def _state(pid: int) -> bytes:
+    """The state of ``pid`` (``T``: stopped, ``Z``: a zombie ...); ``b""`` when it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            data = handle.read()
+    except OSError:
+        return b""
+    return data[data.rfind(b")") + 2 :][:1]
+
+
+def _stat(pid: int) -> _Stat | None:
+    """The parent, process group and session of ``pid``, and whether it is ending; ``None``
+    when it is gone."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as handle:
             data = handle.read()
@@ -108,7 +138,9 @@ def _stat(pid: int) -> tuple[int, int, int] | None:
         return None
     fields = data[data.rfind(b")") + 2 :].split()
     try:
-        return int(fields[1]), int(fields[2]), int(fields[3])
+        zombie = fields[0] in (b"Z", b"X")
+        ending = zombie or bool(int(fields[6]) & PF_EXITING)
+        return _Stat(int(fields[1]), int(fields[2]), int(fields[3]), ending, zombie)
     except (IndexError, ValueError):
         return None
 
@@ -117,13 +149,16 @@ _TOKEN_KEY = ledger.TOKEN_VARIABLE.encode() + b"="
 
 
 def _token(pid: int) -> bytes | None:
-    """The agent token in the environment of ``pid``; ``None`` when there is none (or it
-    cannot be read: a zombie, another user's process)."""
+    """The agent token in the environment of ``pid``; ``None`` when there is none, ``b""``
+    when there is no environment to read (a process that is exiting or has ended, another
+    user's process)."""
     try:
         with open(f"/proc/{pid}/environ", "rb") as handle:
             environ = handle.read()
     except OSError:
-        return None
+        return b""
+    if not environ:
+        return b""
     for entry in environ.split(b"\0"):
         if entry.startswith(_TOKEN_KEY):
             return entry[len(_TOKEN_KEY) :]
@@ -156,6 +191,31 @@ def _exited(pidfds: Sequence[int]) -> set[int]:
     return {fd for fd, _ in poller.poll(0)}
 
 
+class Stopped:
+    """What one :meth:`AgentProcess.terminate` did besides stopping the agent."""
+
+    __slots__ = ("late", "running", "stopped", "unfinished")
+
+    def __init__(self, stopped: int = 0, running: int = 0, late: int = 0, unfinished: bool = False) -> None:
+        self.stopped = stopped
+        """Processes of the agent this call found running, and that are gone now."""
+        self.running = running
+        """Processes of the agent found (by this call or an earlier one) that still run: ATP
+        could not stop them within :data:`REAP_SECONDS` of SIGKILL."""
+        self.late = late
+        """Of the processes this call found, those that were started while it was stopping the
+        others (a process that keeps forking)."""
+        self.unfinished = unfinished
+        """Whether new processes were still being found when ATP stopped looking
+        (:data:`REAP_SECONDS` after the grace period): some may run on unseen."""
+
+    def __repr__(self) -> str:
+        return (
+            f"Stopped(stopped={self.stopped}, running={self.running}, late={self.late}, "
+            f"unfinished={self.unfinished})"
+        )
+
+
 class AgentProcess:
     """One started agent process and its three pipes."""
 
@@ -183,6 +243,19 @@ class AgentProcess:
         """The agent's other processes found so far: pid -> pidfd (closed once it is reaped)."""
         self._group_members: list[int] = []
         """Those of them in the agent's process group."""
+        self._running_when_found: set[int] = set()
+        """Those of them that had not ended when they were found."""
+        self._sessions: set[int] = {self.pid}
+        """The sessions that are the agent's: its own, and those its processes started."""
+        self._doubted: set[int] = set()
+        """ATP's children that were ending when they were seen, and could not be told as the
+        agent's (the environment of a process that is exiting cannot be read)."""
+        self._doubts = 0
+        """How many of those the last :meth:`_find_others` saw first, or saw not yet ended."""
+        self._stopping = False
+        """Whether each process found is sent SIGSTOP at once (while ATP kills them)."""
+        self._ending: set[int] = set()
+        """Processes found while they were exiting (not yet ended)."""
         self._aborted = False
         self._closed = False
         self._pipes: frozenset[str] | None = None
@@ -315,43 +388,94 @@ class AgentProcess:
             self._find_others()
         self._signal_all(signal.SIGKILL)
 
-    async def stop(self, grace_seconds: float) -> int:
+    async def stop(self, grace_seconds: float) -> Stopped:
         """:meth:`terminate`, then close the pipes. Returns what :meth:`terminate` returns."""
         try:
             return await self.terminate(grace_seconds)
         finally:
             self.close()
 
-    async def terminate(self, grace_seconds: float) -> int:
-        """Stop the agent and every process it started: SIGTERM, SIGKILL after the grace period
-        (or at once after :meth:`kill`), and reap those that are ATP's children. The pipes stay
-        open (the readers may still drain them). Returns how many processes besides the agent
-        this call found and stopped."""
+    async def terminate(self, grace_seconds: float) -> Stopped:
+        """Stop the agent and every process it started: SIGTERM; after the grace period (or at
+        once after :meth:`kill`) SIGSTOP to every process found, round after round until a round
+        finds no new one, then SIGKILL; and reap those that are ATP's children. The pipes stay
+        open (the readers may still drain them). Returns what this call found and stopped
+        besides the agent."""
         with anyio.CancelScope(shield=True):
-            before = len(self._others)
+            known = set(self._others)
             trees = bool(_trees) and not self._closed
             if trees:
-                self._find_others()
-            if self.popen.poll() is None or self._running_others():
+                await self._look(anyio.current_time() + REAP_SECONDS)
+            first = set(self._others)
+            unfinished = False
+            # (what this call found may have ended already, leaving children not yet found)
+            if self.popen.poll() is None or first - known or self._running_others():
                 self._signal_all(signal.SIGTERM)
                 with anyio.move_on_after(grace_seconds):
                     if self.popen.returncode is None:
                         await self.wait()
                     while not self._aborted and self._running_others():
                         await anyio.sleep(POLL_SECONDS)
-                for _ in range(KILL_ROUNDS):  # SIGKILL, also to what started meanwhile
-                    found = len(self._others)
-                    if trees:
-                        self._find_others()
-                    self._signal_all(signal.SIGKILL)
-                    if not trees or len(self._others) == found:
-                        break
+                unfinished = await self._kill_all(trees)
             else:  # nothing runs: what the group may still hold (without process trees)
                 self._signal_all(signal.SIGKILL)
             if self.popen.poll() is None:
                 await self.wait()
             await self._reap()
-        return len(self._others) - before
+            report = self._report(known, first, unfinished)
+        return report
+
+    async def _kill_all(self, trees: bool) -> bool:
+        """SIGKILL the agent and every process of it. With process trees, every process found
+        is first sent SIGSTOP, and ATP looks again, until a round finds no new process and
+        every process found has stopped or ended: a stopped process cannot start another, so
+        one that keeps forking (its child goes on while it exits) is caught too. Returns
+        whether :data:`REAP_SECONDS` passed while new processes were still being found."""
+        unfinished = False
+        if trees:
+            deadline = anyio.current_time() + REAP_SECONDS
+            self._signal_all(signal.SIGSTOP)
+            self._stopping = True  # from now on each process is stopped as soon as it is found
+            while True:
+                # Settled first: a process that ends after a look leaves its children to ATP
+                # after that look (and before it is a zombie).
+                settled = self._settled()
+                new = self._find_others()
+                if not (new or self._doubts) and settled:
+                    break
+                self.signal_group(signal.SIGSTOP)
+                if anyio.current_time() >= deadline:
+                    unfinished = bool(new)
+                    break
+                await anyio.sleep(0 if new else POLL_SECONDS / 10)
+        self._signal_all(signal.SIGKILL)
+        if unfinished:  # what started since, once more
+            self._signal(self._find_others(), signal.SIGKILL)
+        return unfinished
+
+    def _settled(self) -> bool:
+        """Whether every process found has stopped (SIGSTOP) or ended. One that was exiting
+        when it was found, or between two looks, leaves its children to ATP only once it has
+        ended."""
+        if self.popen.returncode is None and _state(self.pid) not in _STOPPED:
+            return False  # (not reaped: its pid is still the agent's)
+        pidfds = {pid: fd for pid, fd in self._others.items() if fd >= 0}
+        ended = _exited(list(pidfds.values()))
+        return all(fd in ended or _state(pid) in _STOPPED for pid, fd in pidfds.items())
+
+    def _report(self, known: set[int], first: set[int], unfinished: bool) -> Stopped:
+        """What :meth:`terminate` did: ``known`` were found before it, ``first`` by its first
+        look."""
+        pidfds = {pid: fd for pid, fd in self._others.items() if fd >= 0}
+        ended = _exited(list(pidfds.values()))
+        running = {pid for pid, fd in pidfds.items() if fd not in ended}
+        found = [pid for pid in self._others if pid not in known and pid in self._running_when_found]
+        return Stopped(
+            stopped=sum(pid not in running for pid in found),
+            running=len(running),
+            late=sum(pid not in first for pid in found),
+            unfinished=unfinished,
+        )
 
     def close(self) -> None:
         """Close the pipes and the pidfds; the process is no longer a live agent."""
@@ -376,7 +500,13 @@ class AgentProcess:
 
     def _signal_all(self, sig: int) -> None:
         self.signal_group(sig)
-        for pidfd in self._others.values():
+        self._signal(self._others, sig)
+
+    def _signal(self, pids: Iterable[int], sig: int) -> None:
+        """Signal those of the agent's other processes ``pids`` that are not reaped."""
+        others = self._others
+        for pid in pids:
+            pidfd = others[pid]
             if pidfd >= 0:
                 try:
                     signal.pidfd_send_signal(pidfd, sig)
@@ -387,30 +517,75 @@ class AgentProcess:
         pidfds = [fd for fd in self._others.values() if fd >= 0]
         return len(_exited(pidfds)) < len(pidfds)
 
-    def _find_others(self) -> None:
-        """Add the agent's other processes to ``_others``: its live tree, and ATP's children
-        that are the agent's (orphans reparented to ATP, the subreaper) with their trees."""
-        agents = {p.pid for p in _LIVE if p.popen.returncode is None}
-        others = self._others
-        if self.popen.returncode is None:
-            for pid in _children(self.pid):
-                self._adopt(pid, parent=self.pid)
-        me = os.getpid()
-        for pid in _children("self"):
-            if pid not in agents and pid not in others:
-                self._adopt(pid, parent=me, check=True)
-        queue = [pid for pid, pidfd in others.items() if pidfd >= 0]
-        while queue:
-            parent = queue.pop()
-            for pid in _children(parent):
-                if pid not in others and pid not in agents and self._adopt(pid, parent=parent):
-                    queue.append(pid)
+    async def _look(self, deadline: float) -> None:
+        """:meth:`_find_others`, again while what it finds is ending and nothing found runs:
+        a process that forks and exits while ATP looks leaves its child to ATP only once it
+        has ended, after ATP listed its children; a later look finds it."""
+        while True:
+            ending = self._still_ending()  # (before the look: see _kill_all)
+            new = self._find_others()
+            if any(pid in self._running_when_found for pid in new):
+                return
+            if not (new or self._doubts or ending) or anyio.current_time() >= deadline:
+                return
+            await anyio.sleep(POLL_SECONDS / 10)
 
-    def _adopt(self, pid: int, *, parent: int, check: bool = False) -> int:
+    def _still_ending(self) -> bool:
+        """Whether one of the processes found exiting has not yet ended."""
+        others = self._others
+        pidfds = {pid: others[pid] for pid in self._ending if others.get(pid, -1) >= 0}
+        ended = _exited(list(pidfds.values()))
+        self._ending = {pid for pid, fd in pidfds.items() if fd not in ended}
+        return bool(self._ending)
+
+    def _find_others(self) -> list[int]:
+        """Add the agent's other processes to ``_others``: its live tree, and ATP's children
+        that are the agent's (orphans reparented to ATP, the subreaper) with their trees.
+        Returns those added; :attr:`_doubts` says how many of ATP's children it could not tell
+        as the agent's or not because they are ending (seen for the first time, or not yet
+        ended)."""
+        agents = {p.pid for p in _LIVE if p.popen.returncode is None}
+        # Another live agent with the agent's pid (reused once the agent was reaped), or with
+        # the id of a session learned from the agent's processes: its session is not the agent's.
+        foreign = agents - {self.pid} if self.popen.returncode is None else agents
+        found: list[int] = []
+        if self.popen.returncode is None:
+            found.extend(pid for pid in _children(self.pid) if self._adopt(pid, parent=self.pid))
+        me = os.getpid()
+        strangers = [pid for pid in _children("self") if pid not in agents and not self._found(pid)]
+        self._doubts = 0
+        # (those found ended have no children: theirs went to ATP)
+        queue = [pid for pid, pidfd in self._others.items() if pidfd >= 0 and pid in self._running_when_found]
+        sessions = -1
+        while sessions != len(self._sessions):  # again when one of the agent's sessions is new
+            sessions = len(self._sessions)
+            rest = []
+            for pid in strangers:
+                if self._adopt(pid, parent=me, foreign=foreign):
+                    found.append(pid)
+                    if pid in self._running_when_found:
+                        queue.append(pid)
+                else:
+                    rest.append(pid)
+            strangers = rest
+            while queue:
+                parent = queue.pop()
+                for pid in _children(parent):
+                    if pid not in agents and self._adopt(pid, parent=parent):
+                        found.append(pid)
+                        if pid in self._running_when_found:
+                            queue.append(pid)
+        return found
+
+    def _found(self, pid: int) -> bool:
+        """Whether ``pid`` is one of the agent's other processes found and not yet reaped."""
+        return self._others.get(pid, -1) >= 0
+
+    def _adopt(self, pid: int, *, parent: int, foreign: set[int] | None = None) -> int:
         """Open a pidfd on ``pid`` and keep it when ``pid`` is still ``parent``'s child (and,
-        with ``check``, is the agent's by its token, group, session or pipes). Returns ``pid``
-        when kept, else 0."""
-        if pid in self._others:
+        with ``foreign``, is the agent's by :meth:`_belongs`). Returns ``pid`` when kept, else
+        0."""
+        if self._found(pid):
             return 0
         try:
             pidfd = os.pidfd_open(pid)
@@ -418,21 +593,55 @@ class AgentProcess:
             return 0
         # While the pidfd's process exists its pid names no other process: read /proc now.
         stat = _stat(pid)
-        if stat is None or stat[0] != parent or (check and not self._belongs(pid, stat)):
+        mine = (
+            stat is not None
+            and stat.parent == parent
+            and (foreign is None or self._belongs(pid, stat, foreign))
+        )
+        if not mine:
             os.close(pidfd)
+            if stat is not None and mine is None and (pid not in self._doubted or not stat.zombie):
+                # Ending, with no environment or files left to tell it by: its children (the
+                # agent's, maybe) come to ATP once it has ended. Look again until then.
+                self._doubted.add(pid)
+                self._doubts += 1
             return 0
+        assert stat is not None
         self._others[pid] = pidfd
-        if stat[1] == self.pid:
+        if self._stopping:
+            try:
+                signal.pidfd_send_signal(pidfd, signal.SIGSTOP)
+            except OSError:  # it has ended
+                pass
+        if stat.group == self.pid:
             self._group_members.append(pid)
+        if not stat.ending:
+            self._running_when_found.add(pid)
+        elif not stat.zombie:
+            self._ending.add(pid)
+        if stat.session != os.getsid(0):
+            self._sessions.add(stat.session)  # a session the agent's process is in is the agent's
         return pid
 
-    def _belongs(self, pid: int, stat: tuple[int, int, int]) -> bool:
-        token = _token(pid)
-        if token is not None:
-            return self.token is not None and token == self.token.encode()
-        if self.pid in (stat[1], stat[2]):
+    def _belongs(self, pid: int, stat: _Stat, foreign: set[int]) -> bool | None:
+        """Whether ATP's child ``pid`` is the agent's: it carries the agent's token, OR it is in
+        the agent's process group or one of the agent's sessions, OR it holds one of the
+        agent's output pipes. (A process that sets another token is the agent's all the same.)
+        ``None`` when it is not, as far as can be told: it is exiting or has ended, and has no
+        environment or files left to tell it by."""
+        group, session = stat.group, stat.session
+        if (
+            (group == self.pid or session in self._sessions)
+            and group not in foreign
+            and session not in foreign
+        ):
             return True
-        return self._pipes is not None and _holds(pid, self._pipes)
+        token = _token(pid)
+        if self.token is not None and token == self.token.encode():
+            return True
+        if self._pipes is not None and _holds(pid, self._pipes):
+            return True
+        return None if stat.ending else False
 
     async def _reap(self) -> None:
         """Wait (a bounded time) until every other process found is gone, reaping those that
@@ -450,7 +659,7 @@ class AgentProcess:
                     # A zombie becomes ATP's child when its parent (another of the agent's
                     # processes, dying too) is gone; a zombie whose parent lives on is its.
                     stat = _stat(pid)
-                    if stat is not None and (stat[0] == os.getpid() or stat[0] in self._others):
+                    if stat is not None and (stat.parent == os.getpid() or stat.parent in self._others):
                         continue
                 else:
                     if reaped is None:

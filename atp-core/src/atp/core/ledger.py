@@ -7,7 +7,7 @@ Agents run in sessions of their own, so when ATP dies without a chance to stop t
 pid and start time), then a line for every process an adapter started (its pid, its start time
 and the token in its environment) and a line when that process ended. A clean end deletes the
 file. :func:`stop_abandoned` finds the files whose owner is gone and kills the processes they
-name that still run.
+name that still run, with their live process trees.
 
 Any adapter that starts processes records them, without knowing the run directory::
 
@@ -34,6 +34,7 @@ import contextvars
 import json
 import logging
 import os
+import select
 import signal
 import time
 from collections.abc import Iterator
@@ -261,10 +262,141 @@ def _kill_same(pid: int, start: int) -> bool:
             os.close(pidfd)
 
 
-def _with_tokens(tokens: dict[str, Path]) -> dict[int, Path]:
+def _children(pid: int) -> list[int]:
+    """The children of process ``pid`` (of every one of its threads); ``[]`` when it is gone."""
+    base = f"/proc/{pid}/task"
+    try:
+        threads = os.listdir(base)
+    except OSError:
+        return []
+    found: list[int] = []
+    for thread in threads:
+        try:
+            with open(f"{base}/{thread}/children", "rb") as handle:
+                found.extend(int(child) for child in handle.read().split())
+        except (OSError, ValueError):
+            continue
+    return found
+
+
+def _parent(pid: int) -> int | None:
+    """The parent of ``pid`` (field 4 of ``/proc/<pid>/stat``); ``None`` when it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            data = handle.read()
+    except OSError:
+        return None
+    try:
+        return int(data[data.rfind(b")") + 2 :].split()[1])
+    except (IndexError, ValueError):
+        return None
+
+
+def _send(pidfd: int, sig: int) -> bool:
+    try:
+        signal.pidfd_send_signal(pidfd, sig)
+    except OSError:  # it has ended
+        return False
+    return True
+
+
+class _Tree:
+    """The processes to kill, each held by a pidfd (so a pid reused meanwhile is never
+    signalled), stopped (SIGSTOP) as they are found so that none can start another while the
+    rest are found."""
+
+    def __init__(self) -> None:
+        self.pidfds: dict[int, int] = {}
+        self.groups: dict[int, int] = {}
+        """Recorded processes whose process group is killed too: pid -> pidfd."""
+
+    def add_recorded(self, pid: int, start: int) -> bool:
+        """The recorded process ``pid``, if it still runs and started at ``start``, with its
+        process group and its live tree. Returns whether it was still the same process."""
+        pidfd = self._open(pid)
+        if pidfd is None:
+            return False
+        # While the pidfd's process exists, its pid names no other process.
+        if not _runs(pid, start):
+            os.close(pidfd)
+            return False
+        self._stop(pid, pidfd)
+        with contextlib.suppress(OSError):
+            os.killpg(pid, signal.SIGSTOP)  # its group, while its pid still names it
+        self.groups[pid] = pidfd
+        self._walk(pid)
+        return True
+
+    def add_carrier(self, pid: int, entry: bytes) -> bool:
+        """A process whose environment held ``entry`` (a token) when it was listed, if it
+        still does, with its live tree."""
+        pidfd = self._open(pid)
+        if pidfd is None:
+            return False
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as handle:
+                still = entry in handle.read().split(b"\0")
+        except OSError:
+            still = False
+        if not still:
+            os.close(pidfd)
+            return False
+        self._stop(pid, pidfd)
+        self._walk(pid)
+        return True
+
+    def kill(self) -> set[int]:
+        """SIGKILL the groups, then every process; returns the pids that were killed."""
+        for pid, pidfd in self.groups.items():
+            if not _exited(pidfd):  # its pid still names its group
+                with contextlib.suppress(OSError):
+                    os.killpg(pid, signal.SIGKILL)
+        killed = {pid for pid, pidfd in self.pidfds.items() if _send(pidfd, signal.SIGKILL)}
+        for pidfd in self.pidfds.values():
+            os.close(pidfd)
+        self.pidfds.clear()
+        self.groups.clear()
+        return killed
+
+    def _open(self, pid: int) -> int | None:
+        if pid == os.getpid() or pid in self.pidfds:
+            return None
+        try:
+            return os.pidfd_open(pid)
+        except OSError:
+            return None
+
+    def _stop(self, pid: int, pidfd: int) -> None:
+        self.pidfds[pid] = pidfd
+        _send(pidfd, signal.SIGSTOP)
+
+    def _walk(self, root: int) -> None:
+        """Add the live tree of ``root`` (stopped: it starts no process meanwhile)."""
+        queue = [root]
+        while queue:
+            parent = queue.pop()
+            for pid in _children(parent):
+                pidfd = self._open(pid)
+                if pidfd is None:
+                    continue
+                # Still the stopped parent's child: not a pid reused since it was listed.
+                if _parent(pid) != parent:
+                    os.close(pidfd)
+                    continue
+                self._stop(pid, pidfd)
+                queue.append(pid)
+
+
+def _exited(pidfd: int) -> bool:
+    poller = select.poll()
+    poller.register(pidfd, select.POLLIN)
+    return bool(poller.poll(0))
+
+
+def _with_tokens(tokens: dict[str, Path]) -> dict[int, tuple[Path, bytes]]:
     """Processes whose environment holds one of ``tokens`` (token -> ledger file): the
-    descendants of recorded processes, which inherited it. Other users' processes are not
-    readable, and not looked at."""
+    descendants of recorded processes, which inherited it; with the ledger file and the
+    environment entry. Other users' processes are not readable, and not looked at."""
     if not tokens:
         return {}
     try:
@@ -273,7 +405,7 @@ def _with_tokens(tokens: dict[str, Path]) -> dict[int, Path]:
         return {}
     wanted = {f"{TOKEN_VARIABLE}={token}".encode(): run for token, run in tokens.items()}
     me = os.getpid()
-    found: dict[int, Path] = {}
+    found: dict[int, tuple[Path, bytes]] = {}
     for pid in pids:
         if pid == me:
             continue
@@ -285,7 +417,7 @@ def _with_tokens(tokens: dict[str, Path]) -> dict[int, Path]:
         for entry in environ.split(b"\0"):
             run = wanted.get(entry)
             if run is not None:
-                found[pid] = run
+                found[pid] = (run, entry)
                 break
     return found
 
@@ -295,10 +427,13 @@ def stop_abandoned(run_root: Path) -> list[str]:
 
     For every ``run_root/*/processes.jsonl`` whose owner is gone, every recorded process that
     has not ended and is still the same process (same pid and start time) is killed (SIGKILL,
-    its process group and itself), and so is every process whose environment holds the token
-    of one of them; then the file is deleted. A file whose owner still runs (another
-    ``atp test`` in progress) is left alone. Returns one message per run directory in which
-    something was stopped.
+    its process group, itself and its live process tree: its descendants, whatever session or
+    environment they have), and so is every process whose environment holds the token of one
+    of them, with its tree; then the file is deleted. With pidfds (Linux) every process is
+    stopped (SIGSTOP) as it is found and signalled through a pidfd, so none starts another
+    meanwhile and a pid reused meanwhile is never signalled. A file whose owner still runs
+    (another ``atp test`` in progress) is left alone. Returns one message per run directory in
+    which something was stopped.
     """
     try:
         paths = sorted(run_root.glob(f"*/{LEDGER_FILE}"))
@@ -307,34 +442,48 @@ def stop_abandoned(run_root: Path) -> list[str]:
     killed: dict[Path, int] = {}
     owners: dict[Path, int | None] = {}
     tokens: dict[str, Path] = {}
-    done: set[int] = set()
+    trees = hasattr(os, "pidfd_open") and hasattr(signal, "pidfd_send_signal")
+    tree = _Tree()
+    runs: dict[int, Path] = {}
     abandoned: list[Path] = []
-    for path in paths:
-        found = _read(path)
-        if found is None:
-            continue
-        if found.owner is None and _recent(path):
-            continue  # an ATP that has just created the file and is writing its first line
-        if found.owner is not None and _alive(found.owner, found.owner_start):
-            continue
-        abandoned.append(path)
-        owners[path] = found.owner
-        count = 0
-        for pid, (start, token) in found.running.items():
-            if start is not None and _kill_same(pid, start):
-                count += 1
-                done.add(pid)
-            if token:
-                tokens[token] = path
-        killed[path] = count
-    for pid, path in _with_tokens(tokens).items():
-        if pid in done:
-            continue
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except OSError:
-            continue
-        killed[path] += 1
+    try:  # (every process stopped is killed, whatever happens)
+        for path in paths:
+            found = _read(path)
+            if found is None:
+                continue
+            if found.owner is None and _recent(path):
+                continue  # an ATP that has just created the file and is writing its first line
+            if found.owner is not None and _alive(found.owner, found.owner_start):
+                continue
+            abandoned.append(path)
+            owners[path] = found.owner
+            killed[path] = 0
+            for pid, (start, token) in found.running.items():
+                if start is not None:
+                    if trees:
+                        before = set(tree.pidfds)
+                        if tree.add_recorded(pid, start):
+                            runs.update(dict.fromkeys(set(tree.pidfds) - before, path))
+                    elif _kill_same(pid, start):
+                        killed[path] += 1
+                if token:
+                    tokens[token] = path
+        for pid, (path, entry) in _with_tokens(tokens).items():
+            if pid in runs:
+                continue
+            if trees:
+                before = set(tree.pidfds)
+                if tree.add_carrier(pid, entry):
+                    runs.update(dict.fromkeys(set(tree.pidfds) - before, path))
+                continue
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                continue
+            killed[path] += 1
+    finally:
+        for pid in tree.kill():
+            killed[runs[pid]] += 1
     messages: list[str] = []
     for path in abandoned:
         with contextlib.suppress(OSError):
