@@ -144,6 +144,9 @@ def test_processes_of_a_dead_atp_are_killed_and_the_file_removed(
     ended = sleeper(sleepers)
     token = ledger.new_token()
     child = sleeper(sleepers, env={**os.environ, TOKEN_VARIABLE: token})  # a descendant, by its token
+    deadline = time.monotonic() + 10  # until it has exec'd: before, /proc shows the parent's environment
+    while token.encode() not in Path(f"/proc/{child.pid}/environ").read_bytes() and time.monotonic() < deadline:
+        time.sleep(0.01)
     path = write_ledger(tmp_path / "20260101-000000-aaaaaa", [
         {"owner": owner, "start": owner_start},
         {"pid": agent.pid, "start": start_time(agent.pid), "token": token},
