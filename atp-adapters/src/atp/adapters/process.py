@@ -78,31 +78,6 @@ def _tree_support() -> bool:
     return _trees
 
 
-def _children(pid: int | str) -> list[int]:
-    """The children of process ``pid`` (of every one of its threads); ``[]`` when it is gone."""
-    base = f"/proc/{pid}/task"
-    try:
-        threads = os.listdir(base)
-    except OSError:
-        return []
-    found: list[int] = []
-    for thread in threads:
-        try:
-            fd = os.open(f"{base}/{thread}/children", os.O_RDONLY)
-        except OSError:
-            continue
-        data = b""
-        try:
-            while chunk := os.read(fd, 1 << 16):
-                data += chunk
-        except OSError:
-            pass
-        finally:
-            os.close(fd)
-        found.extend(int(child) for child in data.split())
-    return found
-
-
 PF_EXITING = 0x4  # Linux: the process is exiting (field 9 of /proc/<pid>/stat)
 
 
@@ -550,9 +525,9 @@ class AgentProcess:
         foreign = agents - {self.pid} if self.popen.returncode is None else agents
         found: list[int] = []
         if self.popen.returncode is None:
-            found.extend(pid for pid in _children(self.pid) if self._adopt(pid, parent=self.pid))
+            found.extend(pid for pid in ledger.children(self.pid) if self._adopt(pid, parent=self.pid))
         me = os.getpid()
-        strangers = [pid for pid in _children("self") if pid not in agents and not self._found(pid)]
+        strangers = [pid for pid in ledger.children("self") if pid not in agents and not self._found(pid)]
         self._doubts = 0
         # (those found ended have no children: theirs went to ATP)
         queue = [pid for pid, pidfd in self._others.items() if pidfd >= 0 and pid in self._running_when_found]
@@ -570,7 +545,7 @@ class AgentProcess:
             strangers = rest
             while queue:
                 parent = queue.pop()
-                for pid in _children(parent):
+                for pid in ledger.children(parent):
                     if pid not in agents and self._adopt(pid, parent=parent):
                         found.append(pid)
                         if pid in self._running_when_found:

@@ -262,8 +262,9 @@ def _kill_same(pid: int, start: int) -> bool:
             os.close(pidfd)
 
 
-def _children(pid: int) -> list[int]:
-    """The children of process ``pid`` (of every one of its threads); ``[]`` when it is gone."""
+def children(pid: int | str) -> list[int]:
+    """The children of process ``pid`` (``"self"``: of ATP), of every one of its threads, from
+    ``/proc``; ``[]`` when it is gone or there is no ``/proc``."""
     base = f"/proc/{pid}/task"
     try:
         threads = os.listdir(base)
@@ -375,7 +376,7 @@ class _Tree:
         queue = [root]
         while queue:
             parent = queue.pop()
-            for pid in _children(parent):
+            for pid in children(parent):
                 pidfd = self._open(pid)
                 if pidfd is None:
                     continue
