@@ -138,7 +138,7 @@ def test_interrupting_atp_keeps_finished_runs_and_reports_them(tmp_path: Path, s
     assert f"finished runs are kept in {run_dir}" in stderr
     assert "interrupted" in stdout and f"Summary: {finished} passed, 0 failed, {8 - finished} skipped" in stdout
     report = atp("report", str(run_dir), cwd=tmp_path)
-    assert report.returncode == 1  # not every test ran
+    assert report.returncode == process.returncode  # exits as the live run did
     assert f"Summary: {finished} passed, 0 failed, {8 - finished} skipped" in report.stdout
     assert "skipped: not run: the run was interrupted" in report.stdout
 

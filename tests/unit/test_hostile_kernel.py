@@ -172,11 +172,12 @@ def test_completed_with_an_error_is_a_warning(tmp_path: Path, plugins: Plugins) 
     ]
 
 
-def test_an_adapter_returning_something_else_is_an_error_run(tmp_path: Path, plugins: Plugins) -> None:
+def test_an_agent_function_returning_something_else_fails_its_run(tmp_path: Path, plugins: Plugins) -> None:
     results, _ = run(tmp_path, plugins, hostile_suite("agent_returns_dict", TWO_TESTS))
-    assert [t.status for t in results.tests] == ["error", "error"]
+    assert [t.status for t in results.tests] == ["failed", "failed"]
     assert results.tests[0].runs[0].error == (
-        "adapter 'function' returned dict, not an ATPResponse: {'status': 'completed'}"
+        f"the agent function {HERE}:agent_returns_dict returned dict, not an ATPResponse: "
+        "'{'status': 'completed'}'"
     )
 
 

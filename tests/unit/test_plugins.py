@@ -10,7 +10,7 @@ import pytest
 
 from atp.core import plugins as plugins_module
 from atp.core.entrypoints import EntryPoint
-from atp.core.errors import MissingDependencyError, PluginError
+from atp.core.errors import MissingDependencyError, PluginError, PluginFailed
 from atp.core.evaluator import EvalContext, Evaluator, check
 from atp.core.hookspecs import hookimpl
 from atp.core.plugins import Plugins, disabled_plugins, require
@@ -113,10 +113,63 @@ def test_registration_problems_do_not_stop_the_others(plugins: Plugins) -> None:
     infos = {i.name: i for i in plugins.infos()}
     assert plugins.evaluator("shout") is Shout
     assert "contains" in plugins.evaluators
-    assert any("not a Evaluator subclass" in e for e in infos["broken"].errors)
+    assert any("not an Evaluator subclass" in e for e in infos["broken"].errors)
     assert any("atp_register_evaluators raised RuntimeError: boom" in e for e in infos["broken"].errors)
-    assert len(infos["second"].errors) == 1 and "already registered by plugin" in infos["second"].errors[0]
+    assert infos["second"].errors == []  # the same class twice is no conflict
     assert len(infos["first"].evaluators) == 1
+
+
+class OtherShout(Shout):
+    pass
+
+
+def test_two_plugins_registering_one_name_is_an_error_naming_both(plugins: Plugins) -> None:
+    class Rival:
+        @hookimpl
+        def atp_register_evaluators(self, register: Any) -> None:
+            register(OtherShout)
+
+    plugins.register(ShoutPlugin(), "first")
+    plugins.register(Rival(), "rival")
+    assert "shout" not in plugins.evaluators  # neither wins by load order
+    with pytest.raises(PluginFailed, match=r"registered by plugin 'first' .* and plugin 'rival'"):
+        plugins.evaluator("shout")
+    infos = {i.name: i for i in plugins.infos()}
+    assert any("also registered by plugin 'rival'" in e for e in infos["first"].errors)
+    assert any("also registered by plugin 'first'" in e for e in infos["rival"].errors)
+    assert "contains" in plugins.evaluators  # the rest is untouched
+
+
+def test_a_declared_replacement_wins_whatever_the_load_order(plugins: Plugins) -> None:
+    class Replacing(Shout):
+        replaces = "first"
+
+    class Replacer:
+        @hookimpl
+        def atp_register_evaluators(self, register: Any) -> None:
+            register(Replacing)
+
+    plugins.register(Replacer(), "replacer")
+    plugins.register(ShoutPlugin(), "first")
+    assert plugins.evaluator("shout") is Replacing
+    assert plugins.owner("evaluator", "shout").startswith("plugin 'replacer'")
+    assert all(i.errors == [] for i in plugins.infos())
+
+
+def test_hook_named_functions_without_hookimpl_are_reported(plugins: Plugins) -> None:
+    class Forgetful:
+        def atp_register_evaluators(self, register: Any) -> None:
+            register(Shout)
+
+        def atp_helper(self) -> None:  # not a hook name: no warning
+            pass
+
+    plugins.register(Forgetful(), "forgetful")
+    errors = next(i for i in plugins.infos() if i.name == "forgetful").errors
+    assert errors == [
+        "defines atp_register_evaluators() but it is not marked @hookimpl, so ATP never calls it "
+        "(from atp.core.hookspecs import hookimpl)"
+    ]
 
 
 def test_plugin_names_are_unique(plugins: Plugins) -> None:

@@ -196,7 +196,7 @@ def test_agent_timeout_setting_caps_the_test_timeout(tmp_path: Path, plugins: Pl
         ("agent_lies", "failed", "failed", "agent answered with task_id 'someone-else', but the request's task_id was"),
         ("agent_crashes", "failed", "failed", "agent exited with code 3"),
         ("agent_unreachable", "error", "failed", "cannot connect"),
-        ("agent_buggy_adapter", "error", "failed", "adapter 'function' raised KeyError: 'oops'"),
+        ("agent_buggy_adapter", "failed", "failed", "the agent function tests.unit.test_runner:agent_buggy_adapter raised KeyError: 'oops'"),
         ("agent_reports_failure", "failed", "failed", "gave up"),
     ],
 )
@@ -237,7 +237,11 @@ def test_evaluator_that_raises_makes_an_error_run(tmp_path: Path, plugins: Plugi
     assert run_.outcome == "error"
     boom = run_.checks[-1]
     assert boom.name == "kaboom" and not boom.passed
-    assert boom.message == "evaluator 'boom' could not check this run: ValueError: bad day"
+    assert boom.message == (
+        "evaluator 'boom' of plugin 'exploding' (tests.unit.test_runner) could not check this run: "
+        "ValueError: bad day"
+    )
+    assert boom.details is not None and 'raise ValueError("bad day")' in boom.details["traceback"]
 
 
 def test_parallel_bounds_concurrent_runs(tmp_path: Path, plugins: Plugins) -> None:
@@ -344,12 +348,29 @@ def test_a_plugin_hook_that_raises_does_not_stop_the_suite(
         def atp_event(self, test: Any, run_number: int, event: Any) -> None:
             raise ValueError("event bug")
 
+    seen: list[str] = []
+
+    class Listener:  # registered after the broken one: still called
+        @hookimpl
+        def atp_run_finished(self, result: Any) -> None:
+            seen.append(result.test_id)
+
+    plugins.register(Listener(), "listener")
     plugins.register(Broken(), "broken")
     tests = ONE_TEST + ONE_TEST.replace("id: only", "id: second")
     results, _ = run(tmp_path, plugins, suite_text("agent_ok", tests))
     assert results.summary.passed == 2
+    assert seen == ["only", "second"]
     messages = [r.getMessage() for r in caplog.records]
     assert messages == [
-        "a plugin's atp_event hook raised ValueError: event bug (the run goes on)",
-        "a plugin's atp_run_finished hook raised RuntimeError: listener bug (the run goes on)",
+        "plugin 'broken' (tests.unit.test_runner) raised in its atp_event hook: ValueError: event bug "
+        "(the run goes on)",
+        "plugin 'broken' (tests.unit.test_runner) raised in its atp_run_finished hook: RuntimeError: "
+        "listener bug (the run goes on)",
     ]
+    failures = [(f.plugin, f.where, f.message) for f in results.plugin_failures]
+    assert failures == [
+        ("broken", "atp_event", "ValueError: event bug"),
+        ("broken", "atp_run_finished", "RuntimeError: listener bug"),
+    ]
+    assert 'raise RuntimeError("listener bug")' in (results.plugin_failures[1].traceback or "")

@@ -108,14 +108,73 @@ def check_output_file(output_file: Path, inputs: Sequence[Path]) -> None:
             raise ConfigError(f"--output-file {output_file} is the input file {path}; it would be overwritten")
 
 
-def render(reporters: Sequence[Reporter], results: SuiteResults, store: RunStore) -> None:
+def render(reporters: Sequence[Reporter], results: SuiteResults, store: RunStore) -> int | None:
+    """Let every reporter render; one that fails is named on stderr and the others still
+    write. Returns the exit code the failures call for (3 a reporter raised, 2 it could not
+    write its file), or ``None``. A failing standard output (a closed pipe) stops it all."""
+    from atp.cli.main import EXIT_PLUGIN, EXIT_USAGE, debugging
+    from atp.core.errors import AtpError
+
+    code: int | None = None
+    loaded = plugins()
     for reporter in reporters:
-        reporter.report(results, store)
+        try:
+            reporter.report(results, store)
+        except OSError:
+            raise
+        except AtpError as exc:
+            click.echo(printable(f"atp: error: reporter {reporter.name!r}: {exc}"), err=True)
+            code = code or EXIT_USAGE
+            continue
+        except Exception as exc:
+            if debugging():
+                import traceback
+
+                traceback.print_exception(type(exc), exc, exc.__traceback__, file=sys.stderr)
+            owner = loaded.owner("reporter", reporter.name) if reporter.name in loaded.reporters else "a plugin"
+            click.echo(
+                printable(
+                    f"atp: plugin error: reporter {reporter.name!r} of {owner} failed: "
+                    f"{type(exc).__name__}: {exc}; the other reporters' output stands"
+                ),
+                err=True,
+            )
+            code = EXIT_PLUGIN
+            continue
         target = reporter.options.output_file
         if target is not None:
             click.echo(printable(f"{reporter.name} results written to {target}"), err=True)
+    return code
 
 
 def exit_code(results: SuiteResults) -> int:
-    """0 when every test passed and the run directory is sound, 1 otherwise."""
-    return 0 if results.summary.ok and not results.problems else 1
+    """0 when every test passed and the run directory is sound; 130/143 for a run stopped by
+    SIGINT/SIGTERM; 1 otherwise (a test failed, or the run did not finish)."""
+    import signal
+
+    if results.stopped_by in ("SIGINT", "SIGTERM"):
+        return 128 + int(getattr(signal, results.stopped_by))
+    return 0 if results.summary.ok and not results.problems and not results.interrupted else 1
+
+
+def show_tracebacks(results: SuiteResults) -> None:
+    """``--debug``: the tracebacks of every plugin failure the results keep, on stderr."""
+    found: list[tuple[str, str]] = []
+    for failure in results.plugin_failures:
+        if failure.traceback:
+            found.append((f"plugin {failure.plugin!r} in {failure.where}", failure.traceback))
+    for test in results.tests:
+        for run in test.runs:
+            where = f"test {test.id!r} run {run.run_number}"
+            if run.traceback:
+                found.append((f"{where}: the adapter", run.traceback))
+            for item in run.checks:
+                trace = (item.details or {}).get("traceback")
+                if isinstance(trace, str):
+                    found.append((f"{where}: check {item.name!r}", trace))
+    for info in plugins().infos():
+        for trace in info.tracebacks:
+            found.append((f"plugin {info.name!r}", trace))
+    for where, trace in found:
+        click.echo(printable(f"atp: debug: traceback of {where}:"), err=True)
+        click.echo(printable(trace, newlines=True), err=True)

@@ -1,8 +1,10 @@
 """The ``atp`` entry point: a Click group whose commands are imported only when called.
 
-Exit codes: 0 every selected test passed; 1 a test failed or errored; 2 a usage, config or
-suite error (the message on stderr, no traceback unless ``--debug``); 130 interrupted by
-Ctrl-C, after the finished results are written and reported.
+Exit codes (docs/cli.md): 0 every selected test passed; 1 a test failed or errored, or the run
+did not finish; 2 a usage, config or suite error (the message on stderr, no traceback unless
+``--debug``); 3 a plugin failed (a reporter raised, an adapter could not start, two plugins
+claim one name); 4 an internal error of ATP itself; 130 (Ctrl-C) or 143 (SIGTERM) interrupted,
+after the finished results are written and reported.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ BUILTIN_COMMANDS = {
     "version": ("atp.cli.commands.info", "version_command", "Show the versions of ATP's installed distributions."),
 }
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_PLUGIN, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 1, 2, 3, 4, 130
 
 _debug = bool(os.environ.get("ATP_DEBUG"))
 
@@ -66,8 +68,22 @@ class LazyGroup(click.Group):
             formatter.write_dl(sorted(rows))
 
 
+def _show_version(ctx: click.Context, param: click.Parameter, value: bool) -> None:
+    if not value or ctx.resilient_parsing:
+        return
+    from atp.cli.commands.info import versions
+
+    for line in versions():
+        click.echo(line)
+    ctx.exit(EXIT_OK)
+
+
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--debug", is_flag=True, help="Show tracebacks for errors.")
+@click.option("--debug", is_flag=True, help="Show tracebacks for errors, plugin failures included.")
+@click.option(
+    "--version", is_flag=True, expose_value=False, is_eager=True, callback=_show_version,
+    help="Show the versions of ATP's distributions and exit.",
+)
 def cli(debug: bool) -> None:
     """ATP, the Agent Test Platform: test AI agents through the ATP Protocol.
 
@@ -79,12 +95,18 @@ def cli(debug: bool) -> None:
     _debug = _debug or debug
 
 
+def debugging() -> bool:
+    """Whether ``--debug`` (or ``ATP_DEBUG``) asks for tracebacks."""
+    return _debug
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI and return its exit code."""
-    from atp.core.errors import AtpError
-
     try:
-        result: Any = cli.main(args=argv, prog_name="atp", standalone_mode=False)
+        try:
+            result: Any = cli.main(args=argv, prog_name="atp", standalone_mode=False)
+        except BaseException as raised:
+            raise _single(raised) from None
     except click.exceptions.Exit as exc:
         return exc.exit_code
     except click.ClickException as exc:
@@ -93,25 +115,58 @@ def main(argv: list[str] | None = None) -> int:
     except click.exceptions.Abort:
         click.echo("Aborted.", err=True)
         return EXIT_INTERRUPTED
-    except AtpError as exc:
-        if _debug:
-            raise
-        from atp.core.text import printable
-
-        click.echo(f"atp: error: {printable(str(exc))}", err=True)
-        return EXIT_USAGE
     except KeyboardInterrupt:
         click.echo("Interrupted.", err=True)
         return EXIT_INTERRUPTED
     except OSError as exc:  # a file or stream ATP writes failed: full disk, closed pipe
         if _debug:
-            raise
+            _traceback(exc)
         return _output_failed(exc)
+    except Exception as exc:
+        return _failed(exc)
     try:
         sys.stdout.flush()
     except OSError as exc:
         return _output_failed(exc)
     return result if isinstance(result, int) else EXIT_OK
+
+
+def _failed(exc: Exception) -> int:
+    """An error that stopped ATP: the message (the traceback with ``--debug``) and its code."""
+    from atp.core.errors import AtpError, PluginFailed
+    from atp.core.text import printable
+
+    if _debug:
+        _traceback(exc)
+    if isinstance(exc, PluginFailed):
+        click.echo(f"atp: plugin error: {printable(str(exc))}", err=True)
+        return EXIT_PLUGIN
+    if isinstance(exc, AtpError):
+        click.echo(f"atp: error: {printable(str(exc))}", err=True)
+        return EXIT_USAGE
+    click.echo(
+        f"atp: internal error: {type(exc).__name__}: {printable(str(exc))}\n"
+        f"This is a bug in ATP{'' if _debug else ' (run with --debug for the traceback)'}; "
+        f"the run directory keeps every finished result.",
+        err=True,
+    )
+    return EXIT_INTERNAL
+
+
+def _traceback(exc: BaseException) -> None:
+    import traceback
+
+    with contextlib.suppress(OSError):
+        traceback.print_exception(type(exc), exc, exc.__traceback__, file=sys.stderr)
+
+
+def _single(exc: BaseException) -> BaseException:
+    """The one exception inside (nested) exception groups (a task group's), else ``exc``."""
+    inner = getattr(exc, "exceptions", None)
+    while isinstance(inner, tuple) and len(inner) == 1 and isinstance(inner[0], BaseException):
+        exc = inner[0]
+        inner = getattr(exc, "exceptions", None)
+    return exc
 
 
 def _output_failed(exc: OSError) -> int:

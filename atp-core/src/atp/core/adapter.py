@@ -31,6 +31,9 @@ class Adapter(ABC):
     """The agent ``type`` this adapter serves."""
     summary: ClassVar[str] = ""
     """One line for ``atp plugins``."""
+    replaces: ClassVar[str | None] = None
+    """The name of a plugin whose registration of the same agent type this class replaces on
+    purpose. Without it, two plugins registering one agent type is an error naming both."""
     Settings: ClassVar[builtins.type[msgspec.Struct]] = NoSettings
     """The agent settings this adapter accepts (unknown keys are errors)."""
 

@@ -1,7 +1,8 @@
 """Errors a user can cause, each saying what happened and what to do.
 
-The CLI prints an :class:`AtpError` as its message alone (exit code 2); anything else is a bug
-and keeps its traceback.
+The CLI prints an :class:`AtpError` as its message alone (exit code 2, or 3 for a
+:class:`PluginFailed`); anything else is a bug in ATP (exit code 4, the traceback with
+``--debug``).
 """
 
 from __future__ import annotations
@@ -47,7 +48,12 @@ class ProtocolError(AtpError):
 
 
 class PluginError(AtpError):
-    """A plugin is missing, failed to load, or registered something twice."""
+    """A plugin is missing or a name no plugin registers is used (a usage error, exit 2)."""
+
+
+class PluginFailed(PluginError):
+    """A plugin broke: it raised, returned what it must not, or two plugins claim one name.
+    ``atp`` exits with code 3 (not 1, which means a test failed)."""
 
 
 class MissingDependencyError(PluginError):

@@ -4,17 +4,26 @@ An evaluator declares the ``config`` it accepts as a msgspec Struct (:attr:`Eval
 suites are checked against it when they load, so a typo fails before anything runs. For each
 run, :meth:`Evaluator.evaluate` gets the :class:`EvalContext` (the test, the request, the
 response, the trace) and the assertion's config, and returns its checks.
+
+What ``evaluate`` returns is checked where the kernel receives it (:func:`checked_result`): a
+list of :class:`Check` with a bool ``passed`` and a finite score within 0-1. Anything else makes
+the run an error naming the evaluator and what it returned.
 """
 
+import inspect
+import math
+import time
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Awaitable, Generator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import msgspec
 
+from atp.core.errors import AtpError
 from atp.core.protocol import ATPRequest, ATPResponse
 from atp.core.results import Check
+from atp.core.text import shorten
 from atp.core.trace import Trace
 
 if TYPE_CHECKING:
@@ -60,6 +69,9 @@ class Evaluator(ABC):
     category: ClassVar[Literal["quality", "behavior"]] = "quality"
     """``quality`` checks look at what the agent produced and feed the quality score;
     ``behavior`` checks look at how it worked."""
+    replaces: ClassVar[str | None] = None
+    """The name of a plugin whose registration of the same assertion type this class replaces on
+    purpose. Without it, two plugins registering one assertion type is an error naming both."""
     Config: ClassVar[type[msgspec.Struct]] = EmptyConfig
     """The ``config`` an assertion of this type accepts."""
     Settings: ClassVar[type[msgspec.Struct] | None] = None
@@ -86,3 +98,105 @@ def check(name: str, passed: bool, message: str, score: float | None = None, **d
         message=message,
         details=details or None,
     )
+
+
+class EvaluatorResultError(AtpError):
+    """An evaluator returned something that is not a list of :class:`Check`."""
+
+
+def checked_result(who: str, value: object) -> list[Check]:
+    """``value`` if it is what ``evaluate`` must return: a list of :class:`Check`, each with a
+    string name and message, a bool ``passed`` and a finite score within 0-1 (an int score is
+    taken as a float). Otherwise :class:`EvaluatorResultError` says what was returned;
+    ``who`` names the evaluator in it (``evaluator 'contains' of plugin ...``)."""
+    if not isinstance(value, list):
+        hint = ""
+        if isinstance(value, Check):
+            hint = " (a single Check: return [check])"
+        elif inspect.isawaitable(value):
+            hint = " (an awaitable: was 'await' forgotten?)"
+        raise EvaluatorResultError(
+            f"{who} returned {describe(value)}{hint}, not a list of Check"
+        )
+    for index, item in enumerate(value):
+        if not isinstance(item, Check):
+            raise EvaluatorResultError(
+                f"{who} returned a list whose item {index} is {describe(item)}, "
+                f"not a Check"
+            )
+        problem = _check_problem(item)
+        if problem is not None:
+            raise EvaluatorResultError(
+                f"{who} returned a Check (item {index}, {shorten(repr(item.name), 80)}) "
+                f"whose {problem}"
+            )
+        if type(item.score) is int:
+            item.score = float(item.score)
+    return value
+
+
+def _check_problem(item: Check) -> str | None:
+    if not isinstance(item.passed, bool):
+        return f"'passed' is {describe(item.passed)}, not a bool"
+    score = item.score
+    if isinstance(score, bool) or not isinstance(score, (int, float)):
+        return f"'score' is {describe(score)}, not a number"
+    if not (math.isfinite(score) and 0.0 <= score <= 1.0):
+        return f"'score' is {score!r}, not within 0-1"
+    if not isinstance(item.name, str):
+        return f"'name' is {describe(item.name)}, not a string"
+    if not isinstance(item.message, str):
+        return f"'message' is {describe(item.message)}, not a string"
+    if item.details is not None and not isinstance(item.details, dict):
+        return f"'details' is {describe(item.details)}, not a dict"
+    return None
+
+
+def describe(value: object) -> str:
+    """A value for an error message: its type and a short repr."""
+    if value is None:
+        return "None"
+    return f"{type(value).__name__} {shorten(repr(value), 120)}"
+
+
+def is_async(evaluator: "Evaluator") -> bool:
+    """Whether the evaluator's ``evaluate`` is a coroutine function (a plain ``def evaluate``
+    is run in a worker thread instead)."""
+    return inspect.iscoroutinefunction(evaluator.evaluate)
+
+
+class StepTimer:
+    """Times each step of a coroutine: the stretch it runs between two suspension points,
+    which is how long it holds the event loop. An ``async def evaluate`` that makes a blocking
+    call shows up as one long step."""
+
+    __slots__ = ("_awaitable", "longest")
+
+    def __init__(self, awaitable: Awaitable[Any]) -> None:
+        self._awaitable = awaitable
+        self.longest = 0.0
+
+    def __await__(self) -> Generator[Any, Any, Any]:
+        steps = self._awaitable.__await__()
+        clock = time.perf_counter
+        sent: Any = None
+        thrown: BaseException | None = None
+        while True:
+            started = clock()
+            try:
+                yielded = steps.send(sent) if thrown is None else steps.throw(thrown)
+            except StopIteration as stop:
+                self.longest = max(self.longest, clock() - started)
+                return stop.value
+            finally:
+                thrown = None
+            self.longest = max(self.longest, clock() - started)
+            try:
+                sent = yield yielded
+            except GeneratorExit:
+                close = getattr(steps, "close", None)
+                if close is not None:
+                    close()
+                raise
+            except BaseException as exc:  # cancellation and the like go on into the coroutine
+                sent, thrown = None, exc

@@ -13,6 +13,7 @@ and must not block (they run on the runner's event loop).
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pluggy
@@ -59,8 +60,9 @@ def atp_register_commands(cli: Any) -> None:
 
 
 @hookspec
-def atp_suite_started(header: RunHeader) -> None:
-    """A suite is about to run: ``header`` names the suite, the agent and the planned tests."""
+def atp_suite_started(header: RunHeader, directory: Path) -> None:
+    """A suite is about to run: ``header`` names the suite, the agent and the planned tests;
+    ``directory`` is the run directory its results go to. Called before the agent starts."""
 
 
 @hookspec

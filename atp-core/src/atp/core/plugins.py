@@ -18,12 +18,12 @@ import importlib
 import os
 from collections.abc import Callable, Iterable
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 import pluggy
 
 from atp.core import entrypoints, hookspecs
-from atp.core.errors import MissingDependencyError, PluginError
+from atp.core.errors import MissingDependencyError, PluginError, PluginFailed
 
 if TYPE_CHECKING:
     from atp.core.adapter import Adapter
@@ -48,6 +48,8 @@ class PluginInfo:
     evaluators: list[str] = dataclasses.field(default_factory=list)
     reporters: list[str] = dataclasses.field(default_factory=list)
     errors: list[str] = dataclasses.field(default_factory=list)
+    tracebacks: list[str] = dataclasses.field(default_factory=list)
+    """The tracebacks of the errors that were exceptions (``--debug`` shows them)."""
 
 
 class _Kind:
@@ -95,7 +97,8 @@ class Plugins:
         self.pm.add_hookspecs(hookspecs)
         self._infos: dict[str, PluginInfo] = {}
         self._load_errors: dict[str, list[str]] = {}
-        self._registries: dict[str, dict[str, type[Any]]] | None = None
+        self._load_tracebacks: dict[str, list[str]] = {}
+        self._registries: dict[str, Registry] | None = None
         self.warnings: list[str] = []
         """Problems with how plugins were chosen (not of one plugin), for a warning on stderr."""
         if entry_points:
@@ -123,15 +126,23 @@ class Plugins:
                     f"(installed: {', '.join(installed) or 'none'})"
                 )
         for ep in found:
-            if ep.name in skip or ep.name in self._infos:
+            if ep.name in skip:
+                continue
+            if ep.name in self._infos:
+                first = self._infos[ep.name]
+                self.warnings.append(
+                    f"two plugins are named {ep.name!r}: {first.module} ({first.distribution}) and "
+                    f"{ep.value} ({ep.distribution}); the second is not loaded"
+                )
                 continue
             info = PluginInfo(
                 name=ep.name, module=ep.value, distribution=ep.distribution, version=ep.version
             )
             try:
                 plugin = ep.load()
-            except Exception as exc:
+            except (Exception, SystemExit) as exc:
                 self._load_errors[ep.name] = [f"failed to load: {type(exc).__name__}: {exc}"]
+                self._load_tracebacks[ep.name] = [format_exception(exc)]
                 self._infos[ep.name] = info
                 continue
             self._add(plugin, info)
@@ -148,6 +159,7 @@ class Plugins:
             self.pm.unregister(name=name)
         self._infos.pop(name, None)
         self._load_errors.pop(name, None)
+        self._load_tracebacks.pop(name, None)
         self._registries = None
 
     def _add(self, plugin: object, info: PluginInfo) -> None:
@@ -159,16 +171,34 @@ class Plugins:
             self._load_errors[info.name] = [f"failed to register: {exc}"]
         else:
             unknown = [c.name for c in self.pm.get_hookcallers(plugin) or [] if c.spec is None]
-            if unknown:
-                self._load_errors[info.name] = [
-                    f"implements {name!r}, which is not an ATP hook" for name in sorted(unknown)
-                ]
+            problems = [f"implements {name!r}, which is not an ATP hook" for name in sorted(unknown)]
+            problems.extend(self._unmarked(plugin))
+            if problems:
+                self._load_errors[info.name] = problems
         self._infos[info.name] = info
         self._registries = None
 
+    def _unmarked(self, plugin: object) -> list[str]:
+        """Functions named like an ATP hook but not marked ``@hookimpl``: pluggy ignores them,
+        so a plugin author would wait forever for a call."""
+        found = []
+        for attribute in dir(plugin):
+            if not attribute.startswith("atp_") or not hasattr(hookspecs, attribute):
+                continue
+            try:
+                value = getattr(plugin, attribute)
+            except Exception:
+                continue
+            if callable(value) and self.pm.parse_hookimpl_opts(plugin, attribute) is None:
+                found.append(
+                    f"defines {attribute}() but it is not marked @hookimpl, so ATP never calls it "
+                    f"(from atp.core.hookspecs import hookimpl)"
+                )
+        return found
+
     # --- registries ------------------------------------------------------------------------
 
-    def _collect(self) -> dict[str, dict[str, type[Any]]]:
+    def _collect(self) -> dict[str, Registry]:
         if self._registries is not None:
             return self._registries
         for info in self._infos.values():
@@ -176,30 +206,33 @@ class Plugins:
             info.evaluators.clear()
             info.reporters.clear()
             info.errors[:] = self._load_errors.get(info.name, [])
-        registries: dict[str, dict[str, type[Any]]] = {}
-        owners: dict[tuple[str, str], str] = {}
+            info.tracebacks[:] = self._load_tracebacks.get(info.name, [])
+        registries: dict[str, Registry] = {}
         for kind in (_ADAPTERS, _EVALUATORS, _REPORTERS):
-            registry: dict[str, type[Any]] = {}
+            registry = Registry(kind.label, self)
             caller = getattr(self.pm.hook, kind.hook)
             for impl in caller.get_hookimpls():
                 info = self._infos.get(impl.plugin_name) or PluginInfo(name=impl.plugin_name)
                 self._infos.setdefault(impl.plugin_name, info)
-                register = self._registrar(kind, registry, owners, info)
+                register = self._registrar(kind, registry, info)
                 try:
                     impl.function(*[{"register": register}[arg] for arg in impl.argnames])
                 except Exception as exc:
                     info.errors.append(f"{kind.hook} raised {type(exc).__name__}: {exc}")
+                    info.tracebacks.append(format_exception(exc))
+            for key, names in registry.conflicts.items():
+                for name in names:
+                    others = " and ".join(repr(n) for n in names if n != name)
+                    self._infos[name].errors.append(
+                        f"{kind.label} {key!r} is also registered by plugin {others}: it cannot be "
+                        f"used until one is disabled (ATP_DISABLE_PLUGINS) or one declares "
+                        f"'replaces' naming the other (docs/plugins.md)"
+                    )
             registries[kind.label] = registry
         self._registries = registries
         return registries
 
-    @staticmethod
-    def _registrar(
-        kind: _Kind,
-        registry: dict[str, type[Any]],
-        owners: dict[tuple[str, str], str],
-        info: PluginInfo,
-    ) -> Callable[[type[Any]], None]:
+    def _registrar(self, kind: _Kind, registry: Registry, info: PluginInfo) -> Callable[[type[Any]], None]:
         listed: list[str] = getattr(info, kind.label + "s")
         base = kind.base
 
@@ -207,18 +240,11 @@ class Plugins:
             key = getattr(cls, kind.key, None)
             if not (isinstance(cls, type) and issubclass(cls, base)) or not isinstance(key, str):
                 info.errors.append(
-                    f"registered {cls!r}, which is not a {base.__name__} subclass "
+                    f"registered {cls!r}, which is not {_article(base.__name__)} subclass "
                     f"with a string {kind.key!r}"
                 )
                 return
-            if key in registry:
-                info.errors.append(
-                    f"{kind.label} {key!r} is already registered by plugin "
-                    f"{owners[(kind.label, key)]!r}; this one is ignored"
-                )
-                return
-            registry[key] = cls
-            owners[(kind.label, key)] = info.name
+            registry.add(key, cls, info.name)
             listed.append(key)
 
         return register
@@ -235,6 +261,43 @@ class Plugins:
     def reporters(self) -> dict[str, type[Reporter]]:
         return self._collect()["reporter"]
 
+    def owner_name(self, kind: str, key: str) -> str | None:
+        """The name of the plugin that registered ``key`` in the ``kind`` registry
+        (``adapter``, ``evaluator``, ``reporter``)."""
+        return self._collect()[kind].owners.get(key)
+
+    def owner(self, kind: str, key: str) -> str:
+        """Who registered ``key``, for messages: ``plugin 'evaluators' (atp-evaluators 0.1.0)``."""
+        name = self.owner_name(kind, key)
+        return self.describe(name) if name is not None else "an unknown plugin"
+
+    def describe(self, plugin_name: str) -> str:
+        info = self._infos.get(plugin_name)
+        origin = ""
+        if info is not None and info.distribution:
+            origin = f" ({info.distribution} {info.version})" if info.version else f" ({info.distribution})"
+        elif info is not None and info.module:
+            origin = f" ({info.module})"
+        return f"plugin {plugin_name!r}{origin}"
+
+    def missing(self, kind: str, key: str) -> str | None:
+        """Why ``key`` is not in the ``kind`` registry when a plugin explains it: two plugins
+        register it, or plugins failed to load or register (one of them may provide it)."""
+        registry = self._collect()[kind]
+        names = registry.conflicts.get(key)
+        if names:
+            both = " and ".join(self.describe(n) for n in names)
+            return (
+                f"{kind} {key!r} is registered by {both}; ATP uses neither rather than guess. "
+                f"Disable one (ATP_DISABLE_PLUGINS=<plugin>) or make one declare 'replaces' "
+                f"naming the other (docs/plugins.md)"
+            )
+        failed = [i for i in self.infos() if i.errors and not getattr(i, kind + "s")]
+        if failed:
+            lines = "; ".join(f"{self.describe(i.name)}: {i.errors[0]}" for i in failed)
+            return f"a plugin that may provide it failed: {lines}"
+        return None
+
     def adapter(self, type_: str) -> type[Adapter]:
         return self._lookup(self.adapters, type_, "agent type", "adapters")
 
@@ -244,16 +307,20 @@ class Plugins:
     def reporter(self, name: str) -> type[Reporter]:
         return self._lookup(self.reporters, name, "output", "reporters")
 
-    @staticmethod
-    def _lookup(registry: dict[str, type[K]], key: str, what: str, dist: str) -> type[K]:
+    def _lookup(self, registry: dict[str, type[K]], key: str, what: str, dist: str) -> type[K]:
         try:
             return registry[key]
         except KeyError:
-            known = ", ".join(sorted(registry)) or "none"
-            raise PluginError(
-                f"unknown {what} {key!r} (installed: {known}); is the plugin providing it "
-                f"installed? The built-in ones come with: pip install atp-{dist}"
-            ) from None
+            pass
+        if isinstance(registry, Registry):
+            why = registry.missing(key)
+            if why is not None:
+                raise PluginFailed(f"{what} {key!r} cannot be used: {why}")
+        known = ", ".join(sorted(registry)) or "none"
+        raise PluginError(
+            f"unknown {what} {key!r} (installed: {known}); is the plugin providing it "
+            f"installed? The built-in ones come with: pip install atp-{dist}"
+        )
 
     def infos(self) -> list[PluginInfo]:
         self._collect()
@@ -268,3 +335,67 @@ class Plugins:
 
     def has_impls(self, hook_name: str) -> bool:
         return bool(getattr(self.pm.hook, hook_name).get_hookimpls())
+
+    def callers(self, hook_name: str) -> list[HookCall]:
+        """The implementations of a lifecycle hook in the order pluggy calls them, each with
+        its plugin's name, so that a failing one can be named and the others still called."""
+        impls = getattr(self.pm.hook, hook_name).get_hookimpls()
+        return [HookCall(impl.plugin_name, impl.function, tuple(impl.argnames)) for impl in reversed(impls)]
+
+
+class HookCall(NamedTuple):
+    """One plugin's implementation of a hook."""
+
+    plugin: str
+    function: Callable[..., Any]
+    argnames: tuple[str, ...]
+
+
+class Registry(dict[str, type[Any]]):
+    """The classes registered under each name for one kind, with who registered them and
+    the names two plugins registered (kept out: a conflict is never settled by load order)."""
+
+    def __init__(self, kind: str, plugins: Plugins | None = None) -> None:
+        super().__init__()
+        self.kind = kind
+        self.owners: dict[str, str] = {}
+        self.conflicts: dict[str, list[str]] = {}
+        self._plugins = plugins
+
+    def add(self, key: str, cls: type[Any], plugin: str) -> None:
+        if key in self.conflicts:
+            if plugin not in self.conflicts[key]:
+                self.conflicts[key].append(plugin)
+            return
+        if key not in self:
+            self[key] = cls
+            self.owners[key] = plugin
+            return
+        first, first_cls = self.owners[key], self[key]
+        if first_cls is cls:  # the same class twice is no ambiguity
+            return
+        if getattr(cls, "replaces", None) == first:
+            self[key], self.owners[key] = cls, plugin
+            return
+        if getattr(first_cls, "replaces", None) == plugin:
+            return
+        del self[key]
+        del self.owners[key]
+        self.conflicts[key] = [first, plugin]
+
+    def missing(self, key: str) -> str | None:
+        """Why ``key`` is not registered, when a plugin explains it (see :meth:`Plugins.missing`)."""
+        if self._plugins is None or key in self:
+            return None
+        return self._plugins.missing(self.kind, key)
+
+
+def _article(word: str) -> str:
+    return f"{'an' if word[:1].lower() in 'aeiou' else 'a'} {word}"
+
+
+def format_exception(exc: BaseException) -> str:
+    """A plugin's exception with its traceback, as ``--debug`` shows it and results keep it."""
+    import traceback
+
+    return "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)).rstrip()

@@ -90,6 +90,9 @@ class Reporter(ABC):
     name: ClassVar[str]
     """The name ``--output`` selects."""
     summary: ClassVar[str] = ""
+    replaces: ClassVar[str | None] = None
+    """The name of a plugin whose registration of the same output name this class replaces on
+    purpose. Without it, two plugins registering one output name is an error naming both."""
     file_extension: ClassVar[str | None] = None
     """Reporters writing a file have one; a reporter without one writes to the terminal."""
 

@@ -72,6 +72,9 @@ class RunResult(msgspec.Struct, kw_only=True):
     log_file: str | None = None
     log_tail: list[str] = msgspec.field(default_factory=list)
     artifacts: list[Artifact] = msgspec.field(default_factory=list)
+    traceback: str | None = None
+    """The traceback of the adapter plugin's exception that made this run an error (an
+    evaluator's is in its check's ``details.traceback``)."""
     events: list[dict[str, Any]] | None = None
     """The trace itself, as ATP events; filled in by reporters that include it (the run
     directory keeps it in ``events_file``)."""
@@ -94,6 +97,19 @@ class PlannedTest(msgspec.Struct, kw_only=True):
     skip: str | None = None
 
 
+class PluginFailure(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """A plugin that raised outside any one run's checks (a lifecycle hook, say)."""
+
+    plugin: str
+    where: str
+    """What ATP was calling: ``atp_run_finished``, ``reporter json``, ..."""
+    message: str
+    traceback: str | None = None
+
+
+STOPPED_BY = ("SIGINT", "SIGTERM", "fail-fast", "storage")
+
+
 class RunHeader(msgspec.Struct, kw_only=True):
     """What a run directory is about; written when the run starts and again when it ends."""
 
@@ -109,8 +125,12 @@ class RunHeader(msgspec.Struct, kw_only=True):
     started_at: datetime
     finished_at: datetime | None = None
     interrupted: bool = False
+    stopped_by: str | None = None
+    """What stopped the run before every planned run ran: ``SIGINT``, ``SIGTERM``,
+    ``fail-fast`` or ``storage`` (the run directory could not take more)."""
     deselected: int = 0
     tests: list[PlannedTest] = msgspec.field(default_factory=list)
+    plugin_failures: list[PluginFailure] = msgspec.field(default_factory=list)
 
 
 class TestResult(msgspec.Struct, kw_only=True):
@@ -165,11 +185,14 @@ class SuiteResults(msgspec.Struct, kw_only=True):
     finished_at: datetime | None = None
     duration_seconds: float
     interrupted: bool = False
+    stopped_by: str | None = None
     summary: Summary
     tests: list[TestResult] = msgspec.field(default_factory=list)
     problems: list[str] = msgspec.field(default_factory=list)
     """What is wrong with the run directory itself (a damaged line, a result for a test the
     run did not plan); a run with problems does not count as passed."""
+    plugin_failures: list[PluginFailure] = msgspec.field(default_factory=list)
+    """Plugins that raised outside a run's checks; the tests' results stand."""
 
 
 def status_of_runs(runs: list[RunResult]) -> TestStatus:
@@ -181,7 +204,15 @@ def status_of_runs(runs: list[RunResult]) -> TestStatus:
     return "failed"
 
 
-def make_test_result(planned: PlannedTest, runs: list[RunResult], interrupted: bool) -> TestResult:
+_NOT_RUN = {
+    "fail-fast": "not run: --fail-fast stopped the suite at the first failure",
+    "storage": "not run: the run directory could not take more results",
+}
+
+
+def make_test_result(
+    planned: PlannedTest, runs: list[RunResult], interrupted: bool, stopped_by: str | None = None
+) -> TestResult:
     """A planned test and its runs, with the status and score they add up to."""
     runs = sorted(runs, key=lambda r: r.run_number)
     if runs:
@@ -189,7 +220,7 @@ def make_test_result(planned: PlannedTest, runs: list[RunResult], interrupted: b
         skip_reason = None
     else:
         status = "skipped"
-        skip_reason = planned.skip or (
+        skip_reason = planned.skip or _NOT_RUN.get(stopped_by or "") or (
             "not run: the run was interrupted" if interrupted else "not run"
         )
     return TestResult(
@@ -217,7 +248,7 @@ def build_suite_results(
     for run in runs:
         by_test.setdefault(run.test_id, []).append(run)
     tests = [
-        make_test_result(planned, by_test.pop(planned.id, []), interrupted)
+        make_test_result(planned, by_test.pop(planned.id, []), interrupted, header.stopped_by)
         for planned in header.tests
     ]
     for test_id, stray in by_test.items():
@@ -250,9 +281,11 @@ def build_suite_results(
         finished_at=header.finished_at,
         duration_seconds=max(duration, 0.0),
         interrupted=interrupted,
+        stopped_by=header.stopped_by,
         summary=summary,
         tests=tests,
         problems=problems,
+        plugin_failures=header.plugin_failures,
     )
 
 
@@ -272,6 +305,7 @@ _lines_decoder = msgspec.json.Decoder(list[dict[str, Any]])
 
 class _Started(msgspec.Struct):
     started_at: datetime
+    suite: str = ""
 
 
 _started_decoder = msgspec.json.Decoder(_Started)
@@ -345,23 +379,28 @@ class RunStore:
         return cls(directory)
 
     @staticmethod
-    def latest(root: Path) -> Path:
-        """The run directory below ``root`` that started last (by the start time it records)."""
+    def latest(root: Path, suite: str | None = None) -> Path:
+        """The run directory below ``root`` that started last (by the start time it records),
+        of the suite named ``suite`` when given."""
         newest: tuple[datetime, str] | None = None
         found: Path | None = None
         candidates = [p for p in root.iterdir() if (p / HEADER_FILE).is_file()] if root.is_dir() else []
         for path in candidates:
             try:
-                started = _started_decoder.decode(files.read_bytes(path / HEADER_FILE)).started_at
+                head = _started_decoder.decode(files.read_bytes(path / HEADER_FILE))
             except (OSError, msgspec.MsgspecError):
                 continue
+            if suite is not None and head.suite != suite:
+                continue
+            started = head.started_at
             if started.tzinfo is None:
                 started = started.replace(tzinfo=timezone.utc)
             key = (started, path.name)
             if newest is None or key > newest:
                 newest, found = key, path
         if found is None:
-            raise AtpError(f"no run directories in {root}; run 'atp test' first or name one")
+            of = f" of suite {suite!r}" if suite is not None else ""
+            raise AtpError(f"no run directories{of} in {root}; run 'atp test' first or name one")
         return found
 
     # --- writing ---

@@ -28,15 +28,24 @@ import msgspec
 
 from atp.core.adapter import Adapter
 from atp.core.config import ResolvedAgent
-from atp.core.errors import AgentError, AtpError, StorageError
-from atp.core.evaluator import EvalContext, Evaluator
+from atp.core.errors import AgentError, AtpError, PluginFailed, StorageError
+from atp.core.evaluator import (
+    EvalContext,
+    Evaluator,
+    EvaluatorResultError,
+    StepTimer,
+    checked_result,
+    describe,
+    is_async,
+)
 from atp.core.ledger import ProcessLedger, activate, stop_abandoned
-from atp.core.plugins import Plugins
+from atp.core.plugins import HookCall, Plugins, format_exception
 from atp.core.protocol import PROTOCOL_VERSION, ATPRequest, ATPResponse, Event, sane_metrics
 from atp.core.results import (
     Check,
     Outcome,
     PlannedTest,
+    PluginFailure,
     RunHeader,
     RunResult,
     RunStore,
@@ -62,6 +71,20 @@ DEFAULT_EVALUATOR_TIMEOUT = 60.0
 """Seconds one evaluator may take over one run (``evaluators.<name>.timeout_seconds``)."""
 MAX_ERROR_CHARS = 4000
 """An agent's error text is kept up to this many characters."""
+MAX_TRACEBACK_CHARS = 8000
+"""A plugin's traceback is kept up to this many characters."""
+BLOCKING_STEP_SECONDS = 0.5
+"""An ``async`` evaluator holding the event loop this long in one step is warned about: every
+other run in flight waited for it."""
+LIFECYCLE_HOOKS = (
+    "atp_suite_started",
+    "atp_test_started",
+    "atp_run_started",
+    "atp_event",
+    "atp_run_finished",
+    "atp_test_finished",
+    "atp_suite_finished",
+)
 
 
 class Interrupted(KeyboardInterrupt):
@@ -90,6 +113,7 @@ class Runner:
         parallel: int = 1,
         runs: int | None = None,
         deselected: int = 0,
+        fail_fast: bool = False,
         evaluator_settings: Callable[[str], dict[str, Any]] | None = None,
         max_events: int = DEFAULT_MAX_EVENTS,
         max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
@@ -106,6 +130,7 @@ class Runner:
         self.parallel = parallel
         self.runs = runs
         self.deselected = deselected
+        self.fail_fast = fail_fast
         self.evaluator_settings = evaluator_settings or (lambda name: {})
         self.max_events = max_events
         self.max_event_bytes = max_event_bytes
@@ -117,35 +142,47 @@ class Runner:
         self._finished_runs: dict[str, list[RunResult]] = {}
         self._planned: dict[str, PlannedTest] = {}
         self._stopped_by: int | None = None
+        self._failed_fast = False
         self._storage_error: StorageError | None = None
         self._runs_scope: anyio.CancelScope | None = None
-        self._failed_hooks: set[str] = set()
-        hook = plugins.hook
-        self._hook = hook
-        self._hooked = {
-            name: plugins.has_impls(name)
-            for name in ("atp_test_started", "atp_run_started", "atp_event", "atp_test_finished")
-        }
+        self._failed_hooks: set[tuple[str, str]] = set()
+        self.plugin_failures: list[PluginFailure] = []
+        """Plugins that raised in a lifecycle hook (each plugin and hook once)."""
+        self._warned_blocking: set[str] = set()
+        self._callers: dict[str, list[HookCall]] = {name: [] for name in LIFECYCLE_HOOKS}
 
     def _notify(self, hook_name: str, **kwargs: Any) -> None:
-        """Call a lifecycle hook; a plugin's exception there is logged once and the run goes on."""
-        try:
-            getattr(self._hook, hook_name)(**kwargs)
-        except Exception as exc:
-            self._hook_failed(hook_name, exc)
+        """Call each plugin's implementation of a lifecycle hook; one that raises is named in
+        a warning (once) and recorded, and the others are still called."""
+        for call in self._callers[hook_name]:
+            try:
+                call.function(*[kwargs[name] for name in call.argnames])
+            except Exception as exc:
+                self._hook_failed(call.plugin, hook_name, exc)
 
-    def _hook_failed(self, hook_name: str, exc: Exception) -> None:
-        if hook_name not in self._failed_hooks:
-            self._failed_hooks.add(hook_name)
-            logger.warning(
-                "a plugin's %s hook raised %s: %s (the run goes on)", hook_name, type(exc).__name__, exc
+    def _hook_failed(self, plugin: str, hook_name: str, exc: BaseException) -> None:
+        if (plugin, hook_name) in self._failed_hooks:
+            return
+        self._failed_hooks.add((plugin, hook_name))
+        message = f"{type(exc).__name__}: {exc}"
+        logger.warning(
+            "%s raised in its %s hook: %s (the run goes on)", self.plugins.describe(plugin), hook_name, message
+        )
+        self.plugin_failures.append(
+            PluginFailure(
+                plugin=plugin,
+                where=hook_name,
+                message=shorten(message, MAX_ERROR_CHARS),
+                traceback=shorten(format_exception(exc), MAX_TRACEBACK_CHARS),
             )
+        )
 
     def runs_of(self, test: Test) -> int:
         return self.runs if self.runs is not None else test.runs
 
     async def run(self) -> SuiteResults:
         """Run everything; returns the results as the run directory holds them."""
+        self._callers = {name: self.plugins.callers(name) for name in LIFECYCLE_HOOKS}
         planned = [
             PlannedTest(
                 id=t.id,
@@ -171,7 +208,9 @@ class Runner:
         for message in stop_abandoned(self.run_root):
             logger.warning(message)
         store = self.store = RunStore.create(self.run_root, header, self.masker)
-        self._notify("atp_suite_started", header=header)
+        self._notify("atp_suite_started", header=header, directory=store.directory)
+        if self.plugin_failures:
+            header.plugin_failures = list(self.plugin_failures)
         work = [(t, n) for t in self.tests if t.skip is None for n in range(1, self.runs_of(t) + 1)]
         for test in self.tests:
             if test.skip is None:
@@ -182,17 +221,19 @@ class Runner:
         try:
             with activate(processes), masking(self.masker):
                 try:
-                    adapter = self.agent.create_adapter()
-                    await adapter.start()
+                    adapter = self._adapter_step("could not be created", self.agent.create_adapter)
+                    await self._adapter_call("failed to start", adapter.start)
                     await self._run_all(adapter, work)
                     interrupted = self._stopped_by is not None or self._storage_error is not None
                 finally:
                     if adapter is not None:
                         with anyio.CancelScope(shield=True):
-                            await adapter.aclose()
+                            await self._close(adapter)
         finally:
             header.finished_at = utcnow()
             header.interrupted = interrupted
+            header.stopped_by = self._stop_reason()
+            header.plugin_failures = list(self.plugin_failures)
             try:
                 store.write_header(header)
             except StorageError as exc:
@@ -209,6 +250,51 @@ class Runner:
         if self._stopped_by is not None:
             raise Interrupted(self._stopped_by, store.directory)
         return results
+
+    def _stop_reason(self) -> str | None:
+        if self._stopped_by is not None:
+            return signal.Signals(self._stopped_by).name
+        if self._storage_error is not None:
+            return "storage"
+        if self._failed_fast:
+            return "fail-fast"
+        return None
+
+    def _adapter_failed(self, what: str, exc: Exception) -> PluginFailed:
+        owner = self.plugins.owner("adapter", self.agent.type)
+        failure = PluginFailed(
+            f"adapter {self.agent.type!r} of {owner} {what} for agent {self.agent.name!r}: "
+            f"{type(exc).__name__}: {shorten(str(exc), MAX_ERROR_CHARS)}"
+        )
+        failure.__cause__ = exc
+        return failure
+
+    def _adapter_step(self, what: str, step: Callable[[], Adapter]) -> Adapter:
+        try:
+            return step()
+        except AtpError:
+            raise
+        except Exception as exc:
+            raise self._adapter_failed(what, exc) from exc
+
+    async def _adapter_call(self, what: str, step: Callable[[], Any]) -> None:
+        """An adapter's ``start``: an AtpError is its own message (the agent cannot be
+        reached); any other exception is the plugin's failure."""
+        try:
+            await step()
+        except AtpError:
+            raise
+        except Exception as exc:
+            inner = _single(exc)
+            raise self._adapter_failed(what, inner if isinstance(inner, Exception) else exc) from exc
+
+    async def _close(self, adapter: Adapter) -> None:
+        """Release the adapter; a failure there is warned about and recorded, the results stand."""
+        try:
+            await adapter.aclose()
+        except Exception as exc:
+            owner = self.plugins.owner_name("adapter", self.agent.type) or self.agent.type
+            self._hook_failed(owner, "aclose", _single(exc))
 
     async def _run_all(self, adapter: Adapter, work: list[tuple[Test, int]]) -> None:
         items = iter(work)
@@ -307,19 +393,16 @@ class Runner:
         assert store is not None, "run() creates the store"
         request = self.build_request(test, run_number)
         task_id = request.task_id
-        if run_number == 1 and self._hooked["atp_test_started"]:
+        callers = self._callers
+        if run_number == 1 and callers["atp_test_started"]:
             self._notify("atp_test_started", test=test)
-        if self._hooked["atp_run_started"]:
+        if callers["atp_run_started"]:
             self._notify("atp_run_started", test=test, run_number=run_number, request=request)
         on_event: Callable[[Event], None] | None = None
-        if self._hooked["atp_event"]:
-            hook_event = self._hook.atp_event  # looked up once: this runs for every event
+        if callers["atp_event"]:
 
             def on_event(event: Event) -> None:
-                try:
-                    hook_event(test=test, run_number=run_number, event=event)
-                except Exception as exc:
-                    self._hook_failed("atp_event", exc)
+                self._notify("atp_event", test=test, run_number=run_number, event=event)
 
         events_file = store.events_file(test.id, run_number)
         log_file = store.log_file(test.id, run_number)
@@ -338,14 +421,16 @@ class Runner:
             timeout = min(timeout, float(self.agent.timeout))
         started_at = utcnow()
         started = time.perf_counter()
+        returned: Any = _NOTHING
         response: ATPResponse | None = None
         error: str | None = None
+        plugin_traceback: str | None = None
         could_not_run = False
         timed_out = False
         try:
             with anyio.move_on_after(timeout) as scope:
-                response = await adapter.execute(request, trace)
-            timed_out = scope.cancelled_caught and response is None
+                returned = await adapter.execute(request, trace)
+            timed_out = scope.cancelled_caught and returned is _NOTHING
         except Exception as raised:
             exc = _single(raised)
             if trace.storage_error is not None:
@@ -355,7 +440,11 @@ class Runner:
             elif isinstance(exc, AtpError):
                 error, could_not_run = str(exc), True
             else:
-                error = f"adapter {self.agent.type!r} raised {type(exc).__name__}: {exc}"
+                error = (
+                    f"adapter {self.agent.type!r} of {self.plugins.owner('adapter', self.agent.type)} "
+                    f"raised {type(exc).__name__}: {exc}"
+                )
+                plugin_traceback = shorten(format_exception(exc), MAX_TRACEBACK_CHARS)
                 could_not_run = True
         finally:
             trace.close()
@@ -363,12 +452,14 @@ class Runner:
             raise trace.storage_error
         duration = time.perf_counter() - started
 
-        if response is not None and not isinstance(response, ATPResponse):
+        if isinstance(returned, ATPResponse):
+            response = returned
+        elif returned is not _NOTHING:
             error = (
-                f"adapter {self.agent.type!r} returned {type(response).__name__}, "
-                f"not an ATPResponse: {shorten(repr(response))}"
+                f"adapter {self.agent.type!r} of {self.plugins.owner('adapter', self.agent.type)} "
+                f"returned {describe(returned)}, not an ATPResponse"
             )
-            response, could_not_run = None, True
+            could_not_run = True
         if response is not None and response.task_id != task_id:
             error = (
                 f"agent answered with task_id {response.task_id!r}, "
@@ -448,8 +539,13 @@ class Runner:
             log_file=log_file if trace.log_written else None,
             log_tail=[shorten(line, MAX_ERROR_CHARS) for line in trace.log_tail] if outcome != "passed" else [],
             artifacts=response.artifacts,
+            traceback=plugin_traceback,
         )
         store.append(result)
+        if self.fail_fast and outcome != "passed" and not self._failed_fast:
+            self._failed_fast = True
+            if self._runs_scope is not None:
+                self._runs_scope.cancel()
         self._notify("atp_run_finished", result=result)
         self._test_progress(result)
         return result
@@ -469,7 +565,7 @@ class Runner:
         left = self._remaining.get(result.test_id)
         if left is None:
             return
-        keep = self._hooked["atp_test_finished"]
+        keep = bool(self._callers["atp_test_finished"])
         if keep:
             self._finished_runs.setdefault(result.test_id, []).append(result)
         if left > 1:
@@ -499,24 +595,43 @@ class Runner:
         return limit
 
     async def _evaluate(self, assertion: Assertion, ctx: EvalContext) -> tuple[list[Check], bool]:
-        """The assertion's checks, named; ``False`` when the evaluator itself failed or took
-        longer than its time limit."""
+        """The assertion's checks, named; ``False`` when the evaluator itself failed, returned
+        something that is not a list of checks, or took longer than its time limit."""
         label = assertion.name or assertion.type
         limit = self._evaluator_timeout(assertion.type)
+        evaluator = self._evaluator(assertion.type)
         failure: str | None = None
+        details: dict[str, Any] | None = None
+        produced: list[Check] = []
         with anyio.move_on_after(limit) as scope:
             try:
-                produced = await self._evaluator(assertion.type).evaluate(ctx, assertion.config)
+                if is_async(evaluator):
+                    timer = StepTimer(evaluator.evaluate(ctx, assertion.config))
+                    returned = await timer
+                    self._warn_blocking(assertion.type, timer.longest)
+                else:  # a plain ``def evaluate`` runs in a worker thread, off the event loop
+                    returned = await anyio.to_thread.run_sync(
+                        evaluator.evaluate, ctx, assertion.config, abandon_on_cancel=True
+                    )
+                produced = checked_result(self._evaluator_label(assertion.type), returned)
+            except AtpError as exc:
+                failure = str(exc)
+                if not isinstance(exc, EvaluatorResultError):
+                    failure = f"evaluator {assertion.type!r} could not check this run: {exc}"
             except Exception as exc:
-                reason = str(exc) if isinstance(exc, AtpError) else f"{type(exc).__name__}: {exc}"
-                failure = f"evaluator {assertion.type!r} could not check this run: {reason}"
+                failure = (
+                    f"{self._evaluator_label(assertion.type)} could not check this run: "
+                    f"{type(exc).__name__}: {exc}"
+                )
+                details = {"traceback": shorten(format_exception(exc), MAX_TRACEBACK_CHARS)}
         if scope.cancelled_caught:
             failure = (
                 f"evaluator {assertion.type!r} did not finish within {limit:g} s "
                 f"(evaluators.{assertion.type}.timeout_seconds)"
             )
         if failure is not None:
-            return [Check(name=label, passed=False, score=0.0, message=failure)], False
+            check = Check(name=label, passed=False, score=0.0, message=failure, details=details)
+            return [check], False
         if assertion.name:
             if len(produced) == 1:
                 produced[0].name = assertion.name
@@ -524,6 +639,26 @@ class Runner:
                 for item in produced:
                     item.name = f"{assertion.name}:{item.name}"
         return produced, True
+
+    def _evaluator_label(self, name: str) -> str:
+        return f"evaluator {name!r} of {self.plugins.owner('evaluator', name)}"
+
+    def _warn_blocking(self, name: str, longest: float) -> None:
+        if longest < BLOCKING_STEP_SECONDS or name in self._warned_blocking:
+            return
+        self._warned_blocking.add(name)
+        logger.warning(
+            "evaluator %r of %s held the event loop for %.2f s in one step: runs in flight waited "
+            "for it, whatever --parallel says. Do blocking work in a thread "
+            "(await anyio.to_thread.run_sync(...)) or write 'def evaluate' (run in a thread)",
+            name,
+            self.plugins.owner("evaluator", name),
+            longest,
+        )
+
+
+_NOTHING: Any = object()
+"""What an adapter's ``execute`` returned before it returned."""
 
 
 def _single(exc: BaseException) -> BaseException:

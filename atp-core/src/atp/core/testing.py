@@ -4,6 +4,14 @@
 
     checks = run_evaluator(MyEvaluator, {"min_words": 3}, response(structured={"out": "a b c"}))
     assert checks[0].passed
+
+:func:`run_evaluator` applies the checks the runner applies to what ``evaluate`` returns (a
+list of :class:`~atp.core.results.Check`, bool ``passed``, score within 0-1), so a plugin's
+own tests fail where ``atp test`` would make the run an error.
+
+The ``function`` adapter (``type: function``, ``function: module:attribute``) runs an agent
+that is a Python callable ``(request, sink) -> response`` in the ATP process; atp-adapters
+registers it for suites.
 """
 
 import importlib
@@ -16,8 +24,8 @@ import anyio
 import msgspec
 
 from atp.core.adapter import Adapter
-from atp.core.errors import AdapterError
-from atp.core.evaluator import EvalContext, Evaluator
+from atp.core.errors import AdapterError, AgentError, AtpError
+from atp.core.evaluator import EvalContext, Evaluator, checked_result, is_async
 from atp.core.hookspecs import hookimpl
 from atp.core.protocol import (
     PROTOCOL_VERSION,
@@ -44,10 +52,12 @@ class FunctionSettings(msgspec.Struct, forbid_unknown_fields=True):
 
 
 class FunctionAdapter(Adapter):
-    """An agent that is a Python function in this process (``type: function``)."""
+    """An agent that is a Python function in this process (``type: function``). What the
+    function raises or returns instead of a response fails its run as an agent's misbehaviour
+    would (the traceback goes to the run's log)."""
 
     type = "function"
-    summary = "a Python function in the ATP process (for tests and benchmarks)"
+    summary = "an agent that is a Python callable in the ATP process: function: module:attribute"
     Settings = FunctionSettings
 
     async def start(self) -> None:
@@ -61,9 +71,27 @@ class FunctionAdapter(Adapter):
         self.function: AgentFunction = target
 
     async def execute(self, request: ATPRequest, sink: EventSink) -> ATPResponse:
-        result = self.function(request, sink)
-        if inspect.isawaitable(result):
-            result = await result
+        try:
+            result = self.function(request, sink)
+            if inspect.isawaitable(result):
+                result = await result
+        except (AtpError, AgentError):  # the function speaks as an adapter would
+            raise
+        except Exception as exc:
+            import traceback
+
+            for line in traceback.format_exception(type(exc), exc, exc.__traceback__):
+                for part in line.rstrip("\n").split("\n"):
+                    sink.log(part)
+            raise AgentError(
+                f"the agent function {self.settings.function} raised {type(exc).__name__}: {exc}"
+            ) from None
+        if not isinstance(result, ATPResponse):
+            raise AgentError(
+                f"the agent function {self.settings.function} returned {type(result).__name__}, "
+                f"not an ATPResponse",
+                evidence=repr(result),
+            )
         return result
 
 
@@ -118,7 +146,9 @@ async def evaluate(
     events: Iterable[Event] = (),
     test: Test | None = None,
 ) -> list[Check]:
-    """Run one evaluator on one response and trace, with ``config`` validated as a suite would."""
+    """Run one evaluator on one response and trace, with ``config`` validated as a suite would
+    and what it returns checked as the runner checks it
+    (:class:`~atp.core.evaluator.EvaluatorResultError`)."""
     instance = evaluator() if isinstance(evaluator, type) else evaluator
     if not isinstance(config, msgspec.Struct):
         config = msgspec.convert(dict(config), instance.Config)
@@ -127,7 +157,11 @@ async def evaluate(
         version=PROTOCOL_VERSION,
         task_id=resp.task_id or str(uuid.uuid4()), task=test.task, constraints=test.constraints)
     ctx = EvalContext(test=test, request=request, response=resp, trace=Trace.of(events))
-    return await instance.evaluate(ctx, config)
+    if is_async(instance):
+        returned: Any = await instance.evaluate(ctx, config)
+    else:
+        returned = await anyio.to_thread.run_sync(instance.evaluate, ctx, config)
+    return checked_result(f"evaluator {getattr(instance, 'name', type(instance).__name__)!r}", returned)
 
 
 def run_evaluator(

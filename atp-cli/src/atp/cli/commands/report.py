@@ -6,8 +6,16 @@ from pathlib import Path
 
 import click
 
-from atp.cli.app import config_option, exit_code, make_reporters, plugins, render, split_outputs
-from atp.cli.main import EXIT_FAILED
+from atp.cli.app import (
+    config_option,
+    exit_code,
+    make_reporters,
+    plugins,
+    render,
+    show_tracebacks,
+    split_outputs,
+)
+from atp.cli.main import EXIT_FAILED, debugging
 from atp.core.text import printable
 
 
@@ -26,7 +34,8 @@ def report_command(
 ) -> int:
     """Render the results in RUN_DIR (default: the newest run in .atp/runs).
 
-    Exits 0 when every test in it passed and 1 otherwise, like the run itself.
+    Exits as the run itself did: 0 when every test in it passed, 1 when one failed or the run
+    did not finish, 130/143 when it was interrupted by SIGINT/SIGTERM; 3 when a reporter fails.
     """
     from atp.core.config import load_config
     from atp.core.results import RUN_FILES, RunStore
@@ -37,7 +46,12 @@ def report_command(
     results = store.results()
     inputs = [run_dir / name for name in RUN_FILES]
     reporters = make_reporters(plugins(), split_outputs(outputs), output_file, verbose, inputs)
-    render(reporters, results, store)
+    failed = render(reporters, results, store)
     for problem in store.problems:
         click.echo(f"atp: warning: {printable(problem)}", err=True)
-    return exit_code(results) if not store.problems else EXIT_FAILED
+    if debugging():
+        show_tracebacks(results)
+    if failed is not None:
+        return failed
+    code = exit_code(results)
+    return EXIT_FAILED if code == 0 and store.problems else code

@@ -1,9 +1,10 @@
-"""``atp test``: run a suite against an agent and report the results."""
+"""``atp test``: run suites against an agent and report the results."""
 
 from __future__ import annotations
 
 import logging
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -13,9 +14,17 @@ from atp.cli.app import (
     make_reporters,
     plugins,
     render,
+    show_tracebacks,
     split_outputs,
     warn_problems,
 )
+
+if TYPE_CHECKING:
+    from atp.core.config import Config
+    from atp.core.results import TestResult
+
+SEVERITY = (130, 143, 4, 3, 2, 1, 0)
+"""Exit codes from the most to the least severe: several suites exit with the worst."""
 
 
 class PrintableFormatter(logging.Formatter):
@@ -28,47 +37,89 @@ class PrintableFormatter(logging.Formatter):
         return printable(super().format(record), newlines=True)
 
 
+class Options:
+    """What ``atp test`` was asked for, the same for every suite it runs."""
+
+    def __init__(self, **values: object) -> None:
+        self.__dict__.update(values)
+
+    agent_name: str | None
+    tags: tuple[str, ...]
+    test_ids: tuple[str, ...]
+    runs: int | None
+    parallel: int | None
+    outputs: tuple[str, ...]
+    output_file: Path | None
+    run_dir: Path | None
+    verbose: bool
+    fail_fast: bool
+    last_failed: bool
+
+
 @click.command("test")
-@click.option("--suite", "suite_path", required=True, type=click.Path(path_type=Path, dir_okay=False), help="The suite YAML file.")
+@click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
+@click.option("--suite", "suite_paths", multiple=True, type=click.Path(path_type=Path, dir_okay=False), help="A suite YAML file (repeatable; same as naming it as PATH).")
 @click.option("--agent", "agent_name", help="The agent to test, by name (optional when only one is defined).")
-@click.option("--tags", multiple=True, help="Run tests with any of these tags: smoke,core; exclude with !slow.")
+@click.option("--tags", multiple=True, help="Select by tags: smoke,core = either; smoke+fast = both; !slow = not slow.")
 @click.option("--test", "test_ids", multiple=True, help="Run only the test with this id (repeatable).")
 @click.option("--runs", type=click.IntRange(1, 10000), help="Runs per test, overriding the suite.")
 @click.option("--parallel", type=click.IntRange(1, 1024), help="How many runs may be in flight at once.")
+@click.option("-x", "--fail-fast", is_flag=True, help="Stop at the first run that does not pass.")
+@click.option("--lf", "--last-failed", "last_failed", is_flag=True, help="Run only the tests that failed in the suite's latest run (all of them if none did).")
 @click.option("--output", "outputs", multiple=True, help="Reporter: console (default), json, or a plugin's (repeatable).")
 @click.option("--output-file", type=click.Path(path_type=Path, dir_okay=False), help="File for the file-writing reporter (like json).")
 @click.option("--run-dir", type=click.Path(path_type=Path, file_okay=False), help="Where run directories go (default: .atp/runs).")
-@click.option("-v", "--verbose", is_flag=True, help="Show every check, agent errors, warnings and log tails.")
+@click.option("-v", "--verbose", is_flag=True, help="Show every check, each failed run's response, warnings and log tails.")
 @config_option
 def test_command(
-    suite_path: Path,
-    agent_name: str | None,
-    tags: tuple[str, ...],
-    test_ids: tuple[str, ...],
-    runs: int | None,
-    parallel: int | None,
-    outputs: tuple[str, ...],
-    output_file: Path | None,
-    run_dir: Path | None,
-    verbose: bool,
+    paths: tuple[Path, ...],
+    suite_paths: tuple[Path, ...],
     config_path: Path | None,
+    **values: object,
 ) -> int:
-    """Run a suite against an agent.
+    """Run the suites in PATHS (files, or folders searched for *.yaml files with a
+    'test_suite' key; default: the working directory) against an agent.
 
     Exit code 0 when every selected test passed, 1 when any failed, 2 for a usage, config or
-    suite error, 130 when interrupted (finished results are kept and reported).
+    suite error, 3 when a plugin failed, 4 for an internal error, 130/143 when interrupted
+    (finished results are kept and reported).
     """
+    from atp.cli.discover import find_suites
+    from atp.core.config import load_config
+
+    options = Options(**values)
+    config = load_config(config_path)
+    suites = find_suites([*suite_paths, *paths])
+    if len(suites) > 1 and options.output_file is not None and str(options.output_file) == "-":
+        raise click.UsageError("--output-file=- takes one suite; name a file (one per suite is written)")
+    handler = logging.StreamHandler()
+    handler.setFormatter(PrintableFormatter("atp: warning: %(message)s"))
+    logging.basicConfig(handlers=[handler], level=logging.WARNING)
+    codes = []
+    for suite_path in suites:
+        code = run_suite(suite_path, config, options, several=len(suites) > 1)
+        codes.append(code)
+        if code in (130, 143) or (options.fail_fast and code != 0):
+            break
+    if len(suites) > 1:
+        passed = sum(1 for c in codes if c == 0)
+        click.echo(f"Suites: {passed} of {len(suites)} passed" + (f", {len(suites) - len(codes)} not run" if len(codes) < len(suites) else ""))
+    return min(codes, key=SEVERITY.index)
+
+
+def run_suite(suite_path: Path, config: Config, options: Options, *, several: bool) -> int:
+    """Load, run and report one suite; its exit code."""
     from asyncio import CancelledError
 
     import anyio
 
-    from atp.core.config import agent_definitions, choose_agent, load_config, masker_for, resolve_agent
+    from atp.cli.main import debugging
+    from atp.core.config import agent_definitions, choose_agent, masker_for, resolve_agent
     from atp.core.errors import ConfigError
     from atp.core.runner import Interrupted, Runner
     from atp.core.suite import Fallback, TagFilter, load_suite, select_tests
     from atp.core.text import printable
 
-    config = load_config(config_path)
     loaded = plugins()
     defaults = config.spec.defaults
     suite = load_suite(
@@ -76,7 +127,13 @@ def test_command(
         loaded.evaluators,
         Fallback(runs_per_test=defaults.runs_per_test, timeout_seconds=defaults.timeout_seconds),
     )
-    tag_filter = TagFilter.parse(tags) if tags else None
+    tag_filter = TagFilter.parse(options.tags) if options.tags else None
+    test_ids = list(options.test_ids)
+    run_root = options.run_dir or config.run_dir
+    if options.last_failed:
+        failed = last_failed(run_root, suite.name, [t.id for t in suite.tests])
+        if failed:
+            test_ids = [i for i in failed if i in test_ids] if test_ids else failed
     selected, deselected = select_tests(suite.tests, tag_filter, test_ids)
     if not selected:
         known = sorted({tag for t in suite.tests for tag in t.tags})
@@ -84,7 +141,7 @@ def test_command(
             f"no test in {suite_path} matches the selection (tags in the suite: "
             f"{', '.join(known) or 'none'})"
         )
-    agent = resolve_agent(choose_agent(agent_definitions(config, suite), agent_name), loaded.adapters)
+    agent = resolve_agent(choose_agent(agent_definitions(config, suite), options.agent_name), loaded.adapters)
     for assertion_type in sorted({a.type for test in selected for a in test.assertions}):
         # an unset ${VAR} or a wrong setting fails before any run
         config.check_evaluator_settings(assertion_type, loaded.evaluator(assertion_type).Settings)
@@ -94,32 +151,32 @@ def test_command(
             f"the config has settings for {', '.join(map(repr, unknown))}, which no installed "
             f"evaluator checks (installed: {', '.join(sorted(loaded.evaluators))})"
         ])
-    names = split_outputs(outputs) or split_outputs(
-        [config.spec.reporting.default]
-        if isinstance(config.spec.reporting.default, str)
-        else config.spec.reporting.default
+    default_outputs = config.spec.reporting.default
+    names = split_outputs(options.outputs) or split_outputs(
+        [default_outputs] if isinstance(default_outputs, str) else default_outputs
     )
     inputs = [suite_path] + ([config.path] if config.path is not None else [])
-    reporters = make_reporters(loaded, names, output_file, verbose or config.spec.reporting.verbose, inputs)
+    output_file = options.output_file
+    if several and output_file is not None:
+        output_file = output_file.with_name(f"{output_file.stem}.{_file_part(suite.name)}{output_file.suffix}")
+    reporters = make_reporters(loaded, names, output_file, options.verbose or config.spec.reporting.verbose, inputs)
     warn_problems(loaded.problems())
     runner = Runner(
         loaded,
         suite,
         selected,
         agent,
-        run_root=run_dir or config.run_dir,
+        run_root=run_root,
         masker=masker_for(config, agent),
-        parallel=parallel or defaults.parallel_workers or 1,
-        runs=runs,
+        parallel=options.parallel or defaults.parallel_workers or 1,
+        runs=options.runs,
         deselected=deselected,
+        fail_fast=options.fail_fast,
         evaluator_settings=config.evaluator_settings,
         max_events=config.spec.limits.max_events,
         max_event_bytes=config.spec.limits.max_event_bytes,
         max_log_bytes=config.spec.limits.max_log_bytes,
     )
-    handler = logging.StreamHandler()
-    handler.setFormatter(PrintableFormatter("atp: warning: %(message)s"))
-    logging.basicConfig(handlers=[handler], level=logging.WARNING)
     registered = [loaded.register(r, name=f"atp-cli-reporter-{r.name}-{id(r)}") for r in reporters]
     code: int | None = None
     try:
@@ -137,5 +194,43 @@ def test_command(
         results = runner.store.results()
         click.echo(printable(f"Interrupted: finished runs are kept in {runner.store.directory}"), err=True)
     assert runner.store is not None
-    render(reporters, results, runner.store)
-    return code if code is not None else exit_code(results)
+    failed = render(reporters, results, runner.store)
+    if debugging():
+        show_tracebacks(results)
+    if code is not None:
+        return code
+    return failed if failed is not None else exit_code(results)
+
+
+def last_failed(run_root: Path, suite: str, known: list[str]) -> list[str]:
+    """The ids of the tests that failed or errored (or did not finish) in the latest run of
+    ``suite``; none when that run passed or there is none (then every test runs)."""
+    from atp.core.errors import AtpError
+    from atp.core.results import RunStore
+    from atp.core.text import printable
+
+    try:
+        directory = RunStore.latest(run_root, suite)
+        results = RunStore.open(directory).results()
+    except AtpError:
+        click.echo(printable(f"--last-failed: no earlier run of suite {suite!r}; running every test"), err=True)
+        return []
+    failed = [t.id for t in results.tests if t.id in known and _to_rerun(t)]
+    if not failed:
+        click.echo(printable(f"--last-failed: nothing failed in {directory}; running every test"), err=True)
+    return failed
+
+
+def _to_rerun(test: TestResult) -> bool:
+    """Failed, errored, or not run to the end (a suite's own ``skip`` is not rerun)."""
+    if test.status in ("failed", "error"):
+        return True
+    if test.status == "skipped":
+        return (test.skip_reason or "").startswith("not run")
+    return len(test.runs) < test.planned_runs
+
+
+def _file_part(name: str) -> str:
+    import re
+
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", name)[:80] or "suite"
