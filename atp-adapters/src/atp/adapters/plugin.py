@@ -11,5 +11,7 @@ from atp.core.hookspecs import hookimpl
 @hookimpl
 def atp_register_adapters(register: Any) -> None:
     from atp.adapters.cli import CliAdapter
+    from atp.core.testing import FunctionAdapter
 
     register(CliAdapter)
+    register(FunctionAdapter)  # an agent that is a Python callable: type: function

@@ -40,6 +40,21 @@ def warn_problems(problems: Sequence[str]) -> None:
             click.echo(f"atp: warning: {printable(problem)}", err=True)
 
 
+def debug_option(func: F) -> F:
+    """``--debug`` on a command, as on ``atp`` itself: tracebacks for errors and plugin failures."""
+
+    def turn_on(ctx: click.Context, param: click.Parameter, value: bool) -> None:
+        if value:
+            from atp.cli import main
+
+            main._debug = True
+
+    return click.option(
+        "--debug", is_flag=True, expose_value=False, callback=turn_on,
+        help="Show tracebacks for errors, plugin failures included.",
+    )(func)
+
+
 def config_option(func: F) -> F:
     return click.option(
         "--config",

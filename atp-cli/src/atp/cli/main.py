@@ -40,9 +40,16 @@ class LazyGroup(click.Group):
         if self._plugins_loaded:
             return
         self._plugins_loaded = True
-        from atp.cli.app import plugins
+        from atp.cli.app import plugins, warn_problems
 
-        plugins().hook.atp_register_commands(cli=self)
+        loaded = plugins()
+        for call in loaded.callers("atp_register_commands"):
+            try:
+                call.function(*[{"cli": self}[name] for name in call.argnames])
+            except Exception as exc:
+                warn_problems([
+                    f"{loaded.describe(call.plugin)} could not add its commands: {type(exc).__name__}: {exc}"
+                ])
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         self._load_plugin_commands()

@@ -24,7 +24,7 @@ from atp.core.adapter import Adapter
 from atp.core.errors import ConfigError, SuiteError
 from atp.core.protocol import TimeoutSeconds
 from atp.core.secrets import Masker, looks_secret
-from atp.core.suite import RunsCount, Suite, _Strict, check_format_version, normalize_version
+from atp.core.suite import RunsCount, Suite, _Strict, check_format_version, normalize_version, unavailable
 from atp.core.trace import DEFAULT_MAX_EVENT_BYTES, DEFAULT_MAX_EVENTS, DEFAULT_MAX_LOG_BYTES
 from atp.core.yamlfile import PathPart, YamlDocument
 
@@ -325,6 +325,8 @@ def resolve_agent(
     if type_ is None:
         raise definition.error("the agent has no 'type' (like 'type: cli')", "type")
     adapter_cls = adapters.get(type_)
+    if adapter_cls is None and definition.document is not None:
+        unavailable(definition.document, adapters, type_, "agent type", (*definition.at, "type"))
     if adapter_cls is None:
         known = ", ".join(sorted(adapters)) or "none are installed"
         raise definition.error(

@@ -6,8 +6,9 @@ A plugin is a module (or object) named by an entry point in the ``atp`` group::
     my_plugin = "my_package.atp_plugin"
 
 with functions marked ``@hookimpl`` whose names are hooks below. Registration hooks receive a
-``register`` callback; lifecycle hooks are notifications, called in the order plugins loaded,
-and must not block (they run on the runner's event loop).
+``register`` callback; lifecycle hooks are notifications and must not block (they run on the runner's event loop);
+each plugin's implementation is called on its own, so one that raises is named in a warning,
+recorded in the results (``plugin_failures``) and the others are still called.
 """
 
 from __future__ import annotations
@@ -29,23 +30,30 @@ if TYPE_CHECKING:
 hookspec = pluggy.HookspecMarker("atp")
 hookimpl = pluggy.HookimplMarker("atp")
 
+RegisterAdapter = Callable[["type[Adapter]"], None]
+"""The ``register`` of :func:`atp_register_adapters`, for annotating a hook implementation."""
+RegisterEvaluator = Callable[["type[Evaluator]"], None]
+"""The ``register`` of :func:`atp_register_evaluators`."""
+RegisterReporter = Callable[["type[Reporter]"], None]
+"""The ``register`` of :func:`atp_register_reporters`."""
+
 
 # --- registration --------------------------------------------------------------------------
 
 
 @hookspec
-def atp_register_adapters(register: Callable[[type[Adapter]], None]) -> None:
+def atp_register_adapters(register: RegisterAdapter) -> None:
     """Register adapter classes: ``register(MyAdapter)``; agents name them by ``MyAdapter.type``."""
 
 
 @hookspec
-def atp_register_evaluators(register: Callable[[type[Evaluator]], None]) -> None:
+def atp_register_evaluators(register: RegisterEvaluator) -> None:
     """Register evaluator classes: ``register(MyEvaluator)``; assertions name them by
     ``MyEvaluator.name``."""
 
 
 @hookspec
-def atp_register_reporters(register: Callable[[type[Reporter]], None]) -> None:
+def atp_register_reporters(register: RegisterReporter) -> None:
     """Register reporter classes: ``register(MyReporter)``; ``--output`` names them by
     ``MyReporter.name``."""
 

@@ -26,7 +26,7 @@ from typing import Annotated, Any
 
 import msgspec
 
-from atp.core.errors import ConfigError
+from atp.core.errors import ConfigError, PluginFailed
 from atp.core.evaluator import Evaluator
 from atp.core.protocol import (
     DEFAULT_TIMEOUT_SECONDS,
@@ -36,7 +36,7 @@ from atp.core.protocol import (
     Task,
     TimeoutSeconds,
 )
-from atp.core.yamlfile import YamlDocument
+from atp.core.yamlfile import PathPart, YamlDocument
 
 SUITE_FORMAT_MAJOR = 1
 MAX_WEIGHT = 1000.0
@@ -245,6 +245,20 @@ def suite_from_document(
     )
 
 
+def unavailable(
+    doc: YamlDocument, registry: Mapping[str, Any], key: str, what: str, at: tuple[PathPart, ...]
+) -> None:
+    """Raise the located error for a name the plugins explain (two claim it: a plugin error;
+    the plugin that may provide it failed to load), or return for a plainly unknown name."""
+    explain = getattr(registry, "missing", None)
+    why = explain(key) if callable(explain) else None
+    if why is None:
+        return
+    if key in getattr(registry, "conflicts", {}):
+        raise PluginFailed(str(doc.error(f"{what} {key!r} cannot be used: {why}", at)))
+    raise doc.error(f"unknown {what} {key!r}; {why}", at)
+
+
 def _merge(base: msgspec.Struct | None, over: msgspec.Struct | None) -> dict[str, Any]:
     merged: dict[str, Any] = msgspec.structs.asdict(base) if base is not None else {}
     if over is not None:
@@ -269,6 +283,7 @@ def _resolve_test(
         at = ("tests", index, "assertions", number)
         evaluator = evaluators.get(spec.type)
         if evaluator is None:
+            unavailable(doc, evaluators, spec.type, "assertion type", (*at, "type"))
             known = ", ".join(sorted(evaluators)) or "none are installed"
             raise doc.error(
                 f"unknown assertion type {spec.type!r}; no evaluator is registered for it "

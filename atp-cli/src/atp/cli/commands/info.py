@@ -78,14 +78,22 @@ def list_agents_command(suite_path: Path | None, config_path: Path | None) -> in
     return 0
 
 
-@click.command("version")
-def version_command() -> int:
-    """Show the versions of ATP's installed distributions."""
+def versions() -> list[str]:
+    """``<distribution> <version>`` for each of ATP's distributions, and Python's."""
+    lines = []
     for dist in DISTRIBUTIONS:
         try:
             version = metadata.version(dist)
         except metadata.PackageNotFoundError:
             version = "not installed"
-        click.echo(f"{dist} {version}")
-    click.echo(f"python {platform.python_version()}")
+        lines.append(f"{dist} {version}")
+    lines.append(f"python {platform.python_version()}")
+    return lines
+
+
+@click.command("version")
+def version_command() -> int:
+    """Show the versions of ATP's installed distributions."""
+    for line in versions():
+        click.echo(line)
     return 0

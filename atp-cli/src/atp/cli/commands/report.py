@@ -8,6 +8,7 @@ import click
 
 from atp.cli.app import (
     config_option,
+    debug_option,
     exit_code,
     make_reporters,
     plugins,
@@ -25,6 +26,7 @@ from atp.core.text import printable
 @click.option("--output-file", type=click.Path(path_type=Path, dir_okay=False), help="File for the file-writing reporter (like json).")
 @click.option("-v", "--verbose", is_flag=True, help="Show every check, agent errors, warnings and log tails.")
 @config_option
+@debug_option
 def report_command(
     run_dir: Path | None,
     outputs: tuple[str, ...],

@@ -10,6 +10,7 @@ import click
 
 from atp.cli.app import (
     config_option,
+    debug_option,
     exit_code,
     make_reporters,
     plugins,
@@ -71,6 +72,7 @@ class Options:
 @click.option("--run-dir", type=click.Path(path_type=Path, file_okay=False), help="Where run directories go (default: .atp/runs).")
 @click.option("-v", "--verbose", is_flag=True, help="Show every check, each failed run's response, warnings and log tails.")
 @config_option
+@debug_option
 def test_command(
     paths: tuple[Path, ...],
     suite_paths: tuple[Path, ...],
