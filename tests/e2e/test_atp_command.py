@@ -269,7 +269,7 @@ def test_help_imports_no_heavy_dependency(tmp_path: Path) -> None:
 
 def test_version_and_plugins_json(tmp_path: Path) -> None:
     version = atp("version", cwd=tmp_path)
-    assert version.returncode == 0 and "atp-core 0.1.0" in version.stdout and "atp-cli 0.1.0" in version.stdout
+    assert version.returncode == 0 and "atp-kernel 0.1.0" in version.stdout and "atp-cli 0.1.0" in version.stdout
     listing = json.loads(atp("plugins", "--json", cwd=tmp_path).stdout)
     assert {p["name"] for p in listing} >= {"adapters", "evaluators", "reporters"}
 

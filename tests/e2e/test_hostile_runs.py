@@ -224,7 +224,7 @@ def test_a_thread_abandoned_at_a_time_limit_does_not_keep_atp_from_exiting(tmp_p
     started = time.monotonic()
     result = subprocess.run([PYTHON, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert time.monotonic() - started < 30
-    assert result.returncode == 0 and result.stdout.startswith("atp-core ")
+    assert result.returncode == 0 and result.stdout.startswith("atp-kernel ")
 
 
 def test_a_fifo_planted_in_the_run_directory_does_not_stall_atp(tmp_path: Path) -> None:

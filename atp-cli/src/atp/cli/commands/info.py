@@ -11,7 +11,7 @@ import click
 from atp.cli.app import config_option, plugins
 from atp.core.text import printable
 
-DISTRIBUTIONS = ("atp-core", "atp-adapters", "atp-evaluators", "atp-reporters", "atp-cli")
+DISTRIBUTIONS = ("atp-kernel", "atp-adapters", "atp-evaluators", "atp-reporters", "atp-cli")
 
 
 @click.command("plugins")
