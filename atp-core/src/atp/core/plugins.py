@@ -17,6 +17,7 @@ import dataclasses
 import importlib
 import os
 from collections.abc import Callable, Iterable
+from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
@@ -144,6 +145,25 @@ class Plugins:
                 self._load_errors[ep.name] = [f"failed to load: {type(exc).__name__}: {exc}"]
                 self._load_tracebacks[ep.name] = [format_exception(exc)]
                 self._infos[ep.name] = info
+                continue
+            self._add(plugin, info)
+
+    def load_local(self, entries: Iterable[str | Path]) -> None:
+        """Load a project's own plugins (the config's ``plugins:`` list): a module name is
+        imported, a :class:`~pathlib.Path` to a ``.py`` file is loaded from that file. Each is
+        a plugin like an entry point's, named as the config names it; one that fails is
+        recorded with its error and the others keep working."""
+        for entry in entries:
+            name = str(entry)
+            if name in self._infos:
+                continue
+            info = PluginInfo(name=name, module=name, distribution=None)
+            try:
+                plugin = _import_file(entry) if isinstance(entry, Path) else importlib.import_module(entry)
+            except (Exception, SystemExit) as exc:
+                self._load_errors[name] = [f"failed to load: {type(exc).__name__}: {exc}"]
+                self._load_tracebacks[name] = [format_exception(exc)]
+                self._infos[name] = info
                 continue
             self._add(plugin, info)
 
@@ -388,6 +408,31 @@ class Registry(dict[str, type[Any]]):
         if self._plugins is None or key in self:
             return None
         return self._plugins.missing(self.kind, key)
+
+
+def _import_file(path: Path) -> ModuleType:
+    """A plugin module loaded from a ``.py`` file, under a module name of its own."""
+    import hashlib
+    import importlib.util
+    import sys
+
+    digest = hashlib.sha1(str(path).encode("utf-8", "surrogatepass")).hexdigest()[:12]
+    module_name = f"atp_local_plugin_{path.stem.replace('-', '_')}_{digest}"
+    if module_name in sys.modules:
+        return sys.modules[module_name]
+    if not path.is_file():
+        raise FileNotFoundError(f"no such file: {path}")
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {path} as a Python module")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[module_name]
+        raise
+    return module
 
 
 def _article(word: str) -> str:
