@@ -159,7 +159,7 @@ def test_report_of_damaged_run_directories(tmp_path: Path) -> None:
     report = atp("report", str(run_dir), cwd=tmp_path)
     assert report.returncode == 1
     assert "results.jsonl:2 was cut short" in report.stdout and "skipped: not run" in report.stdout
-    assert "1 problems with the run directory" in report.stdout
+    assert "1 problem with the run directory" in report.stdout
     # results.jsonl that is a directory
     results.unlink()
     results.mkdir()

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -62,8 +63,8 @@ def test_console_layout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None
                          "Agent: research (cli)", "Runs per test: 1, 2"]
     body = out[out.index("Tests:"):]
     assert body.splitlines()[1:5] == [
-        "  ✓ basic_search      85.0/100  (σ=4.2, 2 runs)  [1.20s]",
-        "  ✗ unknown_company    0.0/100  [2.00s]",
+        "  ✓ basic_search      85.0/100  time 1.20s  2/2 runs passed, σ=4.2",
+        "  ✗ unknown_company    0.0/100  time 2.00s",
         "    - timeout: timed out after 2 s; the agent was stopped",
         "    - sections:report.md: missing ['Summary']",
     ]
@@ -81,6 +82,8 @@ def test_console_verbose_shows_everything(tmp_path: Path) -> None:
     assert "    ! warning: odd" in out
     assert "      | still thinking" in out
     assert "run 1: score 88.0: quality 1.00" in out
+    assert "    response: status timeout, no artifacts" in out  # the failed run's response
+    assert "run 1: response" not in out  # only for runs that did not pass
 
 
 def test_console_colour_only_when_allowed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -104,7 +107,7 @@ def test_console_falls_back_to_ascii(tmp_path: Path) -> None:
     ConsoleReporter(ReportOptions(stream=stream)).report(results, store)
     stream.flush()
     text = raw.getvalue().decode("ascii")
-    assert "  PASS basic_search" in text and "(sd=4.2, 2 runs)" in text and "FAIL unknown_company" in text
+    assert "  PASS basic_search" in text and "2/2 runs passed, sd=4.2" in text and "FAIL unknown_company" in text
 
 
 def test_progress_line_only_on_a_terminal(tmp_path: Path) -> None:
@@ -116,13 +119,17 @@ def test_progress_line_only_on_a_terminal(tmp_path: Path) -> None:
 
     tty = Tty()
     reporter = ConsoleReporter(ReportOptions(stream=tty, color=False))
-    reporter.atp_suite_started(store.read_header())
+    reporter.atp_suite_started(store.read_header(), store.directory)
+    reporter.atp_run_started()
     reporter.atp_run_finished(results.tests[1].runs[0])
-    assert "running: 1/3 runs done, 1 not passed (last: unknown_company #1 failed)" in tty.getvalue()
+    reporter.atp_suite_finished()
+    assert re.search(r"running: 1/3 runs done, 0 in progress, 1 failed, \d+s elapsed", tty.getvalue())
+    assert tty.getvalue().endswith("\r\033[K")  # erased when the suite finished
     plain = io.StringIO()
     quiet = ConsoleReporter(ReportOptions(stream=plain))
+    quiet.atp_run_started()
     quiet.atp_run_finished(results.tests[1].runs[0])
-    assert plain.getvalue() == ""
+    assert plain.getvalue() == ""  # no status line without a terminal (and no suite started)
 
 
 def test_seconds_format() -> None:

@@ -138,7 +138,7 @@ def render(reporters: Sequence[Reporter], results: SuiteResults, store: RunStore
         except OSError:
             raise
         except AtpError as exc:
-            click.echo(printable(f"atp: error: reporter {reporter.name!r}: {exc}"), err=True)
+            click.echo(printable(f"atp: error: {exc}"), err=True)  # it names the file
             code = code or EXIT_USAGE
             continue
         except Exception as exc:

@@ -38,6 +38,23 @@ class PrintableFormatter(logging.Formatter):
         return printable(super().format(record), newlines=True)
 
 
+class WarningHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """Warnings on stderr; a live status line on the terminal is cleared first, so a warning
+    never lands in the middle of it (the line is redrawn after)."""
+
+    clear: list[object] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        for reporter in self.clear:
+            erase = getattr(reporter, "erase_status", None)
+            if callable(erase):
+                try:
+                    erase()
+                except Exception:
+                    pass
+        super().emit(record)
+
+
 class Options:
     """What ``atp test`` was asked for, the same for every suite it runs."""
 
@@ -94,7 +111,7 @@ def test_command(
     suites = find_suites([*suite_paths, *paths])
     if len(suites) > 1 and options.output_file is not None and str(options.output_file) == "-":
         raise click.UsageError("--output-file=- takes one suite; name a file (one per suite is written)")
-    handler = logging.StreamHandler()
+    handler = WarningHandler()
     handler.setFormatter(PrintableFormatter("atp: warning: %(message)s"))
     logging.basicConfig(handlers=[handler], level=logging.WARNING)
     codes = []
@@ -180,6 +197,7 @@ def run_suite(suite_path: Path, config: Config, options: Options, *, several: bo
         max_log_bytes=config.spec.limits.max_log_bytes,
     )
     registered = [loaded.register(r, name=f"atp-cli-reporter-{r.name}-{id(r)}") for r in reporters]
+    WarningHandler.clear = list(reporters)
     code: int | None = None
     try:
         results = anyio.run(runner.run)
