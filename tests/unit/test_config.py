@@ -182,3 +182,172 @@ def test_evaluator_settings_are_interpolated_and_their_secrets_masked(tmp_path: 
         config.evaluator_settings("other")
     assert "MISSING_TOKEN is not set" in info.value.reason and info.value.line == 3
     assert masker_for(config).text("key sk-judge-999") == "key ***"
+
+
+# --- [tool.atp] in pyproject.toml -----------------------------------------------------------
+
+PYPROJECT = """
+[project]
+name = "my-agent"
+
+[tool.atp]
+version = "1.0"
+plugins = ["my_team.checks"]
+
+[tool.atp.defaults]
+runs_per_test = 2
+parallel_workers = 3
+
+[tool.atp.agents.research]
+type = "cli"
+command = ["python3", "agent.py"]
+
+[tool.atp.reporting]
+default = ["console", "json"]
+"""
+
+
+def test_the_tool_atp_table_of_pyproject_is_the_config(tmp_path: Path, plugins: Plugins) -> None:
+    write(tmp_path / "pyproject.toml", PYPROJECT)
+    config = load_config(cwd=tmp_path)
+    assert config.path == tmp_path / "pyproject.toml" and config.base_dir == tmp_path
+    assert config.spec.defaults.runs_per_test == 2 and config.spec.defaults.parallel_workers == 3
+    assert config.spec.reporting.default == ["console", "json"]
+    assert config.spec.plugins == ["my_team.checks"] and config.warnings == []
+    agent = resolve_agent(agent_definitions(config)["research"], plugins.adapters, {})
+    assert agent.settings.command == ["python3", "agent.py"] and agent.definition.base_dir == tmp_path
+
+
+def test_a_config_file_wins_over_tool_atp_with_a_warning(tmp_path: Path) -> None:
+    write(tmp_path / "pyproject.toml", PYPROJECT)
+    write(tmp_path / "atp.config.yaml", "defaults: {runs_per_test: 5}\n")
+    config = load_config(cwd=tmp_path)
+    assert config.path == tmp_path / "atp.config.yaml" and config.spec.defaults.runs_per_test == 5
+    assert len(config.warnings) == 1
+    assert "pyproject.toml has a [tool.atp] table, which is ignored" in config.warnings[0]
+    assert "atp.config.yaml is the configuration" in config.warnings[0]
+
+
+def test_config_option_beats_both(tmp_path: Path) -> None:
+    write(tmp_path / "pyproject.toml", PYPROJECT)
+    write(tmp_path / "atp.config.yaml", "defaults: {runs_per_test: 5}\n")
+    other = write(tmp_path / "ci" / "atp.yaml", "defaults: {runs_per_test: 7}\n")
+    config = load_config(other, cwd=tmp_path)
+    assert config.spec.defaults.runs_per_test == 7 and config.warnings == []
+    config = load_config(tmp_path / "pyproject.toml")  # --config pyproject.toml reads [tool.atp]
+    assert config.spec.defaults.runs_per_test == 2
+
+
+def test_a_pyproject_without_tool_atp_is_no_config(tmp_path: Path) -> None:
+    write(tmp_path / "pyproject.toml", '[project]\nname = "x"\n\n[tool.other]\natp = 1\n')
+    config = load_config(cwd=tmp_path)
+    assert config.path is None and config.spec == load_config(cwd=tmp_path / "none").spec
+    write(tmp_path / "pyproject.toml", "[project]\nname = [\n")  # not ATP's business
+    assert load_config(cwd=tmp_path).path is None
+    write(tmp_path / "atp.config.yaml", "version: '1.0'\n")
+    assert load_config(cwd=tmp_path).warnings == []
+    write(tmp_path / "pyproject.toml", '[project]\nname = "x"\n')
+    with pytest.raises(ConfigFileError, match="has no \\[tool.atp\\] table"):
+        load_config(tmp_path / "pyproject.toml")
+
+
+@pytest.mark.parametrize(
+    ("text", "path", "line", "reason"),
+    [
+        ("[tool.atp.defaults]\nparallel_workers = 0\n", "tool.atp.defaults.parallel_workers", 2, "expected int >= 1"),
+        ("[tool.atp]\nreporting = {default = 'json', verbos = true}\n", "tool.atp.reporting.verbos", 2,
+         "unknown field 'verbos'"),
+        ('[project]\nname = "x"\n\n[tool.atp]\nversion = "1.0"\n\n[tool.atp.agents.a]\ntype = "cli"\n'
+         "\n[tool.atp.evaluators.contains]\ntimeout_seconds = -1\n",
+         "tool.atp.evaluators.contains.timeout_seconds", 11, "timeout_seconds must be a number of seconds"),
+        ("[tool]\natp.reportin = 1\n", "tool.atp.reportin", 2, "unknown field 'reportin'"),
+        ("[tool.atp]\nversion = '2.0'\n", "tool.atp.version", 2, "config version '2.0' is not supported"),
+        ("[tool]\natp = 3\n", "tool.atp", 2, "[tool.atp] must be a table"),
+        ("[tool.atp]\nplugins = ['ok', 'not a module']\n", "tool.atp.plugins[1]", 2,
+         "'not a module' is neither a module name"),
+    ],
+)
+def test_errors_in_tool_atp_name_pyproject_the_key_path_and_a_line(
+    tmp_path: Path, text: str, path: str, line: int, reason: str
+) -> None:
+    write(tmp_path / "pyproject.toml", text)
+    with pytest.raises(ConfigFileError) as info:
+        load_config(cwd=tmp_path)
+    assert info.value.file == str(tmp_path / "pyproject.toml")
+    assert (info.value.path, info.value.line) == (path, line), str(info.value)
+    assert reason in info.value.reason
+
+
+def test_invalid_toml_with_a_tool_atp_table_is_a_located_error(tmp_path: Path) -> None:
+    write(tmp_path / "pyproject.toml", "[tool.atp]\nversion = \n")
+    with pytest.raises(ConfigFileError) as info:
+        load_config(cwd=tmp_path)
+    assert info.value.line == 2 and info.value.reason.startswith("invalid TOML: ")
+    assert "(at line" not in info.value.reason
+
+
+def test_a_missing_variable_in_tool_atp_is_located(tmp_path: Path, plugins: Plugins) -> None:
+    write(tmp_path / "pyproject.toml", '[tool.atp.agents.a]\ntype = "cli"\ncommand = "run ${NOT_SET_X}"\n')
+    with pytest.raises(SuiteError) as info:
+        resolve_agent(agent_definitions(load_config(cwd=tmp_path))["a"], plugins.adapters, {})
+    assert (info.value.path, info.value.line) == ("tool.atp.agents.a.command", 3)
+
+
+# --- plugins: the project's own plugin modules and files -------------------------------------
+
+
+def test_plugin_entries_are_modules_and_files_relative_to_the_config(tmp_path: Path) -> None:
+    write(tmp_path / "checks" / "house_style.py", "")
+    write(tmp_path / "ci" / "atp.yaml", """
+        plugins:
+          - my_team.checks
+          - ../checks/house_style.py
+          - my_team.checks
+        """)
+    config = load_config(tmp_path / "ci" / "atp.yaml")
+    entries = config.plugin_entries()
+    assert entries == ["my_team.checks", tmp_path / "checks" / "house_style.py"]
+    assert isinstance(entries[1], Path) and entries[1].is_absolute()
+
+
+def test_a_plugin_file_that_is_not_there_is_a_located_error(tmp_path: Path) -> None:
+    path = write(tmp_path / "atp.config.yaml", "plugins:\n  - ok.module\n  - checks/absent.py\n")
+    config = load_config(path)
+    with pytest.raises(ConfigFileError) as info:
+        config.plugin_entries()
+    assert (info.value.path, info.value.line) == ("plugins[1]", 3)
+    assert "plugin file 'checks/absent.py' is not a file" in info.value.reason
+
+
+@pytest.mark.parametrize(
+    ("entry", "reason"),
+    [
+        ("''", "expected str of length >= 1"),
+        ("3", "expected str, got int"),
+        ("my-team.checks", "neither a module name"),
+        ("checks/", "is a path but not a .py file"),
+        ("1checks", "neither a module name"),
+    ],
+)
+def test_plugin_entries_are_checked_when_the_config_loads(tmp_path: Path, entry: str, reason: str) -> None:
+    path = write(tmp_path / "atp.config.yaml", f"plugins:\n  - fine\n  - {entry}\n")
+    with pytest.raises(ConfigFileError) as info:
+        load_config(path)
+    assert (info.value.path, info.value.line) == ("plugins[1]", 3)
+    assert reason in info.value.reason
+    write(path, "plugins: checks.py\n")
+    with pytest.raises(ConfigFileError, match="expected array"):
+        load_config(path)
+
+
+# --- ${ATP_PYTHON} ------------------------------------------------------------------------------
+
+
+def test_atp_python_is_the_interpreter_running_atp(tmp_path: Path, plugins: Plugins) -> None:
+    import sys
+
+    write(tmp_path / "atp.config.yaml", 'agents:\n  a:\n    type: cli\n    command: ["${ATP_PYTHON}", agent.py]\n')
+    definition = agent_definitions(load_config(cwd=tmp_path))["a"]
+    assert resolve_agent(definition, plugins.adapters, {}).settings.command == [sys.executable, "agent.py"]
+    chosen = resolve_agent(definition, plugins.adapters, {"ATP_PYTHON": "/opt/python"})
+    assert chosen.settings.command == ["/opt/python", "agent.py"]

@@ -80,8 +80,8 @@ def test_schema_on_structured_data_and_json_files() -> None:
     schema = {"type": "object", "required": ["competitors"],
               "properties": {"competitors": {"type": "array", "minItems": 2}}}
     bad = one(artifact.Schema, {"name": "result", "schema": schema})
-    assert not bad.passed and "at $['competitors']: [{'name': 'Zoom', 'share': 0.2}] is too short" in bad.message
-    assert bad.details == {"errors": 1}
+    assert not bad.passed and "at $.competitors: [{'name': 'Zoom', 'share': 0.2}] is too short" in bad.message
+    assert bad.details is not None and bad.details["errors"] == 1
     ok = one(artifact.Schema, {"name": "result", "schema": {"type": "object"}})
     assert ok.passed
     json_file = response(files={"data.json": '{"n": 3}', "notes.txt": "not json"})
@@ -125,18 +125,24 @@ def test_must_use_and_forbidden_tools() -> None:
     missing = one(behavior.MustUseTools, {"tools": ["web_search", "calculator"]}, PLAIN, TRACE)
     assert not missing.passed and missing.score == 0.5
     assert missing.message == ("expected calls to web_search, calculator; not called: calculator "
-                               "(called: file_write, web_search)")
+                               "(called: web_search ×2, file_write ×1)")
     forbidden = one(behavior.ForbiddenTools, {"tools": ["file_write", "shell"]}, PLAIN, TRACE)
-    assert not forbidden.passed and forbidden.message == "expected no calls to file_write, shell; called file_write (1 calls)"
+    assert not forbidden.passed and forbidden.message == (
+        "expected no calls to file_write, shell; called file_write (1 call); all calls: web_search ×2, file_write ×1"
+    )
     assert one(behavior.ForbiddenTools, {"tools": ["shell"]}, PLAIN, TRACE).passed
 
 
 def test_limits_use_trace_and_reported_metrics() -> None:
     over = one(behavior.MaxToolCalls, {"limit": 2}, PLAIN, TRACE)
-    assert not over.passed and over.message == "expected at most 2 tool calls; made 3"
+    assert not over.passed and over.message == "expected at most 2 tool calls; made 3 (web_search ×2, file_write ×1)"
     reported = response(metrics=Metrics(tool_calls=15, total_steps=3))
-    assert one(behavior.MaxToolCalls, {"limit": 10}, reported).message == "expected at most 10 tool calls; made 15"
-    assert one(behavior.MaxSteps, {"limit": 5}, PLAIN, TRACE).message == "expected at most 5 steps; took 6"
+    assert one(behavior.MaxToolCalls, {"limit": 10}, reported).message == (
+        "expected at most 10 tool calls; made 15 (by the agent's metrics.tool_calls; the trace has no tool_call events)"
+    )
+    assert one(behavior.MaxSteps, {"limit": 5}, PLAIN, TRACE).message == (
+        "expected at most 5 steps; took 6 (metrics.total_steps: none; largest current_step of its progress events: 6)"
+    )
     assert one(behavior.MaxSteps, {"limit": 5}, reported).passed
     assert one(behavior.MaxSteps, {"limit": 5}, PLAIN).message == "the agent reported no steps (limit 5)"
 
@@ -144,7 +150,7 @@ def test_limits_use_trace_and_reported_metrics() -> None:
 def test_no_errors() -> None:
     failed = one(behavior.NoErrors, {}, PLAIN, TRACE)
     assert not failed.passed
-    assert failed.message == "expected no errors; the trace has 1; first: tool_error: 'rate limited'"
+    assert failed.message == "expected no errors; the trace has 1: tool_error: 'rate limited'"
     assert one(behavior.NoErrors, {"allow_recoverable": True}, PLAIN, TRACE).passed
     assert one(behavior.NoErrors, {}, PLAIN, []).passed
 

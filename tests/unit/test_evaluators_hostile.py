@@ -279,7 +279,8 @@ def test_only_the_first_16_mib_of_a_file_are_read(tmp_path: Path) -> None:
     assert not missed.passed
     assert missed.message == (
         f"expected text 'needle' in {big}; not found in {artifact.MAX_READ_BYTES} characters "
-        f"({big} is larger than 16 MiB; ATP read only its first 16 MiB)"
+        f"({big} is larger than 16 MiB; ATP read only its first 16 MiB); "
+        f"{big} begins: 'start\\n{'x' * (artifact.EXCERPT_CHARS - 6)}…'"
     )
     as_json = run(artifact.Schema, {"path": str(big), "schema": {}}, refs(big))
     assert not as_json.passed and as_json.message.endswith(
@@ -601,7 +602,11 @@ def test_schema_messages_quote_a_preview_of_the_data() -> None:
     checked = run(artifact.Schema, {"name": "result", "schema": schema}, resp)
     assert not checked.passed and len(checked.message) < 2000
     assert "more than 997 more; ATP stopped counting" in checked.message
-    assert checked.details == {"errors": artifact.MAX_SCHEMA_ERRORS}
+    details = checked.details
+    assert details is not None and details["errors"] == artifact.MAX_SCHEMA_ERRORS
+    assert details["path"] == "$.items[0].k" and details["expected"] == 'type: "integer"'
+    assert details["actual"] == '"' + "y" * (artifact.VALUE_CHARS - 1) + "…"
+    assert len(details["failures"]) == 3 and len(json.dumps(details)) < 2000
 
 
 def test_json_errors_and_artifact_names_are_previews(tmp_path: Path) -> None:

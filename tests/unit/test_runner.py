@@ -18,6 +18,7 @@ from atp.core.protocol import (
     ATPRequest,
     ATPResponse,
     ErrorPayload,
+    FileArtifact,
     Metrics,
     ProgressPayload,
     StructuredArtifact,
@@ -374,3 +375,35 @@ def test_a_plugin_hook_that_raises_does_not_stop_the_suite(
         ("broken", "atp_run_finished", "RuntimeError: listener bug"),
     ]
     assert 'raise RuntimeError("listener bug")' in (results.plugin_failures[1].traceback or "")
+
+
+def agent_in_workspace(request: ATPRequest, sink: EventSink) -> ATPResponse:
+    assert request.context is not None and request.context.workspace_path
+    workspace = Path(request.context.workspace_path)
+    seen = sorted(p.name for p in workspace.iterdir())
+    (workspace / "fixed.txt").write_text("done")
+    response = answer(request, data={"seen": seen})
+    response.artifacts.append(FileArtifact(path="fixed.txt"))
+    return response
+
+
+def test_a_workspace_fixture_is_copied_fresh_for_each_run(tmp_path: Path, plugins: Plugins) -> None:
+    write(tmp_path / "fixtures" / "project" / "broken.py", "x = 1\n")
+    tests = """
+  - id: fix
+    runs_per_test: 2
+    task: {description: "fix it", workspace_fixture: fixtures/project}
+    assertions:
+      - {type: artifact_exists, config: {path: fixed.txt}, critical: true}
+"""
+    results, runner = run(tmp_path, plugins, suite_text("agent_in_workspace", tests))
+    assert runner.store is not None
+    runs = results.tests[0].runs
+    assert [r.outcome for r in runs] == ["passed", "passed"]
+    for run_ in runs:  # each run saw the fixture alone: the other run's file never reached it
+        data = run_.artifacts[0].data  # type: ignore[union-attr]
+        assert data == {"seen": ["broken.py"]}
+        assert run_.checks[0].details is not None and run_.checks[0].details["critical"] is True
+    workspaces = sorted(p.name for p in (runner.store.directory / "workspaces").iterdir())
+    assert workspaces == ["fix.1", "fix.2"]
+    assert (tmp_path / "fixtures" / "project" / "fixed.txt").exists() is False

@@ -171,3 +171,153 @@ def test_select_tests_by_tags_and_ids(tmp_path: Path, plugins: Plugins) -> None:
     assert [t.id for t in selected] == ["second"] and deselected == 1
     with pytest.raises(ConfigError, match="no test with id 'third'"):
         select_tests(suite.tests, None, ["third"])
+
+
+# --- tags: AND as well as OR ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("expressions", "tags", "accepted"),
+    [
+        (["smoke+fast"], ["smoke", "fast"], True),
+        (["smoke+fast"], ["smoke"], False),
+        (["smoke+fast"], ["fast", "core"], False),
+        (["smoke+fast,core"], ["core"], True),
+        (["smoke+fast,core"], ["smoke"], False),
+        (["smoke+fast,core"], ["fast", "smoke", "x"], True),
+        (["smoke + fast , core"], ["smoke", "fast"], True),
+        (["smoke+!slow"], ["smoke"], True),
+        (["smoke+!slow"], ["smoke", "slow"], False),
+        (["smoke+!slow,core"], ["core", "slow"], True),
+        (["smoke+fast,core", "!slow"], ["core", "slow"], False),
+        (["smoke+fast", "core+api"], ["core", "api"], True),
+        (["smoke+smoke"], ["smoke"], True),
+        (["!slow"], [], True),
+    ],
+)
+def test_tags_combine_with_and_and_or(expressions: list[str], tags: list[str], accepted: bool) -> None:
+    assert TagFilter.parse(expressions).accepts(tags) is accepted
+
+
+def test_a_single_tag_group_is_an_alternative_like_a_tag() -> None:
+    tag_filter = TagFilter.parse(["smoke+smoke,core"])
+    assert tag_filter.include == frozenset({"smoke", "core"}) and tag_filter.groups == ()
+
+
+@pytest.mark.parametrize(
+    ("expression", "reason"),
+    [
+        ("smoke+", "'smoke+' has no tag on one side of a '+'"),
+        ("+fast", "'+fast' has no tag on one side of a '+'"),
+        ("smoke++fast", "has no tag on one side of a '+'"),
+        ("+", "has no tag on one side of a '+'"),
+        ("smoke+!", "'!' names no tag to exclude"),
+        ("!slow+!flaky", "requires no tag; to leave out tests having any of these tags, write !flaky,!slow"),
+        ("smoke+!smoke", "both requires and excludes 'smoke'"),
+    ],
+)
+def test_tag_expressions_that_make_no_sense_are_errors(expression: str, reason: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        TagFilter.parse(["core", expression])
+    assert str(info.value).startswith("--tags: ") and reason in str(info.value)
+
+
+def test_select_tests_with_and(tmp_path: Path, plugins: Plugins) -> None:
+    suite = load(tmp_path, plugins, GOOD)
+    selected, deselected = select_tests(suite.tests, TagFilter.parse(["smoke+core"]))
+    assert [t.id for t in selected] == ["first"] and deselected == 1
+    selected, _ = select_tests(suite.tests, TagFilter.parse(["smoke+slow"]))
+    assert selected == []
+
+
+# --- shorthands of suites written for other implementations ----------------------------------
+
+
+def test_expected_artifacts_may_be_file_names(tmp_path: Path, plugins: Plugins) -> None:
+    suite = load(tmp_path, plugins, """
+        test_suite: s
+        tests:
+          - id: a
+            task:
+              description: x
+              expected_artifacts:
+                - report.md
+                - data.JSON
+                - charts/revenue.png
+                - notes.txt
+                - Makefile
+                - {type: structured, name: result}
+        """)
+    found = [(e.type, e.name, e.format) for e in suite.tests[0].task.expected_artifacts]
+    assert found == [
+        ("file", "report.md", "markdown"),
+        ("file", "data.JSON", "json"),
+        ("file", "charts/revenue.png", "png"),
+        ("file", "notes.txt", "text"),
+        ("file", "Makefile", None),
+        ("structured", "result", None),
+    ]
+
+
+def test_an_expected_artifact_must_be_a_name_or_an_artifact(tmp_path: Path, plugins: Plugins) -> None:
+    text = "test_suite: s\ntests:\n  - id: a\n    task:\n      description: x\n      expected_artifacts: [a.md, '']\n"
+    err = error(tmp_path, plugins, text)
+    assert (err.path, err.line) == ("tests[0].task.expected_artifacts[1]", 6)
+    text = text.replace("''", "{type: file, nam: x}")
+    assert "unknown field 'nam'" in error(tmp_path, plugins, text).reason
+
+
+def test_critical_assertions(tmp_path: Path, plugins: Plugins) -> None:
+    suite = load(tmp_path, plugins, """
+        test_suite: s
+        tests:
+          - id: a
+            task: {description: x}
+            assertions:
+              - type: artifact_exists
+                config: {path: a.md}
+                critical: true
+              - type: artifact_exists
+                config: {path: b.md}
+        """)
+    assert [a.critical for a in suite.tests[0].assertions] == [True, False]
+    err = error(tmp_path, plugins, "test_suite: s\ntests:\n  - id: a\n    task: {description: x}\n    assertions:\n"
+                "      - type: artifact_exists\n        critical: sure\n")
+    assert (err.path, err.line) == ("tests[0].assertions[0].critical", 7)
+    assert "expected bool" in err.reason
+
+
+def test_workspace_fixture_is_a_folder_relative_to_the_suite(tmp_path: Path, plugins: Plugins) -> None:
+    (tmp_path / "fixtures" / "project").mkdir(parents=True)
+    text = "test_suite: s\ntests:\n  - id: a\n    task:\n      description: x\n      workspace_fixture: fixtures/project\n" \
+           "  - id: b\n    task: {description: y}\n"
+    suite = load(tmp_path, plugins, text)
+    assert suite.tests[0].workspace_fixture == (tmp_path / "fixtures" / "project").resolve()
+    assert suite.tests[0].workspace_fixture.is_absolute()
+    assert suite.tests[1].workspace_fixture is None
+    assert not hasattr(suite.tests[0].task, "workspace_fixture")  # not sent to the agent
+
+
+@pytest.mark.parametrize(
+    ("value", "reason"),
+    [
+        ("missing", "workspace_fixture 'missing' does not exist"),
+        ("file.txt", "workspace_fixture 'file.txt' is not a folder"),
+        ("''", "expected str of length >= 1"),
+    ],
+)
+def test_a_workspace_fixture_that_is_no_folder_is_a_located_error(
+    tmp_path: Path, plugins: Plugins, value: str, reason: str
+) -> None:
+    (tmp_path / "file.txt").write_text("x")
+    err = error(tmp_path, plugins, f"test_suite: s\ntests:\n  - id: a\n    task:\n      description: x\n"
+                f"      workspace_fixture: {value}\n")
+    assert (err.path, err.line) == ("tests[0].task.workspace_fixture", 6)
+    assert reason in err.reason
+
+
+def test_other_keys_of_other_formats_stay_errors(tmp_path: Path, plugins: Plugins) -> None:
+    err = error(tmp_path, plugins, "test_suite: s\ntests:\n  - id: a\n    task: {description: x}\n    mode: comparison\n")
+    assert (err.path, err.reason) == ("tests[0].mode", "unknown field 'mode'")
+    err = error(tmp_path, plugins, "test_suite: s\ntests:\n  - id: a\n    task: {description: x, workspace: w}\n")
+    assert (err.path, err.reason) == ("tests[0].task.workspace", "unknown field 'workspace'")

@@ -15,6 +15,7 @@ from atp.core.plugins import Plugins
 from atp.core.text import printable
 
 if TYPE_CHECKING:
+    from atp.core.config import Config
     from atp.core.reporter import Reporter
     from atp.core.results import RunStore, SuiteResults
 
@@ -29,6 +30,18 @@ def plugins() -> Plugins:
     """The plugins of this process, loaded once; load problems are warned about on stderr."""
     loaded = Plugins()
     warn_problems([*loaded.warnings, *loaded.problems(collect=False)])
+    return loaded
+
+
+def plugins_for(config: Config) -> Plugins:
+    """The plugins of this process with the config's own (its ``plugins:`` list) loaded too;
+    the config's warnings and the plugins' load problems are warned about on stderr."""
+    loaded = plugins()
+    warn_problems(config.warnings)
+    entries = config.plugin_entries()
+    if entries:
+        loaded.load_local(entries)
+        warn_problems(loaded.problems(collect=False))
     return loaded
 
 

@@ -18,6 +18,8 @@ from typing import Any
 import click
 
 BUILTIN_COMMANDS = {
+    "init": ("atp.cli.commands.init", "init_command", "Start here: write a config, a suite and an agent, or a plugin package."),
+    "schema": ("atp.cli.commands.schema", "schema_command", "Print the JSON Schema of suite files or of the config, for editors."),
     "test": ("atp.cli.commands.test", "test_command", "Run a suite against an agent."),
     "report": ("atp.cli.commands.report", "report_command", "Render the results of a run directory."),
     "plugins": ("atp.cli.commands.info", "plugins_command", "List installed plugins and what they register."),

@@ -1,19 +1,26 @@
 """The configuration file ``atp.config.yaml`` and agent definitions.
 
-Found in the working directory (``atp.config.yaml`` or ``atp.config.yml``) or named with
-``--config``. Its sections (design section 6.2): ``defaults``, ``agents`` (by name),
-``evaluators`` (settings per evaluator), ``reporting`` and ``secrets``. An agent is defined in
-the config or in a suite's ``agents`` list; a suite entry that gives only a ``name`` refers to
-the config's agent of that name.
+Named with ``--config``, or found in the working directory: ``atp.config.yaml`` (or
+``atp.config.yml``), else the ``[tool.atp]`` table of ``pyproject.toml``. When both a config
+file and a ``[tool.atp]`` table are there, the file is the configuration and
+:attr:`Config.warnings` says the table is ignored. Its sections (design section 6.2):
+``defaults``, ``agents`` (by name), ``evaluators`` (settings per evaluator), ``reporting``,
+``secrets``, ``limits`` and ``plugins`` (the project's own plugin modules and files). An agent
+is defined in the config or in a suite's ``agents`` list; a suite entry that gives only a
+``name`` refers to the config's agent of that name.
 
 ``${VAR}`` (and ``${VAR:-default}``; ``$$`` for a literal ``$``) is replaced by the environment
-variable's value in agent settings and secrets. Secret values, and the values of variables
-whose names look secret (``*KEY*``, ``*TOKEN*``, ...), are masked in everything ATP writes.
+variable's value in agent settings, evaluator settings and secrets; ``${ATP_PYTHON}`` is the
+Python interpreter running ATP unless the environment sets it. Secret values, and the values of
+variables whose names look secret (``*KEY*``, ``*TOKEN*``, ...), are masked in everything ATP
+writes.
 """
 
+import importlib
 import math
 import os
 import re
+import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any
@@ -24,11 +31,24 @@ from atp.core.adapter import Adapter
 from atp.core.errors import ConfigError, SuiteError
 from atp.core.protocol import TimeoutSeconds
 from atp.core.secrets import Masker, looks_secret
-from atp.core.suite import RunsCount, Suite, _Strict, check_format_version, normalize_version, unavailable
+from atp.core.suite import (
+    NonEmpty,
+    RunsCount,
+    Suite,
+    _Strict,
+    check_format_version,
+    normalize_version,
+    unavailable,
+)
 from atp.core.trace import DEFAULT_MAX_EVENT_BYTES, DEFAULT_MAX_EVENTS, DEFAULT_MAX_LOG_BYTES
-from atp.core.yamlfile import PathPart, YamlDocument
+from atp.core.yamlfile import MAX_FILE_BYTES, PathPart, YamlDocument, format_path
 
 CONFIG_NAMES = ("atp.config.yaml", "atp.config.yml")
+PYPROJECT = "pyproject.toml"
+TOOL_TABLE = ("tool", "atp")
+"""Where the configuration sits in ``pyproject.toml``: ``[tool.atp]``."""
+PYTHON_VARIABLE = "ATP_PYTHON"
+"""``${ATP_PYTHON}``: the Python interpreter running ATP, unless the environment sets it."""
 DEFAULT_RUN_DIR = ".atp/runs"
 COMMON_AGENT_KEYS = ("name", "type", "timeout")
 MAX_AGENT_TIMEOUT = 86400  # seconds, like a test's timeout_seconds
@@ -72,6 +92,44 @@ class ConfigSpec(_Strict, kw_only=True):
     reporting: ReportingSpec = msgspec.field(default_factory=ReportingSpec)
     limits: LimitsSpec = msgspec.field(default_factory=LimitsSpec)
     secrets: dict[str, str | None] = msgspec.field(default_factory=dict)
+    plugins: list[NonEmpty] = msgspec.field(default_factory=list)
+    """The project's own plugins: module names (``my_team.checks``) or ``.py`` files, relative
+    to the config file (``checks/house_style.py``)."""
+
+
+_MODULE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*\Z")
+
+
+def is_plugin_file(entry: str) -> bool:
+    """Whether a ``plugins:`` entry names a file (it ends in ``.py`` or has a ``/``) rather
+    than a module."""
+    return entry.endswith(".py") or "/" in entry or "\\" in entry
+
+
+def plugin_entry_problem(entry: str) -> str | None:
+    """What is wrong with the form of a ``plugins:`` entry, or ``None``."""
+    if "\0" in entry:
+        return "the entry holds a NUL byte (\\0), which no module name or path can"
+    if is_plugin_file(entry):
+        if not entry.endswith(".py"):
+            return (
+                f"{entry!r} is a path but not a .py file; name a plugin module file, or a module "
+                f"(like my_team.checks) that is on the Python path"
+            )
+        return None
+    if not _MODULE_NAME.match(entry):
+        return (
+            f"{entry!r} is neither a module name (like my_team.checks) nor a .py file (like "
+            f"checks/my_plugin.py, relative to the config file)"
+        )
+    return None
+
+
+def with_builtin_variables(environ: Mapping[str, str]) -> Mapping[str, str]:
+    """``environ`` with ``ATP_PYTHON`` (the Python running ATP) unless it sets it itself."""
+    if PYTHON_VARIABLE in environ:
+        return environ
+    return {**environ, PYTHON_VARIABLE: sys.executable or "python3"}
 
 
 class Config:
@@ -87,7 +145,10 @@ class Config:
         self.document = document
         self.path = document.path if document else None
         self.base_dir = self.path.parent if self.path else Path.cwd()
-        self.environ = os.environ if environ is None else environ
+        self.environ = with_builtin_variables(os.environ if environ is None else environ)
+        self.warnings: list[str] = []
+        """What the user should hear about the configuration (a ``[tool.atp]`` table that a
+        config file overrides), for a warning on stderr."""
         self.secrets: dict[str, str] = {}
         for name, value in spec.secrets.items():
             if value is None:
@@ -104,6 +165,31 @@ class Config:
     @property
     def run_dir(self) -> Path:
         return self.base_dir / self.spec.reporting.run_dir
+
+    def plugin_entries(self) -> list[str | Path]:
+        """The ``plugins:`` list, each entry once, in order: a module name as it is, a file as
+        an absolute :class:`~pathlib.Path` (a relative one is relative to the config file). A
+        file that is not there is an error located in the config."""
+        found: dict[str | Path, None] = {}
+        for index, entry in enumerate(self.spec.plugins):
+            if not is_plugin_file(entry):
+                found[entry] = None
+                continue
+            path = Path(entry).expanduser()
+            if not path.is_absolute():
+                path = self.base_dir / path
+            path = Path(os.path.abspath(path))
+            try:
+                is_file = path.is_file()
+            except OSError:
+                is_file = False
+            if not is_file:
+                message = f"plugin file {entry!r} is not a file (looked for {path})"
+                if self.document is None:
+                    raise ConfigError(message)
+                raise self.document.error(message, ("plugins", index))
+            found[path] = None
+        return list(found)
 
     def evaluator_settings(self, name: str) -> dict[str, Any]:
         """The ``evaluators.<name>`` settings, with ``${VAR}`` replaced."""
@@ -141,13 +227,36 @@ class Config:
 
 
 def load_config(path: Path | None = None, cwd: Path | None = None) -> Config:
-    """Load ``path``, or the config file in ``cwd`` if there is one, or an empty config."""
+    """Load ``path`` (a YAML config file, or a ``.toml`` file's ``[tool.atp]`` table); without
+    one, the config file in ``cwd`` if there is one, else the ``[tool.atp]`` table of its
+    ``pyproject.toml``, else an empty config."""
+    warnings: list[str] = []
+    doc: YamlDocument
     if path is None:
         where = cwd or Path.cwd()
         path = next((where / n for n in CONFIG_NAMES if (where / n).is_file()), None)
+        pyproject = where / PYPROJECT
         if path is None:
-            return Config(ConfigSpec())
-    doc = YamlDocument.load(path, ConfigFileError)
+            table = TomlDocument.find(pyproject) if pyproject.is_file() else None
+            if table is None:
+                return Config(ConfigSpec())
+            return config_from_document(table)
+        if pyproject.is_file() and TomlDocument.mentions_table(pyproject):
+            warnings.append(
+                f"{pyproject} has a [tool.atp] table, which is ignored: {path} is the "
+                f"configuration (keep one of them)"
+            )
+    if path.suffix.lower() == ".toml":
+        doc = TomlDocument.load_table(path)
+    else:
+        doc = YamlDocument.load(path, ConfigFileError)
+    config = config_from_document(doc)
+    config.warnings.extend(warnings)
+    return config
+
+
+def config_from_document(doc: YamlDocument) -> Config:
+    """Validate a loaded config document (YAML, or a ``[tool.atp]`` table) as a :class:`Config`."""
     data = doc.data if doc.data is not None else {}
     if not isinstance(data, dict):
         raise doc.error("a config file must be a mapping")
@@ -166,7 +275,187 @@ def load_config(path: Path | None = None, cwd: Path | None = None) -> Config:
                 f"{MAX_EVALUATOR_TIMEOUT}",
                 ("evaluators", name, "timeout_seconds"),
             )
+    for index, entry in enumerate(spec.plugins):
+        problem = plugin_entry_problem(entry)
+        if problem is not None:
+            raise doc.error(problem, ("plugins", index))
     return Config(spec, doc)
+
+
+# --- pyproject.toml ---------------------------------------------------------------------------
+
+
+_TOML_AT = re.compile(r"\s*\(at (?:line (\d+), column \d+|end of document)\)\s*\Z")
+_TOML_HEADER = re.compile(r"\[\[?(?P<key>[^\]\[]*)\]\]?\s*(?:#.*)?\Z")
+_TOML_KEY = re.compile(r"(?P<key>(?:[A-Za-z0-9_-]+|\"[^\"]*\"|'[^']*')(?:\s*\.\s*(?:[A-Za-z0-9_-]+|\"[^\"]*\"|'[^']*'))*)\s*=")
+_TOML_TABLE_MENTION = re.compile(
+    r"^\s*(?:\[\[?\s*tool\s*\.\s*[\"']?atp[\"']?\s*[\].]|tool\s*\.\s*[\"']?atp[\"']?\s*[.=])", re.MULTILINE
+)
+
+
+class TomlDocument(YamlDocument):
+    """The ``[tool.atp]`` table of a ``pyproject.toml``, read as a config document: errors name
+    the file, the key path (``tool.atp.defaults.parallel_workers``) and a line. TOML parsers do
+    not report lines for values, so the line is found by a simple search of the text for the
+    key's table header or ``key =`` line (the nearest enclosing key when the exact one is not
+    found: a value inside an inline table or an array)."""
+
+    def __init__(self, path: Path, text: str, data: Any, prefix: Sequence[PathPart] = TOOL_TABLE) -> None:
+        # No YAML to compose: the data comes from the TOML parser; errors and lines are found
+        # by the overrides below.
+        self.path = path
+        self.error_cls = ConfigFileError
+        self.root = None
+        self.text = text
+        self.data = data
+        self.prefix = tuple(prefix)
+
+    @staticmethod
+    def _read(path: Path) -> str:
+        try:
+            with path.open("rb") as handle:
+                raw = handle.read(MAX_FILE_BYTES + 1)
+        except FileNotFoundError:
+            raise ConfigFileError("file not found", file=str(path)) from None
+        except OSError as exc:
+            raise ConfigFileError(f"cannot read: {exc.strerror or exc}", file=str(path)) from None
+        if len(raw) > MAX_FILE_BYTES:
+            raise ConfigFileError(
+                f"the file is larger than {MAX_FILE_BYTES // (1024 * 1024)} MiB, the most ATP reads",
+                file=str(path),
+            )
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            line = raw.count(b"\n", 0, exc.start) + 1
+            raise ConfigFileError(f"not UTF-8 text: {exc.reason}", file=str(path), line=line) from None
+
+    @staticmethod
+    def _parse(path: Path, text: str) -> dict[str, Any]:
+        toml = _toml_module()
+        try:
+            data: dict[str, Any] = toml.loads(text)
+        except toml.TOMLDecodeError as exc:
+            message = str(exc)
+            match = _TOML_AT.search(message)
+            line = int(match.group(1)) if match and match.group(1) else None
+            if match:
+                message = message[: match.start()]
+                if line is None:  # at the end of the document
+                    line = text.count("\n") + (0 if text.endswith("\n") else 1)
+            raise ConfigFileError(f"invalid TOML: {message}", file=str(path), line=line) from None
+        except RecursionError:
+            raise ConfigFileError("invalid TOML: nested too deeply", file=str(path)) from None
+        return data
+
+    @classmethod
+    def find(cls, path: Path) -> "TomlDocument | None":
+        """The ``[tool.atp]`` table of ``path``, or ``None`` when it has none. A file that is
+        not valid TOML is an error only when its text seems to hold such a table."""
+        text = cls._read(path)
+        try:
+            data = cls._parse(path, text)
+        except ConfigFileError:
+            if _TOML_TABLE_MENTION.search(text):
+                raise
+            return None
+        return cls._table(path, text, data, required=False)
+
+    @classmethod
+    def load_table(cls, path: Path) -> "TomlDocument":
+        """The ``[tool.atp]`` table of ``path`` (``--config pyproject.toml``); an error when
+        there is none."""
+        text = cls._read(path)
+        found = cls._table(path, text, cls._parse(path, text), required=True)
+        assert found is not None
+        return found
+
+    @classmethod
+    def mentions_table(cls, path: Path) -> bool:
+        """Whether ``path`` has a ``[tool.atp]`` table (false when it cannot be read)."""
+        try:
+            return cls.find(path) is not None
+        except ConfigError:
+            return False
+
+    @classmethod
+    def _table(cls, path: Path, text: str, data: dict[str, Any], *, required: bool) -> "TomlDocument | None":
+        tool = data.get("tool")
+        table = tool.get("atp") if isinstance(tool, dict) else None
+        if table is None:
+            if required:
+                raise ConfigFileError(
+                    "has no [tool.atp] table; ATP's configuration goes there (or in atp.config.yaml)",
+                    file=str(path),
+                )
+            return None
+        document = cls(path, text, table)
+        if not isinstance(table, dict):
+            raise document.error("[tool.atp] must be a table")
+        return document
+
+    def error(self, message: str, parts: Sequence[PathPart] = ()) -> SuiteError:
+        full = [*self.prefix, *parts]
+        return self.error_cls(message, file=str(self.path), path=format_path(full), line=self.line_of(parts))
+
+    def line_of(self, parts: Sequence[PathPart]) -> int | None:
+        """The line of the key at ``parts`` (below ``[tool.atp]``), found by searching the text."""
+        wanted: list[str] = []
+        for part in (*self.prefix, *parts):
+            if not isinstance(part, str):
+                break
+            wanted.append(part)
+        return _toml_line(self.text, wanted)
+
+
+def _toml_module() -> Any:
+    """``tomllib`` (Python 3.11+), or ``tomli`` before it."""
+    name = "tomllib" if sys.version_info >= (3, 11) else "tomli"
+    try:
+        return importlib.import_module(name)
+    except ImportError:  # pragma: no cover - Python 3.10 without the dependency
+        raise ConfigError(
+            "reading pyproject.toml needs the Python package 'tomli' on Python 3.10; install it "
+            "with: pip install tomli"
+        ) from None
+
+
+def _toml_keys(text: str) -> list[str]:
+    """A dotted TOML key (``a."b.c".d``) as its parts."""
+    keys: list[str] = []
+    for match in re.finditer(r"\s*(\"[^\"]*\"|'[^']*'|[^.\s]+)\s*(?:\.|\Z)", text.strip()):
+        key = match.group(1)
+        keys.append(key[1:-1] if key[:1] in "\"'" else key)
+    return keys
+
+
+def _toml_line(text: str, wanted: Sequence[str]) -> int | None:
+    """The first line that defines the longest part of the key path ``wanted``: a table header
+    or a ``key = value`` line, with the current table's path in front of the key."""
+    best_length, best_line = 0, None
+    table: list[str] = []
+    for number, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        header = _TOML_HEADER.match(line)
+        if header:
+            table = _toml_keys(header.group("key"))
+            keys = table
+        else:
+            key = _TOML_KEY.match(line)
+            if not key:
+                continue
+            keys = table + _toml_keys(key.group("key"))
+        length = 0
+        for have, want in zip(keys, wanted, strict=False):
+            if have != want:
+                break
+            length += 1
+        on_the_way = length == len(keys) or length == len(wanted)  # above or at the key, or in it
+        if on_the_way and length > best_length:
+            best_length, best_line = length, number
+    return best_line
 
 
 # --- interpolation --------------------------------------------------------------------------
@@ -334,6 +623,7 @@ def resolve_agent(
             f"provides it installed? The built-in ones come with: pip install atp-adapters",
             "type",
         )
+    env = with_builtin_variables(env)
     used: set[str] = set()
 
     def missing(variable: str, where: Sequence[PathPart]) -> str:

@@ -461,6 +461,11 @@ class RunStore:
     def log_file(self, test_id: str, run_number: int) -> str:
         return f"logs/{_file_stem(test_id, run_number)}.log"
 
+    def workspace(self, test_id: str, run_number: int) -> Path:
+        """The fresh workspace of a run whose test has a ``workspace_fixture`` (kept with the
+        results, as the agent left it)."""
+        return self.directory / "workspaces" / _file_stem(test_id, run_number)
+
     # --- reading ---
 
     def read_header(self) -> RunHeader:

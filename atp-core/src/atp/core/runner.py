@@ -40,7 +40,7 @@ from atp.core.evaluator import (
 )
 from atp.core.ledger import ProcessLedger, activate, stop_abandoned
 from atp.core.plugins import HookCall, Plugins, format_exception
-from atp.core.protocol import PROTOCOL_VERSION, ATPRequest, ATPResponse, Event, sane_metrics
+from atp.core.protocol import PROTOCOL_VERSION, ATPRequest, ATPResponse, Context, Event, sane_metrics
 from atp.core.results import (
     Check,
     Outcome,
@@ -374,12 +374,13 @@ class Runner:
 
     # --- one run -------------------------------------------------------------------------
 
-    def build_request(self, test: Test, run_number: int) -> ATPRequest:
+    def build_request(self, test: Test, run_number: int, workspace: Path | None = None) -> ATPRequest:
         return ATPRequest(
             version=PROTOCOL_VERSION,
             task_id=str(uuid.uuid4()),
             task=test.task,
             constraints=test.constraints,
+            context=Context(workspace_path=str(workspace)) if workspace is not None else None,
             metadata={
                 "test_id": test.id,
                 "run_number": run_number,
@@ -391,7 +392,11 @@ class Runner:
     async def run_one(self, adapter: Adapter, test: Test, run_number: int) -> RunResult:
         store = self.store
         assert store is not None, "run() creates the store"
-        request = self.build_request(test, run_number)
+        workspace = None
+        if test.workspace_fixture is not None:
+            workspace = store.workspace(test.id, run_number)
+            await anyio.to_thread.run_sync(_copy_fixture, test.workspace_fixture, workspace)
+        request = self.build_request(test, run_number, workspace)
         task_id = request.task_id
         callers = self._callers
         if run_number == 1 and callers["atp_test_started"]:
@@ -505,6 +510,9 @@ class Runner:
             )
             for assertion in test.assertions:
                 produced, ok = await self._evaluate(assertion, ctx)
+                if assertion.critical:
+                    for item in produced:
+                        item.details = {**(item.details or {}), "critical": True}
                 could_not_run = could_not_run or not ok
                 checks.extend(produced)
                 if self._evaluator(assertion.type).category == "quality":
@@ -668,6 +676,17 @@ def _single(exc: BaseException) -> BaseException:
         exc = inner[0]
         inner = getattr(exc, "exceptions", None)
     return exc
+
+
+def _copy_fixture(fixture: Path, workspace: Path) -> None:
+    """A fresh copy of a test's ``workspace_fixture`` for one run (links copied as links, so
+    nothing outside the fixture is read); a failure is a :class:`StorageError`."""
+    import shutil
+
+    try:
+        shutil.copytree(fixture, workspace, symlinks=True)
+    except (OSError, shutil.Error) as exc:
+        raise StorageError(f"cannot copy the workspace fixture {fixture} to {workspace}: {exc}") from None
 
 
 def _workspace(request: ATPRequest) -> Path | None:

@@ -18,10 +18,14 @@ A suite file (design section 4.1)::
 
 :func:`load_suite` checks the structure, that test ids are unique and that every assertion type
 has an evaluator whose ``Config`` accepts the assertion's ``config``, before anything runs.
+
+Shorthands accepted for suites written for other implementations of the design (docs/suites.md,
+"Accepted shorthands"): ``expected_artifacts`` entries given as plain file names, ``critical``
+on an assertion and ``workspace_fixture`` (a folder, relative to the suite file) on a task.
 """
 
 from collections.abc import Iterable, Mapping, Sequence
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Annotated, Any
 
 import msgspec
@@ -73,16 +77,32 @@ class ExpectedArtifactSpec(ExpectedArtifact, forbid_unknown_fields=True, kw_only
     """The protocol's expected artifact, strict about unknown keys as suites are."""
 
 
+FORMATS_BY_EXTENSION = {"md": "markdown", "txt": "text", "yml": "yaml", "htm": "html"}
+"""The ``format`` of an expected artifact given as a file name, by the name's extension (in
+lower case); any other extension is the format as it is (``data.json``: ``json``)."""
+
+
+def expected_artifact(name: str) -> ExpectedArtifact:
+    """An expected artifact given as a plain file name (``report.md``): a file of that name,
+    its format from the extension (``markdown``), none without one."""
+    suffix = PurePosixPath(name.replace("\\", "/")).suffix.lower().lstrip(".")
+    return ExpectedArtifact(type="file", name=name, format=FORMATS_BY_EXTENSION.get(suffix, suffix) or None)
+
+
 class TaskSpec(_Strict, kw_only=True):
     description: Description
     input_data: dict[str, Any] | None = None
-    expected_artifacts: list[ExpectedArtifactSpec] | None = None
+    expected_artifacts: list[ExpectedArtifactSpec | NonEmpty] | None = None
+    workspace_fixture: NonEmpty | None = None
+    """A folder, relative to the suite file, copied into a fresh workspace for every run."""
 
 
 class AssertionSpec(_Strict, kw_only=True):
     type: NonEmpty
     config: dict[str, Any] = msgspec.field(default_factory=dict)
     name: str | None = None
+    critical: bool = False
+    """When the assertion's checks fail, the run fails, whatever its score."""
 
 
 class TestSpec(_Strict, kw_only=True):
@@ -134,6 +154,8 @@ class Assertion(msgspec.Struct, frozen=True, kw_only=True):
     config: Any
     name: str | None = None
     index: int = 0
+    critical: bool = False
+    """When its checks fail, the run fails, whatever its score."""
 
 
 class Test(msgspec.Struct, frozen=True, kw_only=True):
@@ -151,6 +173,9 @@ class Test(msgspec.Struct, frozen=True, kw_only=True):
     scoring: ScoringWeights = ScoringWeights()
     runs: int = 1
     skip: str | None = None
+    workspace_fixture: Path | None = None
+    """The folder (an absolute path) whose contents are copied into a fresh workspace for every
+    run: the task's ``workspace_fixture``."""
 
     @property
     def timeout_seconds(self) -> int:
@@ -292,7 +317,9 @@ def _resolve_test(
                 (*at, "type"),
             )
         config = doc.convert(spec.config, evaluator.Config, at=(*at, "config"))
-        assertions.append(Assertion(type=spec.type, config=config, name=spec.name, index=number))
+        assertions.append(
+            Assertion(type=spec.type, config=config, name=spec.name, index=number, critical=spec.critical)
+        )
     scoring = ScoringWeights(**_merge(defaults.scoring, test.scoring))
     if not any(getattr(scoring, name) > 0 for name in WEIGHT_FIELDS):
         own = test.scoring is not None and any(
@@ -305,6 +332,10 @@ def _resolve_test(
         )
     task = test.task
     skip = test.skip
+    fixture = None
+    if task.workspace_fixture is not None:
+        at_fixture: tuple[PathPart, ...] = ("tests", index, "task", "workspace_fixture")
+        fixture = _workspace_fixture(doc, at_fixture, task.workspace_fixture)
     return Test(
         id=test.id,
         name=test.name or test.id,
@@ -314,7 +345,9 @@ def _resolve_test(
             description=task.description,
             input_data=task.input_data,
             expected_artifacts=[
-                ExpectedArtifact(type=e.type, format=e.format, name=e.name)
+                expected_artifact(e)
+                if isinstance(e, str)
+                else ExpectedArtifact(type=e.type, format=e.format, name=e.name)
                 for e in task.expected_artifacts
             ]
             if task.expected_artifacts is not None
@@ -325,41 +358,127 @@ def _resolve_test(
         scoring=scoring,
         runs=test.runs_per_test or defaults.runs_per_test or fallback.runs_per_test or 1,
         skip=(skip if isinstance(skip, str) else "skipped in the suite") if skip else None,
+        workspace_fixture=fixture,
     )
+
+
+def _workspace_fixture(doc: YamlDocument, at: tuple[PathPart, ...], value: str) -> Path:
+    """The folder ``value`` names (relative to the suite file), as an absolute path."""
+    if "\0" in value:
+        raise doc.error("'workspace_fixture' holds a NUL byte (\\0), which no path can", at)
+    path = Path(value)
+    if not path.is_absolute():
+        path = doc.path.parent / path
+    try:
+        path = path.resolve()
+        is_dir = path.is_dir()
+        exists = is_dir or path.exists()
+    except (OSError, RuntimeError) as exc:  # a loop of symbolic links, a name too long
+        raise doc.error(f"workspace_fixture {value!r} cannot be read: {exc}", at) from None
+    if not is_dir:
+        what = "is not a folder" if exists else "does not exist"
+        raise doc.error(
+            f"workspace_fixture {value!r} {what} (looked for {path}); it names a folder, relative "
+            f"to the suite file, whose contents are copied into each run's workspace",
+            at,
+        )
+    return path
 
 
 # --- selection -------------------------------------------------------------------------------
 
 
+class TagGroup(msgspec.Struct, frozen=True):
+    """``smoke+fast`` (or ``smoke+!slow``): a test having every ``required`` tag and none of the
+    ``forbidden`` ones."""
+
+    required: frozenset[str]
+    forbidden: frozenset[str] = frozenset()
+
+    def matches(self, tags: frozenset[str]) -> bool:
+        return self.required <= tags and not self.forbidden & tags
+
+
 class TagFilter(msgspec.Struct, frozen=True):
-    """``smoke,core`` keeps tests having any of those tags; ``!slow`` drops tests tagged slow."""
+    """Which tests ``--tags`` selects.
+
+    Each value is a comma-separated list of alternatives: ``smoke,core`` keeps tests having any
+    of those tags; ``smoke+fast`` keeps tests having both (``+`` binds tighter than ``,``, so
+    ``smoke+fast,core`` is (smoke and fast) or core; ``smoke+!slow`` is smoke and not slow).
+    ``!slow`` on its own drops every test tagged slow, whatever else is selected. Several values
+    (``--tags`` given twice) add their alternatives and exclusions together.
+    """
 
     include: frozenset[str] = frozenset()
+    """Single tags, any of which selects a test."""
     exclude: frozenset[str] = frozenset()
+    """Tags that leave a test out, whatever else matches."""
+    groups: tuple[TagGroup, ...] = ()
+    """``+`` groups, each an alternative like the tags of :attr:`include`."""
 
     @classmethod
     def parse(cls, expressions: Iterable[str]) -> "TagFilter":
         include: set[str] = set()
         exclude: set[str] = set()
+        groups: dict[TagGroup, None] = {}
         for expression in expressions:
             if not any(raw.strip() for raw in expression.split(",")):
                 raise ConfigError(f"--tags: {expression!r} names no tag")
             for raw in expression.split(","):
-                tag = raw.strip()
-                if not tag:
+                term = raw.strip()
+                if not term:
                     continue
-                if tag.startswith("!"):
-                    if not tag[1:].strip():
+                if "+" in term:
+                    group = _tag_group(term)
+                    if len(group.required) == 1 and not group.forbidden:
+                        include.update(group.required)
+                    else:
+                        groups[group] = None
+                elif term.startswith("!"):
+                    if not term[1:].strip():
                         raise ConfigError(f"--tags: {raw!r} names no tag to exclude")
-                    exclude.add(tag[1:].strip())
+                    exclude.add(term[1:].strip())
                 else:
-                    include.add(tag)
-        return cls(frozenset(include), frozenset(exclude))
+                    include.add(term)
+        return cls(frozenset(include), frozenset(exclude), tuple(groups))
 
     def accepts(self, tags: Sequence[str]) -> bool:
-        if self.exclude.intersection(tags):
+        have = frozenset(tags)
+        if self.exclude & have:
             return False
-        return not self.include or bool(self.include.intersection(tags))
+        if not self.include and not self.groups:
+            return True
+        return bool(self.include & have) or any(group.matches(have) for group in self.groups)
+
+
+def _tag_group(term: str) -> TagGroup:
+    """``smoke+fast+!slow`` as a :class:`TagGroup`."""
+    required: set[str] = set()
+    forbidden: set[str] = set()
+    for raw in term.split("+"):
+        part = raw.strip()
+        if not part:
+            raise ConfigError(
+                f"--tags: {term!r} has no tag on one side of a '+' (smoke+fast selects tests "
+                f"tagged both smoke and fast)"
+            )
+        if part.startswith("!"):
+            name = part[1:].strip()
+            if not name:
+                raise ConfigError(f"--tags: {term!r}: {part!r} names no tag to exclude")
+            forbidden.add(name)
+        else:
+            required.add(part)
+    if not required:
+        alternatives = ",".join(f"!{name}" for name in sorted(forbidden))
+        raise ConfigError(
+            f"--tags: {term!r} requires no tag; to leave out tests having any of these tags, "
+            f"write {alternatives}"
+        )
+    both = required & forbidden
+    if both:
+        raise ConfigError(f"--tags: {term!r} both requires and excludes {', '.join(map(repr, sorted(both)))}")
+    return TagGroup(frozenset(required), frozenset(forbidden))
 
 
 def select_tests(

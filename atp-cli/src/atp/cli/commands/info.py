@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from atp.cli.app import config_option, plugins
+from atp.cli.app import config_option, plugins, plugins_for
 from atp.core.text import printable
 
 DISTRIBUTIONS = ("atp-kernel", "atp-adapters", "atp-evaluators", "atp-reporters", "atp-cli")
@@ -43,16 +43,37 @@ def plugins_command(as_json: bool) -> int:
 
 
 @click.command("list-evaluators")
-def list_evaluators_command() -> int:
-    """List the assertion types that installed evaluators check."""
+@click.option("-v", "--verbose", is_flag=True, help="Also list each type's config keys (and settings).")
+def list_evaluators_command(verbose: bool) -> int:
+    """List the assertion types that installed evaluators check; with --verbose, the keys of
+    each one's config (name, type, required or default) and of its settings in atp.config.yaml."""
     loaded = plugins()
     owners = {name: info.name for info in loaded.infos() for name in info.evaluators}
     evaluators = loaded.evaluators
     width = max((len(n) for n in evaluators), default=0)
     for name in sorted(evaluators):
         cls = evaluators[name]
-        click.echo(f"{name.ljust(width)}  {cls.summary}  [{owners.get(name, '?')}]")
+        click.echo(printable(f"{name.ljust(width)}  {cls.summary}  [{owners.get(name, '?')}]"))
+        if verbose:
+            _show_keys("config", cls.Config)
+            if cls.Settings is not None:
+                _show_keys(f"settings (evaluators.{name} in atp.config.yaml)", cls.Settings)
     return 0
+
+
+def _show_keys(title: str, struct: type) -> None:
+    from atp.core.schema import struct_keys
+
+    keys = struct_keys(struct)
+    if not keys:
+        click.echo(f"    {title}: none")
+        return
+    click.echo(f"    {title}:")
+    name_width = max(len(k.name) for k in keys)
+    type_width = max(len(k.type) for k in keys)
+    for key in keys:
+        given = "required" if key.required else f"default {key.default}"
+        click.echo(printable(f"      {key.name.ljust(name_width)}  {key.type.ljust(type_width)}  {given}"))
 
 
 @click.command("list-agents")
@@ -64,7 +85,7 @@ def list_agents_command(suite_path: Path | None, config_path: Path | None) -> in
     from atp.core.suite import load_suite
 
     config = load_config(config_path)
-    suite = load_suite(suite_path, plugins().evaluators) if suite_path else None
+    suite = load_suite(suite_path, plugins_for(config).evaluators) if suite_path else None
     definitions = agent_definitions(config, suite)
     if not definitions:
         click.echo("No agents defined: add them to atp.config.yaml or a suite's 'agents' list.")

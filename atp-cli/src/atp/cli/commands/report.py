@@ -11,7 +11,7 @@ from atp.cli.app import (
     debug_option,
     exit_code,
     make_reporters,
-    plugins,
+    plugins_for,
     render,
     show_tracebacks,
     split_outputs,
@@ -42,12 +42,14 @@ def report_command(
     from atp.core.config import load_config
     from atp.core.results import RUN_FILES, RunStore
 
+    config = load_config(config_path)
+    loaded = plugins_for(config)
     if run_dir is None:
-        run_dir = RunStore.latest(load_config(config_path).run_dir)
+        run_dir = RunStore.latest(config.run_dir)
     store = RunStore.open(run_dir)
     results = store.results()
     inputs = [run_dir / name for name in RUN_FILES]
-    reporters = make_reporters(plugins(), split_outputs(outputs), output_file, verbose, inputs)
+    reporters = make_reporters(loaded, split_outputs(outputs), output_file, verbose, inputs)
     failed = render(reporters, results, store)
     for problem in store.problems:
         click.echo(f"atp: warning: {printable(problem)}", err=True)

@@ -13,7 +13,7 @@ from atp.cli.app import (
     debug_option,
     exit_code,
     make_reporters,
-    plugins,
+    plugins_for,
     render,
     show_tracebacks,
     split_outputs,
@@ -139,7 +139,7 @@ def run_suite(suite_path: Path, config: Config, options: Options, *, several: bo
     from atp.core.suite import Fallback, TagFilter, load_suite, select_tests
     from atp.core.text import printable
 
-    loaded = plugins()
+    loaded = plugins_for(config)
     defaults = config.spec.defaults
     suite = load_suite(
         suite_path,
