@@ -330,3 +330,39 @@ def atp_register_commands(cli):
         "atp: warning: plugin 'atp_bad_command' (atp-bad-command 0.1.0) could not add its commands: "
         "RuntimeError: click version mismatch"
     ) in result.stderr
+
+
+LOCAL = '''
+from atp.core.evaluator import Evaluator, check
+from atp.core.hookspecs import hookimpl
+
+
+class HouseStyle(Evaluator):
+    name = "house_style"
+
+    async def evaluate(self, ctx, config):
+        text = str(ctx.response.artifacts[0].data)
+        return [check("house_style", "hello" in text, f"checked {len(text)} characters")]
+
+
+@hookimpl
+def atp_register_evaluators(register):
+    register(HouseStyle)
+'''
+
+
+def test_local_plugins_from_the_config_load_like_installed_ones(tmp_path: Path) -> None:
+    write(tmp_path / "checks" / "house.py", LOCAL)
+    write(tmp_path / "atp.config.yaml", "plugins:\n  - checks/house.py\n")
+    suite(tmp_path, "  - id: styled\n    task: {description: x}\n    assertions:\n      - {type: house_style}\n")
+    result = atp(tmp_path, "test")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "1 passed" in result.stdout
+    listed = atp(tmp_path, "list-evaluators")
+    assert listed.returncode == 0 and "house_style" in listed.stdout
+    assert "checks/house.py" in atp(tmp_path, "plugins").stdout
+    # a local plugin that fails to import is named, and the rest keeps working
+    write(tmp_path / "checks" / "house.py", "import no_such_module_for_house\n")
+    broken = atp(tmp_path, "test")
+    assert broken.returncode == 2
+    assert "checks/house.py" in broken.stderr and "No module named 'no_such_module_for_house'" in broken.stderr

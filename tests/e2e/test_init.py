@@ -10,18 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ATP, PYTHON
+from tests.conftest import ATP
 
-# ``atp init`` through ATP's own entry point (main(): its error handling and exit codes). The
-# command is added to the group here so this holds whether or not ``init`` is among the
-# built-in commands yet; once it is, the built-in one is what runs.
-INIT = [
-    PYTHON, "-c",
-    "from atp.cli.main import cli, run\n"
-    "from atp.cli.commands.init import init_command\n"
-    "cli.add_command(init_command)\n"
-    "run()\n",
-]
+INIT = [ATP]
 
 
 def run(command: list[str], cwd: Path, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
@@ -69,3 +60,20 @@ def test_a_plugin_package_passes_its_own_tests(tmp_path: Path, kind: str) -> Non
     )
     assert tests.returncode == 0, tests.stdout + tests.stderr
     assert " passed" in tests.stdout and "failed" not in tests.stdout
+
+
+def test_init_then_test_then_a_failing_check_shows_its_evidence(tmp_path: Path) -> None:
+    """The first hour: atp init, atp test passes, a check edited to fail exits 1 and shows what
+    the agent produced next to what was expected."""
+    assert run([ATP, "init"], tmp_path).returncode == 0
+    assert run([ATP, "test"], tmp_path).returncode == 0
+    suite = tmp_path / "atp-suite.yaml"
+    text = suite.read_text()
+    assert 'pattern: "test suites"' in text
+    suite.write_text(text.replace('pattern: "test suites"', 'pattern: "quantum chromodynamics"'))
+    result = run([ATP, "test"], tmp_path)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "Summary: 2 passed, 1 failed, 0 skipped" in result.stdout
+    failure = next(line for line in result.stdout.splitlines() if "quantum chromodynamics" in line)
+    assert failure.lstrip().startswith("- contains:answer.md:")
+    assert "test suites" in failure  # the evidence: an excerpt of the text that was searched

@@ -5,22 +5,42 @@ from __future__ import annotations
 import platform
 from importlib import metadata
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
-from atp.cli.app import config_option, plugins, plugins_for
+from atp.cli.app import config_option, plugins, plugins_for, warn_problems
 from atp.core.text import printable
+
+if TYPE_CHECKING:
+    from atp.core.plugins import Plugins
 
 DISTRIBUTIONS = ("atp-kernel", "atp-adapters", "atp-evaluators", "atp-reporters", "atp-cli")
 
 
+def with_local_plugins(config_path: Path | None) -> Plugins:
+    """The installed plugins and the config's own (``plugins:``); a config that cannot be read
+    leaves its plugins out, with a warning."""
+    from atp.core.config import load_config
+    from atp.core.errors import AtpError
+
+    try:
+        config = load_config(config_path)
+    except AtpError as exc:
+        warn_problems([f"the config's plugins are left out: {exc}"])
+        return plugins()
+    return plugins_for(config)
+
+
 @click.command("plugins")
 @click.option("--json", "as_json", is_flag=True, help="Print the list as JSON.")
-def plugins_command(as_json: bool) -> int:
-    """List installed plugins: distribution, version, what they register, and load errors."""
+@config_option
+def plugins_command(as_json: bool, config_path: Path | None) -> int:
+    """List installed plugins (and the config's own): distribution, version, what they
+    register, and load errors."""
     import msgspec
 
-    infos = plugins().infos()
+    infos = with_local_plugins(config_path).infos()
     if as_json:
         click.echo(msgspec.json.format(msgspec.json.encode(infos), indent=2).decode())
         return 0
@@ -44,10 +64,11 @@ def plugins_command(as_json: bool) -> int:
 
 @click.command("list-evaluators")
 @click.option("-v", "--verbose", is_flag=True, help="Also list each type's config keys (and settings).")
-def list_evaluators_command(verbose: bool) -> int:
+@config_option
+def list_evaluators_command(verbose: bool, config_path: Path | None) -> int:
     """List the assertion types that installed evaluators check; with --verbose, the keys of
     each one's config (name, type, required or default) and of its settings in atp.config.yaml."""
-    loaded = plugins()
+    loaded = with_local_plugins(config_path)
     owners = {name: info.name for info in loaded.infos() for name in info.evaluators}
     evaluators = loaded.evaluators
     width = max((len(n) for n in evaluators), default=0)
