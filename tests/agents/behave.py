@@ -15,6 +15,13 @@
     echo_request        answer with the request it received as structured data
     slow SECONDS        send an event, wait, then answer properly
     orphan              start a process that keeps stdout and stderr open, answer, exit
+    pretty              answer with the response pretty-printed over several lines
+    pretty_after_log    print log lines on stdout, then the pretty-printed response
+    pretty_invalid      a pretty-printed response with a wrong field
+    pretty_lingering    the pretty-printed response, then keep running with stdout open
+    stderr_garbage      write to stderr, print something that is not a response, exit 1
+    long_stderr         write 20 long stderr lines, exit 1 without answering
+    secret_stderr       write $AGENT_SECRET to stderr, exit 1 without answering
 """
 
 import json
@@ -101,6 +108,30 @@ def main():
         with open(os.environ.get("AGENT_PID_FILE", os.devnull), "w") as handle:
             handle.write(str(child.pid))
         print(answer(task_id), flush=True)
+    elif mode in ("pretty", "pretty_after_log", "pretty_lingering"):
+        if mode == "pretty_after_log":
+            print("starting up")
+            print("{not the response")
+        print(json.dumps(json.loads(answer(task_id)), indent=2), flush=True)
+        if mode == "pretty_lingering":
+            time.sleep(60)
+    elif mode == "pretty_invalid":
+        response = json.loads(answer(task_id))
+        response["status"] = 5
+        print(json.dumps(response, indent=2))
+    elif mode == "stderr_garbage":
+        print("loading the model", file=err)
+        print("boom: the model is missing", file=err)
+        print("Hello! I am definitely not JSON.")
+        sys.exit(1)
+    elif mode == "long_stderr":
+        for i in range(20):
+            print(f"line {i}: " + "x" * 60, file=err)
+        print("FinalError: the last line", file=err)
+        sys.exit(1)
+    elif mode == "secret_stderr":
+        print("the key is " + os.environ["AGENT_SECRET"] + " and it is wrong", file=err)
+        sys.exit(1)
     elif mode == "echo_request":
         print(answer(task_id, {"request": request}))
     else:

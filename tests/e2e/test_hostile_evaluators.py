@@ -250,7 +250,8 @@ def test_relative_artifact_paths_are_read_from_the_agents_folder(tmp_path: Path)
     assert runs["own_report"]["outcome"] == "passed", messages(runs["own_report"])
     assert runs["decoy_report"]["outcome"] == "failed"
     assert messages(runs["decoy_report"]) == [
-        "expected text 'DECOY' in report.md; not found in 23 characters"
+        "expected text 'DECOY' in report.md; not found in 23 characters; "
+        "report.md begins: 'the agent's own report\\n'"
     ]
 
 

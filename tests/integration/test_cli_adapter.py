@@ -163,11 +163,14 @@ def test_overlong_stderr_line_is_cut(tmp_path: Path, plugins: Plugins) -> None:
     assert max(len(line) for line in store.log(run_).splitlines()) <= 1048576
 
 
-def test_missing_command_is_an_error_not_a_failure(tmp_path: Path, plugins: Plugins) -> None:
-    results, _ = run_suite(tmp_path, plugins, ["/nonexistent/agent-binary"])
-    run_ = only_run(results)
-    assert run_.outcome == "error" and results.tests[0].status == "error"
-    assert "cannot start '/nonexistent/agent-binary'" in run_.error
+def test_missing_command_stops_the_suite_before_any_run(tmp_path: Path, plugins: Plugins) -> None:
+    from atp.core.errors import AdapterError
+
+    with pytest.raises(AdapterError) as info:
+        run_suite(tmp_path, plugins, ["/nonexistent/agent-binary"])
+    assert str(info.value) == (
+        "agent 'agent': cannot start '/nonexistent/agent-binary': /nonexistent/agent-binary does not exist"
+    )
 
 
 def test_cwd_env_and_relative_command(tmp_path: Path, plugins: Plugins) -> None:

@@ -139,7 +139,8 @@ TEXT = "# Report\n\nline two\n" + "filler text. " * 50 + "\n1. Microsoft Teams (
 
 
 def test_contains_shows_the_text_in_another_case() -> None:
-    failed = one(artifact.Contains, {"path": "r.md", "pattern": "MICROSOFT teams"}, response(files={"r.md": TEXT}))
+    report = response(files={"r.md": TEXT})
+    failed = one(artifact.Contains, {"path": "r.md", "pattern": "MICROSOFT teams"}, report)
     one_line(failed)
     assert "; in another case in r.md (line 5): '…" in failed.message
     assert "\\n1. Microsoft Teams (35%)\\nmore." in failed.message
@@ -153,7 +154,8 @@ def test_contains_shows_the_text_in_another_case() -> None:
 
 
 def test_contains_shows_the_longest_piece_of_the_pattern_found() -> None:
-    failed = one(artifact.Contains, {"path": "r.md", "pattern": "Microsoft Team (40%)"}, response(files={"r.md": TEXT}))
+    report = response(files={"r.md": TEXT})
+    failed = one(artifact.Contains, {"path": "r.md", "pattern": "Microsoft Team (40%)"}, report)
     assert "; closest: 'Microsoft Team' in r.md (line 5): '…" in failed.message
     assert failed.details is not None and failed.details["closest"] == "Microsoft Team"
     ignore_case = one(
@@ -189,7 +191,8 @@ def test_contains_excerpt_escapes_what_the_agent_wrote() -> None:
 def test_contains_excerpt_never_shows_part_of_a_secret() -> None:
     text = "x" * 300 + SECRET + " Microsoft Teams " + SECRET + "y" * 300
     for pattern in ("Microsoft Zune", "microsoft teams"):
-        failed = masked_run(artifact.Contains, {"path": "r.md", "pattern": pattern}, response(files={"r.md": text}))
+        report = response(files={"r.md": text})
+        failed = masked_run(artifact.Contains, {"path": "r.md", "pattern": pattern}, report)
         assert failed.details is not None
         for shown in (failed.message, failed.details["excerpt"]):
             assert "hunter" not in shown and "secret" not in shown and "***" in shown, shown
@@ -202,7 +205,8 @@ def test_contains_excerpt_never_shows_part_of_a_secret() -> None:
 def test_contains_closest_match_is_bounded_work_on_a_large_text() -> None:
     big = "ab" * 8_000_000  # 16 MB, without the pattern, many near matches
     started = time.perf_counter()
-    failed = one(artifact.Contains, {"path": "big", "pattern": "ab" * 100 + "c"}, response(files={"big": big}))
+    failed = one(artifact.Contains, {"path": "big", "pattern": "ab" * 100 + "c"},
+                 response(files={"big": big}))
     assert time.perf_counter() - started < 10
     one_line(failed)
     assert failed.details is not None and failed.details["closest"] == "ab" * 100
@@ -219,7 +223,8 @@ def test_contains_keeps_the_closest_of_several_artifacts() -> None:
 
 def test_sections_lists_the_headings_found() -> None:
     report = "# Report\n## Overview\n### Pricing ###\n"
-    failed = one(artifact.Sections, {"path": "r.md", "sections": ["Overview", "Risks"]}, response(files={"r.md": report}))
+    config = {"path": "r.md", "sections": ["Overview", "Risks"]}
+    failed = one(artifact.Sections, config, response(files={"r.md": report}))
     assert failed.message == (
         "expected sections ['Overview', 'Risks']; missing ['Risks'] (1/2 present; "
         "the headings are: Report, Overview, Pricing)"
@@ -257,11 +262,15 @@ TRACE = [tool(0, "search"), tool(1, "search"), tool(2, "fetch"), tool(3, "search
 
 def test_tool_checks_show_the_tools_called_with_counts() -> None:
     missing = one(behavior.MustUseTools, {"tools": ["calculator"]}, response(), TRACE)
-    assert missing.message == "expected calls to calculator; not called: calculator (called: search ×3, fetch ×1)"
+    assert missing.message == (
+        "expected calls to calculator; not called: calculator (called: search ×3, fetch ×1)"
+    )
     assert missing.details == {"expected": ["calculator"], "missing": ["calculator"],
                                "actual": {"search": 3, "fetch": 1}}
     forbidden = one(behavior.ForbiddenTools, {"tools": ["fetch"]}, response(), TRACE)
-    assert forbidden.details == {"expected": ["fetch"], "actual": {"fetch": 1}, "called": {"search": 3, "fetch": 1}}
+    assert forbidden.details == {
+        "expected": ["fetch"], "actual": {"fetch": 1}, "called": {"search": 3, "fetch": 1}
+    }
     over = one(behavior.MaxToolCalls, {"limit": 2}, response(), TRACE)
     assert over.message == "expected at most 2 tool calls; made 4 (search ×3, fetch ×1)"
     assert over.details == {"expected": 2, "actual": 4, "called": {"search": 3, "fetch": 1},
@@ -285,11 +294,19 @@ def test_tool_evidence_is_bounded_for_a_flood_of_tools() -> None:
     assert over.message.endswith(f" and {5000 - behavior.SHOWN_TOOLS} more tools)")
 
 
+def test_tool_names_are_escaped_in_the_one_line_message() -> None:
+    forged = [tool(0, "search\n    ✓ all checks passed\x1b[2J")]
+    failed = one(behavior.MaxToolCalls, {"limit": 0}, response(), forged)
+    one_line(failed)
+    assert "\x1b" not in failed.message and "search\\n    ✓ all checks passed\\e[2J ×1" in failed.message
+
+
 def test_max_steps_says_where_the_count_comes_from() -> None:
     steps = [make_event(TID, 0, ProgressPayload(current_step=9))]
     failed = one(behavior.MaxSteps, {"limit": 5}, response(metrics=Metrics(total_steps=7)), steps)
     assert failed.message == (
-        "expected at most 5 steps; took 9 (metrics.total_steps: 7; largest current_step of its progress events: 9)"
+        "expected at most 5 steps; took 9 "
+        "(metrics.total_steps: 7; largest current_step of its progress events: 9)"
     )
     assert failed.details == {"expected": 5, "actual": 9, "reported_steps": 7, "progress_steps": 9}
 
@@ -340,7 +357,8 @@ def test_behavior_check_form_is_the_key_form() -> None:
     converted = msgspec.convert({"check": "max_steps", "limit": 5}, behavior.BehaviorConfig)
     assert converted.max_steps == 5 and converted.tools is None and converted.limit is None
     errors = [make_event(TID, 0, ErrorPayload(message="x", recoverable=True))]
-    lenient = run_evaluator(behavior.Behavior, {"check": "no_errors", "allow_recoverable": True}, response(), errors)
+    config = {"check": "no_errors", "allow_recoverable": True}
+    lenient = run_evaluator(behavior.Behavior, config, response(), errors)
     assert lenient[0].passed
 
 
@@ -354,7 +372,8 @@ def test_behavior_check_form_is_the_key_form() -> None:
         ({"check": "must_use_tools", "tools": []}, "'tools' names no tool"),
         ({"check": "no_errors", "limit": 3}, "'limit' does not apply to check: no_errors"),
         ({"check": "max_steps", "tools": ["a"], "limit": 1}, "'tools' does not apply to check: max_steps"),
-        ({"check": "no_errors", "max_steps": 3}, "give 'check: no_errors' alone or the checks as keys, not both"),
+        ({"check": "no_errors", "max_steps": 3},
+         "give 'check: no_errors' alone or the checks as keys, not both"),
         ({"tools": ["a"]}, "'tools' belongs to the check form"),
         ({"limit": 2}, "'limit' belongs to the check form"),
         ({"check": "max_steps", "limit": -1}, "Expected `int` >= 0"),

@@ -214,6 +214,7 @@ def test_an_adapter_failing_to_start_is_a_plugin_failure(tmp_path: Path, loaded:
         "adapter 'misbehaving' of plugin 'bundle' (tests.unit.test_plugin_failures) failed to start for "
         "agent 'agent': RuntimeError: cannot find my socket"
     )
+    assert list((tmp_path / "runs").iterdir()) == []  # nothing ran: no run directory is left
 
 
 def test_fail_fast_stops_at_the_first_failing_run(tmp_path: Path, loaded: Plugins) -> None:

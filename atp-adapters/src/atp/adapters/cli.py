@@ -1,16 +1,22 @@
 """The ``cli`` adapter: any command, spoken to over the stdin/stdout transport.
 
 The request goes to the agent's stdin as one JSON line (then stdin is closed); the response is
-the last line the agent writes on stdout; events are JSON lines on stderr, and every other
-stderr line is kept as the agent's log. Settings::
+the last line the agent writes on stdout (or, when that line is not one, the JSON the agent
+printed over several lines, pretty-printed, ending there); events are JSON lines on stderr, and
+every other stderr line is kept as the agent's log. Settings::
 
     agents:
       - name: my-agent
         type: cli
         command: [python3, agent.py]      # a list, or a string split like a shell would
+        args: [--verbose]                 # optional: arguments after the command
         cwd: .                            # default: the folder of the file defining the agent
         env: {LOG_LEVEL: debug}           # added to ATP's environment (inherit_env: false: only these)
         timeout: 120                      # seconds; the test's timeout_seconds applies too
+
+:meth:`CliAdapter.start` checks once, before any run, that the command can be started at all
+(its working folder exists, its program is found and executable): if not, the suite does not
+start. An agent that ends without a response has the last lines of its stderr in the reason.
 
 The response is complete when stdout ends, or when its last line is a valid response for the
 request and nothing more comes on stdout for ``EXIT_DRAIN_SECONDS`` while the agent runs on:
@@ -24,8 +30,10 @@ import math
 import os
 import shlex
 import signal
+import stat
 import sys
-from collections.abc import Awaitable, Callable, Coroutine
+from collections import deque
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -45,7 +53,7 @@ from atp.core.protocol import (
     decode_response,
     encode,
 )
-from atp.core.text import piece
+from atp.core.text import PREVIEW_CHARS, piece, printable, shorten
 from atp.core.trace import EventSink
 
 if sys.version_info < (3, 11):  # pragma: no cover
@@ -61,10 +69,20 @@ MAX_BYTES = 1024 * MiB
 _EVENT_KEY = b'"event_type"'
 _DECODE_ERRORS = (ProtocolError, ValueError, RecursionError)
 """What decoding an agent's bytes may raise (UnicodeDecodeError is a ValueError)."""
+STDERR_TAIL_LINES = 5
+"""When an agent ends without a response, the reason quotes at most this many of the last
+lines of its stderr log (as many as fit in a preview, the last one always)."""
+
+
+def command_argv(command: str | list[str], args: list[str]) -> list[str]:
+    """The argv of ``command`` (a list, or a string split like a shell would) and ``args``."""
+    return [*(shlex.split(command) if isinstance(command, str) else command), *args]
 
 
 class CliSettings(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     command: str | list[str]
+    args: list[str] = msgspec.field(default_factory=list)
+    """Arguments after ``command`` (``command: python3`` with ``args: [agent.py]``)."""
     cwd: str | None = None
     env: dict[str, str] = msgspec.field(default_factory=dict)
     inherit_env: bool = True
@@ -74,7 +92,7 @@ class CliSettings(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
 
     def __post_init__(self) -> None:
         command = self.command
-        argv = shlex.split(command) if isinstance(command, str) else command
+        argv = command_argv(command, [])
         if not argv:
             raise ValueError("'command' is empty")
         # What the system could not take would fail every run ("embedded null byte"): refuse
@@ -83,6 +101,9 @@ class CliSettings(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
             if "\0" in arg:
                 where = "" if isinstance(command, str) else f"[{index}]"
                 raise ValueError(f"'command{where}' holds a NUL byte (\\0), which no command can")
+        for index, arg in enumerate(self.args):
+            if "\0" in arg:
+                raise ValueError(f"'args[{index}]' holds a NUL byte (\\0), which no command can")
         if self.cwd is not None and "\0" in self.cwd:
             raise ValueError("'cwd' holds a NUL byte (\\0), which no path can")
         for key, value in self.env.items():
@@ -112,8 +133,9 @@ class CliAdapter(Adapter):
 
     def __init__(self, settings: CliSettings, *, name: str, base_dir: Path) -> None:
         super().__init__(settings, name=name, base_dir=base_dir)
-        command = settings.command
-        argv = shlex.split(command) if isinstance(command, str) else list(command)
+        argv = command_argv(settings.command, settings.args)
+        self.command_line = shlex.join(argv)
+        """The command as the settings give it, for messages."""
         self.cwd = (base_dir / settings.cwd).resolve() if settings.cwd else base_dir
         program = argv[0]
         if os.sep in program and not os.path.isabs(program):
@@ -123,6 +145,14 @@ class CliAdapter(Adapter):
         environment.update(settings.env)
         self.env = environment
         self._aborted = False
+
+    async def start(self) -> None:
+        """Check once, before any run, that the command can be started at all: its working
+        folder exists, its program is found and is executable. Raises AdapterError (the suite
+        does not start) saying why."""
+        problem = await anyio.to_thread.run_sync(cannot_start, self.argv, self.cwd, self.env)
+        if problem is not None:
+            raise AdapterError(f"agent {self.name!r}: cannot start {self.command_line!r}: {problem}")
 
     def artifact_dir(self, request: ATPRequest) -> Path | None:
         """The agent's working folder: its relative artifact paths are relative to it."""
@@ -173,12 +203,14 @@ class _Exchange:
         self.stdout = bytearray()
         self.text_end = 0
         self.complete = False
-        self.decoded: tuple[int, int, ATPResponse | ProtocolError] | None = None
+        self.decoded: dict[tuple[int, int], ATPResponse | ProtocolError] = {}
+        """The last stdout line and the multi-line JSON it may end, decoded (the latest two)."""
         self.taken = False
         self.stdout_ended = False
-        # stderr: where the next line starts
+        # stderr: where the next line starts; the last lines of the agent's log
         self.err_line = 1
         self.err_offset = 0
+        self.err_tail: deque[str] = deque(maxlen=STDERR_TAIL_LINES)
         # the ending
         self.progress = anyio.Event()  # stdout is done, or the agent exited
         self.exited = anyio.Event()
@@ -343,21 +375,59 @@ class _Exchange:
         return max(out.rfind(b"\n", 0, end), out.rfind(b"\r", 0, end)) + 1, end
 
     def _decode(self, start: int, end: int) -> ATPResponse | ProtocolError:
-        """The stdout line from ``start`` to ``end`` decoded, once."""
-        decoded = self.decoded
-        if decoded is not None and decoded[0] == start and decoded[1] == end:
-            return decoded[2]
+        """The stdout from ``start`` to ``end`` (its last line, or the multi-line JSON that line
+        ends) decoded, once."""
+        decoded = self.decoded.get((start, end))
+        if decoded is not None:
+            return decoded
         result: ATPResponse | ProtocolError
         try:
             result = decode_response(bytes(self.stdout[start:end]))
         except _DECODE_ERRORS as exc:
             result = exc if isinstance(exc, ProtocolError) else ProtocolError(f"ATP response: {exc}")
-        self.decoded = (start, end, result)
+        if len(self.decoded) >= 2:
+            del self.decoded[next(iter(self.decoded))]
+        self.decoded[start, end] = result
         return result
 
+    def _block(self) -> tuple[int, int] | None:
+        """Where a response written as multi-line JSON (pretty-printed) would be: from the last
+        line that begins with ``{`` before the last line, to the end of the text; ``None``
+        when there is no such line."""
+        out = self.stdout
+        last, end = self._last_line()
+        if not last:
+            return None
+        at = out.rfind(b"\n{", 0, last)
+        if at >= 0:
+            return at + 1, end
+        return (0, end) if out[:1] == b"{" else None
+
+    def _closes_block(self, start: int, end: int) -> bool:
+        """Whether the stdout line from ``start`` to ``end`` is the ``}`` ending multi-line JSON."""
+        return bytes(self.stdout[start:end]).strip() == b"}"
+
     def _is_response(self) -> bool:
-        result = self._decode(*self._last_line())
+        start, end = self._last_line()
+        result = self._decode(start, end)
+        if not isinstance(result, ATPResponse) and self._closes_block(start, end):
+            block = self._block()
+            if block is not None:
+                result = self._decode(*block)
         return isinstance(result, ATPResponse) and result.task_id == self.task_id
+
+    def _stderr_tail(self) -> str | None:
+        """The last lines of the agent's stderr log, as many of the last
+        :data:`STDERR_TAIL_LINES` as fit in a preview (the last one always); ``None`` when it
+        wrote none."""
+        lines: list[str] = []
+        size = 0
+        for line in reversed(self.err_tail):
+            size += len(line) + 1
+            if lines and size > PREVIEW_CHARS:
+                break
+            lines.append(line)
+        return "\n".join(reversed(lines)) if lines else None
 
     async def _response(self) -> ATPResponse:
         sink, out = self.sink, self.stdout
@@ -366,21 +436,41 @@ class _Exchange:
             how = "kept running after its stdout ended" if self.stdout_ended else "kept running"
         else:
             how = _exit(code) if code is not None else "ended"
+        tail = self._stderr_tail()
         if not self.text_end:
+            if tail is not None:  # (the runner masks it, then cuts it)
+                raise AgentError(
+                    f"agent {how} without writing a response on stdout; its stderr ends with", evidence=tail
+                )
             raise AgentError(f"agent {how} without writing a response on stdout")
         start, end = self._last_line()
+        result = self._decode(start, end)
+        in_block: int | None = None  # where the multi-line JSON the last line ends begins
+        if isinstance(result, ProtocolError):
+            # A response printed as multi-line JSON (pretty-printed): read from where it begins.
+            block = self._block()
+            if block is not None:
+                whole = self._decode(*block)
+                if isinstance(whole, ATPResponse) or self._closes_block(start, end):
+                    start, result = block[0], whole
+                    in_block = start
         if start:
             noise = [line for line in bytes(out[:start]).splitlines() if line.strip()]
             for line in noise:
                 sink.log("[stdout] " + line.decode("utf-8", "replace"))
             if noise:
                 sink.warn(f"{len(noise)} stdout lines before the response were kept as the agent's log")
-        result = self._decode(start, end)
         if isinstance(result, ProtocolError):
+            if tail is not None:  # a preview, masked before it is cut
+                how += f" (its stderr ends with '{printable(shorten(tail))}')"
             number = out.count(b"\n", 0, start) + 1
+            what = (
+                "its last stdout line is not an ATP response"
+                if in_block is None
+                else "its stdout, read as one multi-line JSON message, is not an ATP response"
+            )
             raise AgentError(
-                f"agent {how}; its last stdout line is not an ATP response ({result}) "
-                f"(stdout line {number}, byte offset {start})",
+                f"agent {how}; {what} ({result}) (stdout line {number}, byte offset {start})",
                 evidence=bytes(out[start:end]),
             )
         if end - start <= DUPLICATE_CHECK_BYTES:
@@ -470,7 +560,10 @@ class _Exchange:
                 sink.event(event, line)
                 return
         text = line.decode("utf-8", "replace")
-        sink.log(piece(text) if cut else text.rstrip("\r"))
+        text = piece(text) if cut else text.rstrip("\r")
+        sink.log(text)
+        if text.strip():
+            self.err_tail.append(text)
 
 
 def _unwrap(group: BaseException) -> BaseException:
@@ -528,3 +621,62 @@ def _exit(code: int) -> str:
         except ValueError:
             return f"was killed by signal {-code}"
     return f"exited with code {code}"
+
+
+def cannot_start(argv: list[str], cwd: Path, env: Mapping[str, str]) -> str | None:
+    """Why ``argv`` cannot be started in ``cwd`` with ``env`` (what ``exec`` would refuse),
+    or ``None`` when it can. A program without a ``/`` is looked for on the ``PATH`` of
+    ``env`` (relative entries relative to ``cwd``, as the started process sees them)."""
+    try:
+        if not cwd.is_dir():
+            return f"its working folder {cwd} {'is not a folder' if cwd.exists() else 'does not exist'}"
+        if not os.access(cwd, os.X_OK):
+            return f"its working folder {cwd} cannot be entered (permission denied)"
+        program = argv[0]
+        if os.sep in program:
+            return _not_runnable(Path(program))
+        path = os.get_exec_path(dict(env))
+        not_executable: Path | None = None
+        for folder in path:
+            candidate = cwd / folder / program
+            if candidate.is_file():
+                if os.access(candidate, os.X_OK):
+                    return _not_runnable(candidate)
+                not_executable = not_executable or candidate
+        if not_executable is not None:
+            return f"{not_executable} is not executable"
+        hint = ""
+        if (cwd / program).exists():
+            hint = f"; the working folder {cwd} has {program}: write ./{program} to run it"
+        return f"{program!r} is not found on PATH ({shorten(os.pathsep.join(path), 300)}){hint}"
+    except OSError as exc:  # (a file where a folder should be, a loop of links: exec fails too)
+        where = exc.filename if exc.filename is not None else argv[0]
+        return f"{where}: {exc.strerror or exc}"
+
+
+def _not_runnable(program: Path) -> str | None:
+    """Why the file ``program`` cannot be executed, or ``None``. A script whose first line
+    names an interpreter (``#!/usr/bin/python3``) that does not exist cannot be either."""
+    try:
+        info = program.stat()
+    except FileNotFoundError:
+        return f"{program} does not exist"
+    if stat.S_ISDIR(info.st_mode):
+        return f"{program} is a folder, not a program"
+    if not stat.S_ISREG(info.st_mode):
+        return None  # (a device or a FIFO: exec says what it says)
+    if not os.access(program, os.X_OK):
+        return f"{program} is not executable (chmod +x it, or put its interpreter first in 'command')"
+    try:
+        with open(program, "rb") as handle:
+            head = handle.read(256)
+    except OSError:
+        return None
+    if head.startswith(b"#!"):
+        words = head[2:].split(b"\n", 1)[0].split()
+        interpreter = os.fsdecode(words[0]) if words else ""
+        if interpreter.startswith("/") and not (
+            os.path.isfile(interpreter) and os.access(interpreter, os.X_OK)
+        ):
+            return f"{program} names the interpreter {interpreter} on its first line, which does not exist"
+    return None

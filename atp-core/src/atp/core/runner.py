@@ -208,21 +208,21 @@ class Runner:
         for message in stop_abandoned(self.run_root):
             logger.warning(message)
         store = self.store = RunStore.create(self.run_root, header, self.masker)
-        self._notify("atp_suite_started", header=header, directory=store.directory)
-        if self.plugin_failures:
-            header.plugin_failures = list(self.plugin_failures)
         work = [(t, n) for t in self.tests if t.skip is None for n in range(1, self.runs_of(t) + 1)]
         for test in self.tests:
             if test.skip is None:
                 self._remaining[test.id] = self.runs_of(test)
         adapter: Adapter | None = None
         interrupted = True
+        started = False
         processes = ProcessLedger.create(store.directory)
         try:
             with activate(processes), masking(self.masker):
                 try:
                     adapter = self._adapter_step("could not be created", self.agent.create_adapter)
                     await self._adapter_call("failed to start", adapter.start)
+                    started = True
+                    self._notify("atp_suite_started", header=header, directory=store.directory)
                     await self._run_all(adapter, work)
                     interrupted = self._stopped_by is not None or self._storage_error is not None
                 finally:
@@ -230,18 +230,22 @@ class Runner:
                         with anyio.CancelScope(shield=True):
                             await self._close(adapter)
         finally:
-            header.finished_at = utcnow()
-            header.interrupted = interrupted
-            header.stopped_by = self._stop_reason()
-            header.plugin_failures = list(self.plugin_failures)
-            try:
-                store.write_header(header)
-            except StorageError as exc:
-                self._storage_error = self._storage_error or exc
-            store.close()
-            if self._storage_error is None:
-                results = store.results()
-                self._notify("atp_suite_finished", results=results)
+            if not started:  # the agent could not start: nothing ran, no run directory is left
+                store.close()
+                _discard(store.directory)
+            else:
+                header.finished_at = utcnow()
+                header.interrupted = interrupted
+                header.stopped_by = self._stop_reason()
+                header.plugin_failures = list(self.plugin_failures)
+                try:
+                    store.write_header(header)
+                except StorageError as exc:
+                    self._storage_error = self._storage_error or exc
+                store.close()
+                if self._storage_error is None:
+                    results = store.results()
+                    self._notify("atp_suite_finished", results=results)
         if self._storage_error is not None:
             raise StorageError(
                 f"{self._storage_error}; the suite was stopped. The results written before are "
@@ -676,6 +680,14 @@ def _single(exc: BaseException) -> BaseException:
         exc = inner[0]
         inner = getattr(exc, "exceptions", None)
     return exc
+
+
+def _discard(directory: Path) -> None:
+    """Remove the run directory of a suite whose agent could not start (its header and
+    process ledger only)."""
+    import shutil
+
+    shutil.rmtree(directory, ignore_errors=True)
 
 
 def _copy_fixture(fixture: Path, workspace: Path) -> None:

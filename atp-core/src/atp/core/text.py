@@ -64,6 +64,12 @@ def shorten(text: str, limit: int = PREVIEW_CHARS) -> str:
     return f"{text[:limit]}… ({len(text) - limit} more characters)"
 
 
+def mask(text: str) -> str:
+    """``text`` with the secrets of the current run masked (as it is when there is no run)."""
+    masker = _masker.get()
+    return text if masker is None else masker.text(text)
+
+
 def piece(text: str) -> str:
     """A piece of a longer stream that was cut (a line past its size limit): within a run,
     masked and without the last characters that could begin a secret (see :func:`masking`)."""

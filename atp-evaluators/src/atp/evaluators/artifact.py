@@ -13,8 +13,14 @@ What an agent produced is untrusted, and is handled so that nothing in it can st
   validation) runs on a worker thread once the data is larger than :data:`INLINE_CHARS`; a
   regular expression always does, and each match is stopped after ``regex_timeout_seconds``;
 - a check message quotes at most a short preview of anything the agent sent.
+
+A failed check shows its evidence, in its message and its ``details``: the artifacts produced,
+an excerpt of the text searched (around the closest match, :func:`nearest`), where in the data
+a JSON Schema error is and the value it rejected (:func:`preview`), the headings found. An
+excerpt is cut from text whose secrets are masked first.
 """
 
+import difflib
 import fnmatch
 import importlib
 import json
@@ -22,7 +28,7 @@ import math
 import os
 import posixpath
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from itertools import islice
 from pathlib import Path
 from typing import Annotated, Any, NamedTuple, TypeVar
@@ -30,12 +36,13 @@ from typing import Annotated, Any, NamedTuple, TypeVar
 import anyio
 import msgspec
 
+from atp.core import text as _text
 from atp.core.errors import ConfigError
 from atp.core.evaluator import EvalContext, Evaluator, check
 from atp.core.plugins import require
 from atp.core.protocol import Artifact, FileArtifact, ReferenceArtifact, StructuredArtifact
 from atp.core.results import Check
-from atp.core.text import shorten
+from atp.core.text import piece, printable, shorten
 
 MAX_READ_BYTES = 16 * 1024 * 1024
 """A file artifact is read up to this many bytes; the rest of a larger file is not looked at."""
@@ -47,6 +54,18 @@ REGEX_TIMEOUT_SECONDS = 1.0
 ``regex_timeout_seconds`` says otherwise."""
 MAX_SCHEMA_ERRORS = 1000
 """Validation stops counting errors after this many."""
+VALUE_CHARS = 120
+"""A value quoted as evidence (the one a schema rejected) is shown up to this many characters."""
+EXCERPT_CONTEXT = 60
+"""An excerpt around the closest match shows this many characters on either side of it."""
+EXCERPT_CHARS = 160
+"""An excerpt of the start of a text is this many characters long."""
+NEAR_WORK = 4_000_000
+"""How much work looking for the longest piece of a pattern in a text may do (characters of
+text times characters of pattern): it looks in the first ``NEAR_WORK // len(pattern)``
+characters of the text, and not at all for a pattern so long that this is under 1024."""
+SHOWN_NAMES = 20
+"""How many artifact names, or headings, a failed check's details list."""
 
 _T = TypeVar("_T")
 
@@ -99,6 +118,69 @@ def _listing(artifacts: list[Artifact]) -> str:
 def produced(ctx: EvalContext) -> str:
     artifacts = list(ctx.response.artifacts)
     return _listing(artifacts) if artifacts else "no artifacts"
+
+
+def produced_names(ctx: EvalContext) -> list[str]:
+    """The artifacts the agent produced, for a check's details (at most :data:`SHOWN_NAMES`)."""
+    return [describe(a) for a in islice(ctx.response.artifacts, SHOWN_NAMES)]
+
+
+def masked(text: str) -> str:
+    """``text`` with the secrets of the run masked: before an excerpt is cut out of its middle
+    (a cut must never leave part of a secret)."""
+    return _text.mask(text)
+
+
+def preview(value: Any, limit: int = VALUE_CHARS) -> str:
+    """JSON-like ``value`` as compact JSON, at most ``limit`` characters (and ``…``), the
+    secrets of the run masked. Only what is shown is built, however large the value; a cut
+    leaves no part of a secret."""
+    parts: list[str] = []
+    size = 0
+    stack: list[tuple[Iterator[Any], bool]] = []  # (the items left, a mapping?)
+    current = value
+    while True:
+        if isinstance(current, dict):
+            text = "{"
+            stack.append((iter(current.items()), True))
+        elif isinstance(current, (list, tuple)):
+            text = "["
+            stack.append((iter(current), False))
+        elif isinstance(current, str):
+            text = json.dumps(current[: limit + 1], ensure_ascii=False)
+        else:
+            try:
+                text = json.dumps(current)
+            except (TypeError, ValueError):
+                text = shorten(repr(current), limit + 1)
+        parts.append(text)
+        size += len(text)
+        following = False
+        while stack and size <= limit:
+            items, mapping = stack[-1]
+            item = next(items, _END)
+            if item is _END:
+                stack.pop()
+                parts.append("}" if mapping else "]")
+                size += 1
+                continue
+            opened = parts[-1] in ("{", "[")
+            if mapping:
+                key, current = item
+                text = ("" if opened else ", ") + json.dumps(str(key)[: limit + 1], ensure_ascii=False) + ": "
+            else:
+                current, text = item, "" if opened else ", "
+            parts.append(text)
+            size += len(text)
+            following = True
+            break
+        if size > limit:
+            return piece("".join(parts))[:limit] + "…"
+        if not following:
+            return masked("".join(parts))
+
+
+_END = object()
 
 
 async def off_loop(size: int, work: Callable[..., _T], *args: Any) -> _T:
@@ -239,7 +321,8 @@ def _read_file(path: str, ctx: EvalContext) -> Content:
     note = None
     if len(data) > MAX_READ_BYTES:
         data = data[:MAX_READ_BYTES]
-        note = f"{shown} is larger than {_mib(MAX_READ_BYTES)}; ATP read only its first {_mib(MAX_READ_BYTES)}"
+        cap = _mib(MAX_READ_BYTES)
+        note = f"{shown} is larger than {cap}; ATP read only its first {cap}"
     return Content(data.decode("utf-8", "replace"), note)
 
 
@@ -277,7 +360,13 @@ async def data_of(artifact: Artifact, ctx: EvalContext) -> tuple[Any, str | None
 
 
 def _missing(name: str, ctx: EvalContext, target: Target) -> Check:
-    return check(name, False, f"expected artifact {target.label!r}; the agent produced {produced(ctx)}")
+    return check(
+        name,
+        False,
+        f"expected artifact {target.label!r}; the agent produced {produced(ctx)}",
+        expected=target.label,
+        produced=produced_names(ctx),
+    )
 
 
 # --- artifact_exists ------------------------------------------------------------------------
@@ -291,9 +380,10 @@ class ArtifactExists(Evaluator):
     async def evaluate(self, ctx: EvalContext, config: Target) -> list[Check]:
         label = f"artifact_exists:{config.label}"
         if config.path is None and config.name is None:
-            found = bool(ctx.response.artifacts)
-            message = f"expected any artifact; the agent produced {produced(ctx)}"
-            return [check(label, found, message)]
+            if ctx.response.artifacts:
+                return [check(label, True, f"the agent produced {produced(ctx)}")]
+            message = "expected any artifact; the agent produced no artifacts"
+            return [check(label, False, message, produced=[])]
         matches = select(ctx, config)
         if not matches:
             return [_missing(label, ctx, config)]
@@ -373,6 +463,70 @@ def _finder(config: ContainsConfig, timeout: float) -> Callable[[str], int | Non
     return find_text
 
 
+class Near(NamedTuple):
+    """Where a text comes closest to a pattern it does not contain, for a failed check."""
+
+    rank: int
+    """How close: 2 (the pattern in another case), 1 (a piece of the pattern), 0 (neither:
+    the excerpt is the start of the text)."""
+    size: int
+    """The length of what was found."""
+    found: str | None
+    """What was found (``None``: nothing)."""
+    line: int | None
+    excerpt: str
+    """The text around it (or the start of the text), secrets masked, bounded."""
+
+
+def _same_length_fold(text: str) -> str | None:
+    """``text`` case-folded with every character where it was (``None`` when folding would
+    move them: ``ß`` folds to ``ss``)."""
+    for fold in (str.casefold, str.lower):
+        folded = fold(text)
+        if len(folded) == len(text):
+            return folded
+    return None
+
+
+def _excerpt(text: str, at: int, size: int) -> str:
+    start = max(0, at - EXCERPT_CONTEXT)
+    end = min(len(text), at + min(size, EXCERPT_CHARS) + EXCERPT_CONTEXT)
+    return f"{'…' if start else ''}{text[start:end]}{'…' if end < len(text) else ''}"
+
+
+def nearest(text: str, config: ContainsConfig) -> Near:
+    """Where ``text``, which does not contain the pattern, comes closest to it: the pattern in
+    another case; else the longest piece of it (``difflib``, in the first ``NEAR_WORK //
+    len(pattern)`` characters of the text, see :data:`NEAR_WORK`), when that is at least a
+    third of the pattern and 4 characters long; else nothing, and the excerpt is the start of
+    the text. A regex is not looked for in pieces: its excerpt is the start of the text.
+    Secrets are masked first."""
+    text = masked(text)
+    start = Near(0, 0, None, None, text[:EXCERPT_CHARS] + ("…" if len(text) > EXCERPT_CHARS else ""))
+    if config.regex or not text:
+        return start
+    pattern = config.pattern
+    folded = _same_length_fold(text)
+    if not config.ignore_case and folded is not None:
+        needle = pattern.casefold()
+        at = folded.find(needle)
+        if at >= 0:
+            size = len(needle)
+            return Near(2, size, text[at : at + size], _line_of(text, at), _excerpt(text, at, size))
+    haystack, needle = text, pattern
+    if config.ignore_case and folded is not None:
+        haystack, needle = folded, pattern.casefold()
+    window = NEAR_WORK // max(1, len(needle))
+    if window < 1024:  # a pattern of thousands of characters: not looked for in pieces
+        return start
+    matcher = difflib.SequenceMatcher(None, haystack[:window], needle, autojunk=False)
+    match = matcher.find_longest_match(0, min(window, len(haystack)), 0, len(needle))
+    if match.size >= 4 and match.size * 3 >= len(needle):
+        at, size = match.a, match.size
+        return Near(1, size, text[at : at + size], _line_of(text, at), _excerpt(text, at, size))
+    return start
+
+
 class Contains(Evaluator):
     name = "contains"
     summary = "an artifact's content contains a substring, or matches a regex (regex: true)"
@@ -394,6 +548,7 @@ class Contains(Evaluator):
         searched = 0
         read_any = False
         notes: list[str] = []
+        near: tuple[Near, Artifact] | None = None
         for artifact in matches:
             text, note = await text_of(artifact, ctx)
             if note is not None:
@@ -416,12 +571,45 @@ class Contains(Evaluator):
                 ]
             if line is not None:
                 return [check(label, True, f"{describe(artifact)} contains {what} (line {line})")]
+            if near is None or near[0].rank < 2:
+                found = await off_loop(-1, nearest, text, config)
+                if near is None or (found.rank, found.size) > (near[0].rank, near[0].size):
+                    near = (found, artifact)
         expected = f"expected {what} in {_listing(matches)}"
         noted = shorten("; ".join(notes), 1000)
         if not read_any and notes:
             return [check(label, False, f"{expected}, but ATP read none of it: {noted}")]
         why = f" ({noted})" if notes else ""
-        return [check(label, False, f"{expected}; not found in {searched} characters{why}")]
+        message = f"{expected}; not found in {searched} characters{why}"
+        if near is None:
+            return [check(label, False, message, expected=config.pattern, length=searched)]
+        closest, artifact = near
+        where = describe(artifact)
+        excerpt = printable(closest.excerpt)
+        if closest.rank == 2:
+            evidence = f"in another case in {where} (line {closest.line}): '{excerpt}'"
+        elif closest.rank == 1:
+            evidence = (
+                f"closest: {printable(shorten(closest.found or '', 80))!r} in {where} "
+                f"(line {closest.line}): '{excerpt}'"
+            )
+        elif closest.excerpt:
+            evidence = f"{where} begins: '{excerpt}'"
+        else:
+            evidence = f"{where} is empty"
+        return [
+            check(
+                label,
+                False,
+                f"{message}; {evidence}",
+                expected=config.pattern,
+                length=searched,
+                path=where,
+                excerpt=closest.excerpt,
+                line=closest.line,
+                closest=closest.found,
+            )
+        ]
 
 
 # --- schema ---------------------------------------------------------------------------------
@@ -489,8 +677,55 @@ def _validate(validator: Any, data: Any) -> list[Any]:
     return sorted(errors, key=lambda e: list(e.absolute_path))
 
 
-def _where(error: Any) -> str:
-    return shorten("".join(f"[{p!r}]" for p in error.absolute_path))
+def json_path(parts: Any) -> str:
+    """Where a value is in a JSON document: ``$.competitors[0].share``, ``$["a b"]``; keys (the
+    agent's) shortened."""
+    steps = []
+    for part in parts:
+        if isinstance(part, int):
+            steps.append(f"[{part}]")
+        else:
+            key = shorten(str(part), 80)
+            steps.append(f".{key}" if key.isidentifier() else f"[{json.dumps(key, ensure_ascii=False)}]")
+    return shorten("$" + "".join(steps), 400)
+
+
+MESSAGE_CHARS = 160
+"""A JSON Schema error message longer than this (it quotes a large value) is replaced by what
+the schema expected and a preview of the value."""
+_VALUE_NOT_QUOTED = frozenset(
+    {
+        "required",
+        "dependentRequired",
+        "dependencies",
+        "dependentSchemas",
+        "additionalProperties",
+        "unevaluatedProperties",
+        "additionalItems",
+        "unevaluatedItems",
+        "propertyNames",
+    }
+)
+"""The keywords whose error messages do not quote the value they rejected."""
+
+
+def _failure(error: Any) -> dict[str, Any]:
+    """What one JSON Schema error says: where, what the schema expected, the value it rejected."""
+    return {
+        "path": json_path(error.absolute_path),
+        "expected": f"{error.validator}: {preview(error.validator_value, 80)}",
+        "actual": preview(error.instance),
+        "message": shorten(error.message, MESSAGE_CHARS),
+    }
+
+
+def _explained(error: Any, failure: dict[str, Any]) -> str:
+    """One error for a check message: jsonschema's words when short, with the value they leave
+    out; else what was expected and the value."""
+    if len(error.message) > MESSAGE_CHARS:
+        return f"at {failure['path']}: expected {failure['expected']}; got {failure['actual']}"
+    got = f" (got {failure['actual']})" if error.validator in _VALUE_NOT_QUOTED else ""
+    return f"at {failure['path']}: {error.message}{got}"
 
 
 class Schema(Evaluator):
@@ -545,7 +780,8 @@ class Schema(Evaluator):
             if not errors:
                 checks.append(check(name, True, f"{describe(artifact)} is valid against the schema"))
                 continue
-            shown = "; ".join(f"at ${_where(e)}: {shorten(e.message)}" for e in errors[:3])
+            failures = [_failure(e) for e in errors[:3]]
+            shown = "; ".join(_explained(e, f) for e, f in zip(errors[:3], failures, strict=True))
             count = min(len(errors), MAX_SCHEMA_ERRORS)
             more = ""
             if len(errors) > MAX_SCHEMA_ERRORS:
@@ -556,8 +792,12 @@ class Schema(Evaluator):
                 check(
                     name,
                     False,
-                    f"{describe(artifact)} is not valid against the schema: {shown}{more}",
+                    f"{describe(artifact)} is not valid against the schema: {printable(shown)}{more}",
                     errors=count,
+                    path=failures[0]["path"],
+                    expected=failures[0]["expected"],
+                    actual=failures[0]["actual"],
+                    failures=failures,
                 )
             )
         return checks
@@ -599,8 +839,12 @@ def headings(text: str) -> list[str]:
     return found
 
 
-def _folded_headings(text: str) -> set[str]:
-    return {heading.casefold() for heading in headings(text)}
+def _folded_headings(text: str) -> tuple[set[str], list[str], int]:
+    """The headings of ``text`` case-folded; the first :data:`SHOWN_NAMES` that are not empty,
+    as written; how many are not empty."""
+    found = headings(text)
+    named = [h for h in found if h]
+    return {heading.casefold() for heading in found}, named[:SHOWN_NAMES], len(named)
 
 
 class Sections(Evaluator):
@@ -614,20 +858,33 @@ class Sections(Evaluator):
         if not matches:
             return [_missing(label, ctx, config)]
         found: set[str] = set()
+        shown: list[str] = []
+        named = 0
         notes: list[str] = []
         for artifact in matches:
             text, note = await text_of(artifact, ctx)
             if note is not None:
                 notes.append(note)
             if text is not None:
-                found |= await off_loop(len(text), _folded_headings, text)
+                folded, first, count = await off_loop(len(text), _folded_headings, text)
+                found |= folded
+                named += count
+                shown.extend(shorten(heading, 80) for heading in first[: SHOWN_NAMES - len(shown)])
         missing = [s for s in config.sections if s.strip().casefold() not in found]
         score = 1.0 - len(missing) / len(config.sections)
         if missing:
             why = f"; {shorten('; '.join(notes), 1000)}" if notes else ""
+            has = (
+                f"the headings are: {printable(shorten(', '.join(shown), 400))}"
+                + (f" (and {named - len(shown)} more)" if named > len(shown) else "")
+                if shown
+                else "no headings found"
+            )
             message = (
                 f"expected sections {config.sections}; missing {missing} "
-                f"({len(config.sections) - len(missing)}/{len(config.sections)} present){why}"
+                f"({len(config.sections) - len(missing)}/{len(config.sections)} present; {has}){why}"
             )
-            return [check(label, False, message, score)]
+            return [
+                check(label, False, message, score, expected=config.sections, missing=missing, found=shown)
+            ]
         return [check(label, True, f"all {len(config.sections)} sections present", score)]
