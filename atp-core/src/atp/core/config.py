@@ -41,7 +41,7 @@ from atp.core.suite import (
     unavailable,
 )
 from atp.core.trace import DEFAULT_MAX_EVENT_BYTES, DEFAULT_MAX_EVENTS, DEFAULT_MAX_LOG_BYTES
-from atp.core.yamlfile import MAX_FILE_BYTES, PathPart, YamlDocument, format_path
+from atp.core.yamlfile import PathPart, YamlDocument, format_path, read_text
 
 CONFIG_NAMES = ("atp.config.yaml", "atp.config.yml")
 PYPROJECT = "pyproject.toml"
@@ -311,26 +311,6 @@ class TomlDocument(YamlDocument):
         self.prefix = tuple(prefix)
 
     @staticmethod
-    def _read(path: Path) -> str:
-        try:
-            with path.open("rb") as handle:
-                raw = handle.read(MAX_FILE_BYTES + 1)
-        except FileNotFoundError:
-            raise ConfigFileError("file not found", file=str(path)) from None
-        except OSError as exc:
-            raise ConfigFileError(f"cannot read: {exc.strerror or exc}", file=str(path)) from None
-        if len(raw) > MAX_FILE_BYTES:
-            raise ConfigFileError(
-                f"the file is larger than {MAX_FILE_BYTES // (1024 * 1024)} MiB, the most ATP reads",
-                file=str(path),
-            )
-        try:
-            return raw.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            line = raw.count(b"\n", 0, exc.start) + 1
-            raise ConfigFileError(f"not UTF-8 text: {exc.reason}", file=str(path), line=line) from None
-
-    @staticmethod
     def _parse(path: Path, text: str) -> dict[str, Any]:
         toml = _toml_module()
         try:
@@ -352,7 +332,7 @@ class TomlDocument(YamlDocument):
     def find(cls, path: Path) -> "TomlDocument | None":
         """The ``[tool.atp]`` table of ``path``, or ``None`` when it has none. A file that is
         not valid TOML is an error only when its text seems to hold such a table."""
-        text = cls._read(path)
+        text = read_text(path, ConfigFileError)
         try:
             data = cls._parse(path, text)
         except ConfigFileError:
@@ -365,7 +345,7 @@ class TomlDocument(YamlDocument):
     def load_table(cls, path: Path) -> "TomlDocument":
         """The ``[tool.atp]`` table of ``path`` (``--config pyproject.toml``); an error when
         there is none."""
-        text = cls._read(path)
+        text = read_text(path, ConfigFileError)
         found = cls._table(path, text, cls._parse(path, text), required=True)
         assert found is not None
         return found

@@ -140,25 +140,7 @@ class YamlDocument:
     @classmethod
     def load(cls, path: Path, error_cls: type[SuiteError] = SuiteError) -> YamlDocument:
         """Read ``path`` (at most :data:`MAX_FILE_BYTES`, UTF-8) and parse it."""
-        try:
-            with path.open("rb") as handle:
-                raw = handle.read(MAX_FILE_BYTES + 1)
-        except FileNotFoundError:
-            raise error_cls("file not found", file=str(path)) from None
-        except OSError as exc:
-            raise error_cls(f"cannot read: {exc.strerror or exc}", file=str(path)) from None
-        if len(raw) > MAX_FILE_BYTES:
-            raise error_cls(_too_large(), file=str(path))
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            line = raw.count(b"\n", 0, exc.start) + 1
-            raise error_cls(
-                f"not UTF-8 text: byte 0x{raw[exc.start]:02x} at offset {exc.start} ({exc.reason})",
-                file=str(path),
-                line=line,
-            ) from None
-        return cls(path, text, error_cls)
+        return cls(path, read_text(path, error_cls), error_cls)
 
     def error(self, message: str, parts: Sequence[PathPart] = ()) -> SuiteError:
         return self.error_cls(
@@ -501,6 +483,29 @@ def _scalar_key(node: yaml.ScalarNode) -> str | None:
         return _key_part(yaml.constructor.SafeConstructor().construct_object(node))
     except Exception:  # a key that cannot be read is no key a path names
         return None
+
+
+def read_text(path: Path, error_cls: type[SuiteError] = SuiteError) -> str:
+    """A suite or config file's text: at most :data:`MAX_FILE_BYTES`, UTF-8; any problem is an
+    ``error_cls`` naming the file (and the line of a byte that is not UTF-8)."""
+    try:
+        with path.open("rb") as handle:
+            raw = handle.read(MAX_FILE_BYTES + 1)
+    except FileNotFoundError:
+        raise error_cls("file not found", file=str(path)) from None
+    except OSError as exc:
+        raise error_cls(f"cannot read: {exc.strerror or exc}", file=str(path)) from None
+    if len(raw) > MAX_FILE_BYTES:
+        raise error_cls(_too_large(), file=str(path))
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        raise error_cls(
+            f"not UTF-8 text: byte 0x{raw[exc.start]:02x} at offset {exc.start} ({exc.reason})",
+            file=str(path),
+            line=line,
+        ) from None
 
 
 def _too_large() -> str:
