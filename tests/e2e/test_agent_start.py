@@ -72,3 +72,27 @@ def test_a_missing_script_fails_each_run_with_the_interpreters_words(tmp_path: P
     console = atp("test", f"--suite={path}", cwd=tmp_path)
     assert console.returncode == 1
     assert f"can't open file '{tmp_path}/agent.py': [Errno 2] No such file or directory" in console.stdout
+
+
+def test_a_program_path_in_the_suites_folder_resolves_once_from_any_working_folder(tmp_path: Path) -> None:
+    """`command: ./agent` (or `bin/agent`) is relative to the suite's folder, resolved once: with
+    a relative or an absolute --suite, from another working folder, the agent starts."""
+    project = tmp_path / "project" / "suites"
+    (project / "bin").mkdir(parents=True)
+    agent = (
+        f"#!{PYTHON}\nimport json, sys\nrequest = json.loads(sys.stdin.readline())\n"
+        "print(json.dumps({'version': '1.0', 'task_id': request['task_id'], 'status': 'completed', 'artifacts': [], 'metrics': {}}))\n"
+    )
+    for name in ("agent", "bin/agent"):
+        write(project / name, agent).chmod(0o755)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    for program in ("./agent", "bin/agent"):
+        path = suite(project, f"    command: {program}\n", tests=1)
+        for argument, cwd in (
+            ("project/suites/suite.yaml", tmp_path),  # relative, from above the suite's folder
+            ("../project/suites/suite.yaml", elsewhere),  # relative, from a sibling folder
+            (str(path), elsewhere),  # absolute
+        ):
+            result = atp("test", f"--suite={argument}", cwd=cwd)
+            assert result.returncode == 0, (program, argument, result.stdout + result.stderr)

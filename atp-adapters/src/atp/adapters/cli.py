@@ -136,6 +136,7 @@ class CliAdapter(Adapter):
         argv = command_argv(settings.command, settings.args)
         self.command_line = shlex.join(argv)
         """The command as the settings give it, for messages."""
+        base_dir = self.base_dir  # (absolute)
         self.cwd = (base_dir / settings.cwd).resolve() if settings.cwd else base_dir
         program = argv[0]
         if os.sep in program and not os.path.isabs(program):

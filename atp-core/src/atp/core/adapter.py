@@ -12,6 +12,7 @@ reached or started at all, by :class:`~atp.core.errors.AdapterError`.
 """
 
 import builtins
+import os
 from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Any, ClassVar
@@ -40,7 +41,9 @@ class Adapter(ABC):
     def __init__(self, settings: Any, *, name: str, base_dir: Path) -> None:
         self.settings = settings
         self.name = name
-        self.base_dir = base_dir
+        self.base_dir = Path(os.path.abspath(base_dir))
+        """The folder of the file that defines the agent, absolute (relative settings are
+        relative to it, whatever ATP's working folder is)."""
 
     async def start(self) -> None:  # noqa: B027 - optional hook
         """Prepare once before the first run (open clients, build images)."""
