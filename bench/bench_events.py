@@ -76,7 +76,7 @@ def in_process(
     """Feed N event lines through the cli adapter's line handling into a run trace; evaluate."""
     import anyio
 
-    from atp.adapters.cli import CliAdapter, CliSettings, _Exchange
+    from atp.adapters.stdio import StderrLines
     from atp.core.evaluator import EvalContext
     from atp.core.protocol import ATPRequest, ATPResponse, Metrics, Task
     from atp.core.secrets import Masker
@@ -90,12 +90,11 @@ def in_process(
             tracemalloc.start()
         with Timer() as timer:
             trace = RunTrace(TID, events_path=Path(tmp) / "events.jsonl", log_path=None, masker=Masker(secrets))
-            adapter = CliAdapter(CliSettings(command=["agent"]), name="bench", base_dir=Path(tmp))
-            exchange = _Exchange(adapter, None, TID, trace)  # type: ignore[arg-type]  # no process: lines only
+            stderr = StderrLines(trace, max_line=4 * 2**20)
             for start in range(0, events, chunks):
                 # blocks of complete lines, as the adapter cuts them from what the pipe delivers
                 block = b"\n".join([template % i for i in range(start, min(start + chunks, events))])
-                exchange._lines(block)
+                stderr.feed(block + b"\n")
             trace.close()
             request = ATPRequest(version="1.0", task_id=TID, task=Task(description="x"))
             response = ATPResponse(version="1.0", task_id=TID, status="completed", artifacts=[], metrics=Metrics())

@@ -74,19 +74,18 @@ def test_start_time_is_field_22_of_stat() -> None:
     assert start_time(2**22 + 12345) is None
 
 
-def test_ledger_records_owner_processes_and_their_end(tmp_path: Path) -> None:
+def test_ledger_records_owner_and_processes_and_keeps_their_end_in_memory(tmp_path: Path) -> None:
     recorder = ProcessLedger.create(tmp_path)
     assert not (tmp_path / LEDGER_FILE).exists()  # nothing recorded, no file
     recorder.started(1234, "aa" * 8, start=42)
     recorder.started(1235, "bb" * 8, start=43)
     recorder.ended(1234)
-    recorder.ended(1234)  # once only
+    recorder.ended(1234)
     lines = [json.loads(line) for line in (tmp_path / LEDGER_FILE).read_text().splitlines()]
-    assert lines == [
+    assert lines == [  # one write per process: an ended one is told by its pid and start time
         {"owner": os.getpid(), "start": start_time("self")},
         {"pid": 1234, "start": 42, "token": "aa" * 8},
         {"pid": 1235, "start": 43, "token": "bb" * 8},
-        {"ended": 1234},
     ]
     assert recorder.running == {1235}
     recorder.close()

@@ -26,52 +26,49 @@ it started are sent SIGTERM, then SIGKILL after ``grace_seconds`` (see
 :mod:`atp.adapters.process`).
 """
 
+import asyncio
 import math
 import os
 import shlex
-import signal
 import stat
-import sys
-from collections import deque
-from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import anyio
-import anyio.abc
 import msgspec
 
-from atp.adapters.process import REAP_SECONDS, AgentProcess, Stopped
-from atp.adapters.stdio import DUPLICATE_CHECK_BYTES, DUPLICATE_THREAD_BYTES, duplicate_keys
+from atp.adapters.persistent import ProcessPool
+from atp.adapters.process import (
+    PIPE_SIZE,
+    READ_SIZE,
+    AgentProcess,
+    Watch,
+    encoded,
+    exit_words,
+    outcome,
+    processes,
+    trouble,
+)
+from atp.adapters.stdio import (
+    DECODE_ERRORS,
+    DUPLICATE_CHECK_BYTES,
+    DUPLICATE_THREAD_BYTES,
+    StderrLines,
+    duplicate_keys,
+)
 from atp.core.adapter import Adapter
 from atp.core.errors import AdapterError, AgentError, AtpError, ProtocolError
-from atp.core.protocol import (
-    ATPRequest,
-    ATPResponse,
-    decode_event,
-    decode_event_lines,
-    decode_response,
-    encode,
-)
-from atp.core.text import PREVIEW_CHARS, piece, printable, shorten
+from atp.core.protocol import ATPRequest, ATPResponse, decode_response, encode
+from atp.core.text import printable, shorten
 from atp.core.trace import EventSink
 
-if sys.version_info < (3, 11):  # pragma: no cover
-    from exceptiongroup import ExceptionGroup
-
 MiB = 1024 * 1024
-PIPE_SIZE = MiB  # a larger stderr pipe means fewer wake-ups for a chatty agent
 EXIT_DRAIN_SECONDS = 1.0
 """How long ATP waits for an agent to exit after its stdout ended, for its output to end
 after it exited, and how long stdout must stay quiet after a response while the agent runs on."""
 MAX_GRACE_SECONDS = 600.0
 MAX_BYTES = 1024 * MiB
-_EVENT_KEY = b'"event_type"'
-_DECODE_ERRORS = (ProtocolError, ValueError, RecursionError)
-"""What decoding an agent's bytes may raise (UnicodeDecodeError is a ValueError)."""
-STDERR_TAIL_LINES = 5
-"""When an agent ends without a response, the reason quotes at most this many of the last
-lines of its stderr log (as many as fit in a preview, the last one always)."""
 
 
 def command_argv(command: str | list[str], args: list[str]) -> list[str]:
@@ -89,6 +86,10 @@ class CliSettings(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     grace_seconds: Annotated[float, msgspec.Meta(ge=0, le=MAX_GRACE_SECONDS)] = 3.0
     max_output_bytes: Annotated[int, msgspec.Meta(ge=1024, le=MAX_BYTES)] = 64 * MiB
     max_line_bytes: Annotated[int, msgspec.Meta(ge=1024, le=MAX_BYTES)] = 4 * MiB
+    persistent: bool = False
+    """One process serves many runs, one request after another (see :mod:`atp.adapters.persistent`)."""
+    max_runs_per_process: Annotated[int, msgspec.Meta(ge=1)] | None = None
+    """With ``persistent``: a process is replaced by a fresh one after this many runs."""
 
     def __post_init__(self) -> None:
         command = self.command
@@ -123,6 +124,12 @@ class CliSettings(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or not 1024 <= value <= MAX_BYTES:
                 raise ValueError(f"{name!r} must be a whole number of bytes from 1024 to {MAX_BYTES}")
+        limit = self.max_runs_per_process
+        if limit is not None:
+            if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+                raise ValueError("'max_runs_per_process' must be a whole number of runs, at least 1")
+            if not self.persistent:
+                raise ValueError("'max_runs_per_process' applies to persistent agents only (persistent: true)")
 
 
 class CliAdapter(Adapter):
@@ -145,7 +152,11 @@ class CliAdapter(Adapter):
         environment = dict(os.environ) if settings.inherit_env else {}
         environment.update(settings.env)
         self.env = environment
+        self.encoded_env = encoded(environment)
+        """The environment as agents are started with it (encoded once)."""
         self._aborted = False
+        self.pool = ProcessPool(self) if settings.persistent else None
+        """The agent's processes, when one serves many runs (``persistent: true``)."""
 
     async def start(self) -> None:
         """Check once, before any run, that the command can be started at all: its working
@@ -162,13 +173,23 @@ class CliAdapter(Adapter):
     def abort(self) -> None:
         """SIGKILL every agent this adapter started, and everything they started, at once."""
         self._aborted = True
+        if self.pool is not None:
+            self.pool.closed = True
         AgentProcess.abort_all(owner=self)
+
+    async def aclose(self) -> None:
+        """Stop the processes of a persistent agent (each idle one is told first: its stdin
+        ends)."""
+        if self.pool is not None:
+            await self.pool.close()
 
     async def execute(self, request: ATPRequest, sink: EventSink) -> ATPResponse:
         if self._aborted:
             raise AdapterError(f"agent {self.name!r}: ATP is stopping; no agent is started")
+        if self.pool is not None:
+            return await self.pool.execute(request, sink)
         try:
-            process = AgentProcess.start(self.argv, cwd=self.cwd, env=self.env, owner=self)
+            process = AgentProcess.start(self.argv, cwd=self.cwd, env=self.encoded_env, owner=self)
         except OSError as exc:
             raise AdapterError(
                 f"agent {self.name!r}: cannot start {shlex.join(self.argv)!r} in {self.cwd}: "
@@ -182,24 +203,29 @@ class CliAdapter(Adapter):
             count = stopped.stopped + stopped.running
             if exchange.exited_alone and (count or stopped.unfinished):
                 sink.warn(
-                    f"the agent left {_processes(count) if count else 'processes'} running after it "
-                    f"exited; {_outcome(stopped, count)}{_trouble(stopped)}"
+                    f"the agent left {processes(count) if count else 'processes'} running after it "
+                    f"exited; {outcome(stopped, count)}{trouble(stopped)}"
                 )
             elif (stopped.running or stopped.unfinished) and not exchange.troubled:
                 # (the run was stopped: its time limit, Ctrl-C; the agent is, not all it started)
-                sink.warn(f"stopping the agent: {_trouble(stopped)[2:]}")
+                sink.warn(f"stopping the agent: {trouble(stopped)[2:]}")
+
+
+class _Failed(Exception):
+    """The exchange stopped waiting: :attr:`_Exchange.failure` says why."""
 
 
 class _Exchange:
     """One run of a cli agent: the request in, events and log from stderr, the response from
-    stdout, and the decision when the agent is done."""
+    stdout, and the decision when the agent is done. Reading is done by callbacks on the event
+    loop (:class:`~atp.adapters.process.Watch`); :meth:`run` waits for what they find."""
 
     def __init__(self, adapter: CliAdapter, process: AgentProcess, task_id: str, sink: EventSink) -> None:
         self.settings = adapter.settings
         self.process = process
         self.task_id = task_id
         self.sink = sink
-        self.failure: AgentError | None = None
+        self.failure: BaseException | None = None
         # stdout: the bytes, where its last non-blank text ends, whether a newline follows it
         self.stdout = bytearray()
         self.text_end = 0
@@ -208,83 +234,192 @@ class _Exchange:
         """The last stdout line and the multi-line JSON it may end, decoded (the latest two)."""
         self.taken = False
         self.stdout_ended = False
-        # stderr: where the next line starts; the last lines of the agent's log
-        self.err_line = 1
-        self.err_offset = 0
-        self.err_tail: deque[str] = deque(maxlen=STDERR_TAIL_LINES)
+        self.quiet: asyncio.TimerHandle | None = None
+        """Set while stdout ends with a complete line: when it fires, the line may be taken."""
+        # stderr: events and log
+        self.err = StderrLines(sink, self.settings.max_line_bytes)
+        self.stderr_ended = False
+        self.exited = False
         # the ending
-        self.progress = anyio.Event()  # stdout is done, or the agent exited
-        self.exited = anyio.Event()
-        self.drained = anyio.Event()  # both readers are done
-        self.open_readers = 2
         self.stopped_by_atp = False
         self.exited_alone = False
         self.troubled = False  # a warning said what went wrong while stopping the agent's processes
+        self.request: memoryview | None = None
+        self.waiter: asyncio.Future[None] | None = None
 
     async def run(self, request: bytes) -> ATPResponse:
         process = self.process
+        watch = self.watch = Watch()
         try:
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(process.write_stdin, request)
-                tg.start_soon(self._reader(self._read_events, "stderr", tg))
-                tg.start_soon(self._reader(self._read_stdout, "stdout", tg))
-                tg.start_soon(self._watch_exit)
-                await self._finish()
-                tg.cancel_scope.cancel()
-        except ExceptionGroup as group:
-            raise _unwrap(group) from None
+            process.widen_stderr(PIPE_SIZE)
+            watch.readable(process.stderr, self._on_stderr)
+            watch.readable(process.stdout, self._on_stdout)
+            watch.exit(process, self._on_exit)
+            self._send(memoryview(request))
+            await self._finish()
+        except _Failed:
+            pass
+        finally:
+            watch.close()
+            if not process.stdin_closed:
+                process.close_stdin()
         if self.failure is not None:
             raise self.failure
         return await self._response()
 
-    def _reader(
-        self, read: Callable[[], Awaitable[None]], stream: str, tg: anyio.abc.TaskGroup
-    ) -> Callable[[], Coroutine[Any, Any, None]]:
-        async def run() -> None:
+    # --- waiting for what the callbacks find ----------------------------------------------------
+
+    def _wake(self) -> None:
+        waiter = self.waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    async def _until(self, condition: Callable[[], bool], timeout: float | None = None) -> bool:
+        """Wait until ``condition()`` holds (``True``) or ``timeout`` seconds passed (``False``);
+        raises :class:`_Failed` when a callback failed the run."""
+        loop = self.watch.loop
+        deadline = None if timeout is None else loop.time() + timeout
+        while True:
+            if self.failure is not None:
+                raise _Failed
+            if condition():
+                return True
+            if deadline is not None and loop.time() >= deadline:
+                return False
+            waiter = self.waiter = loop.create_future()
+            timer = loop.call_at(deadline, self._wake) if deadline is not None else None
             try:
-                await read()
-            except AgentError as exc:
-                self._fail(exc, tg)
-                return
-            except ProtocolError as exc:
-                self._fail(AgentError(f"the agent broke the protocol on {stream}: {exc}"), tg)
-                return
-            except AtpError:
-                raise  # ATP's own trouble (its run directory, say), not the agent's
-            except Exception as exc:
-                where = (
-                    f"stderr line {self.err_line}, byte offset {self.err_offset}"
-                    if stream == "stderr"
-                    else f"after {len(self.stdout)} bytes of stdout"
-                )
-                self._fail(
-                    AgentError(
-                        f"what the agent wrote on {stream} could not be read "
-                        f"({type(exc).__name__}: {exc}; {where})"
-                    ),
-                    tg,
-                )
-                return
-            self.open_readers -= 1
-            if not self.open_readers:
-                self.drained.set()
+                await waiter
+            finally:
+                self.waiter = None
+                if timer is not None:
+                    timer.cancel()
 
-        return run
-
-    def _fail(self, exc: AgentError, tg: anyio.abc.TaskGroup) -> None:
+    def _fail(self, exc: BaseException) -> None:
         if self.failure is None:
             self.failure = exc
-        tg.cancel_scope.cancel()
+        self._wake()
 
-    async def _watch_exit(self) -> None:
-        await self.process.wait()
-        self.exited.set()
-        self.progress.set()
+    def _unreadable(self, stream: str, exc: Exception) -> None:
+        """A callback reading ``stream`` raised ``exc``: the run's failure, by what it is."""
+        if isinstance(exc, AgentError):
+            self._fail(exc)
+        elif isinstance(exc, ProtocolError):
+            self._fail(AgentError(f"the agent broke the protocol on {stream}: {exc}"))
+        elif isinstance(exc, AtpError):
+            self._fail(exc)  # ATP's own trouble (its run directory, say), not the agent's
+        else:
+            where = (
+                f"stderr line {self.err.line}, byte offset {self.err.offset}"
+                if stream == "stderr"
+                else f"after {len(self.stdout)} bytes of stdout"
+            )
+            self._fail(
+                AgentError(
+                    f"what the agent wrote on {stream} could not be read "
+                    f"({type(exc).__name__}: {exc}; {where})"
+                )
+            )
+        self.watch.unread(self.process.stderr if stream == "stderr" else self.process.stdout)
+
+    # --- the callbacks ------------------------------------------------------------------------
+
+    def _send(self, rest: memoryview) -> None:
+        """Write the request, as much as the pipe takes now; the rest when it is writable."""
+        process = self.process
+        left = process.write_some(rest)
+        if left:
+            if self.request is None:
+                self.watch.writable(process.stdin, self._on_stdin)
+            self.request = left
+            return
+        self.request = None
+        self.watch.unwrite(process.stdin)
+        process.close_stdin()  # (an agent that stopped reading says why in what it wrote)
+
+    def _on_stdin(self) -> None:
+        if self.request is not None:
+            self._send(self.request)
+
+    def _on_exit(self) -> None:
+        self.exited = True
+        self.process.popen.poll()  # reap it: its exit code
+        self._wake()
+
+    def _on_stderr(self) -> None:
+        try:
+            chunk = os.read(self.process.stderr, READ_SIZE)
+            if chunk:
+                self.err.feed(chunk)
+                return
+            self.err.finish()
+        except BlockingIOError:
+            return
+        except Exception as exc:
+            self._unreadable("stderr", exc)
+            return
+        self.stderr_ended = True
+        self.watch.unread(self.process.stderr)
+        self._wake()
+
+    def _on_stdout(self) -> None:
+        fd = self.process.stdout
+        try:
+            chunk = os.read(fd, READ_SIZE)
+        except BlockingIOError:
+            return
+        except OSError as exc:
+            self._unreadable("stdout", exc)
+            return
+        if self.quiet is not None:
+            self.quiet.cancel()
+            self.quiet = None
+        if not chunk:
+            self.stdout_ended = True
+            self.watch.unread(fd)
+            self._wake()
+            return
+        out = self.stdout
+        out += chunk
+        limit = self.settings.max_output_bytes
+        if len(out) > limit:
+            self._unreadable("stdout", AgentError(f"agent flooded stdout: more than {limit} bytes"))
+            return
+        text = chunk.rstrip()
+        if text:
+            self.text_end = len(out) - len(chunk) + len(text)
+            self.complete = b"\n" in chunk[len(text) :]
+        elif b"\n" in chunk and self.text_end:
+            self.complete = True
+        if self.complete:
+            # A whole line is there: if nothing more comes for a while, the agent runs on and
+            # the line is the response, take it.
+            self.quiet = self.watch.later(EXIT_DRAIN_SECONDS, self._on_quiet)
+
+    def _on_quiet(self) -> None:
+        self.quiet = None
+        if self.taken or self.stdout_ended or self.process.popen.poll() is not None:
+            return
+        try:
+            taken = self._is_response()
+        except Exception as exc:  # (decoding is bounded; a RecursionError is the agent's)
+            self._unreadable("stdout", exc)
+            return
+        if taken:
+            self.taken = True
+            self.watch.unread(self.process.stdout)
+            self._wake()
+
+    # --- the ending ---------------------------------------------------------------------------
+
+    def _drained(self) -> bool:
+        """Whether both output streams are read to their end (or the response taken)."""
+        return self.stderr_ended and (self.stdout_ended or self.taken)
 
     async def _finish(self) -> None:
         """Wait until the response is complete, stop the agent if it runs on, and let the
-        readers take what is left in the pipes."""
-        await self.progress.wait()
+        callbacks take what is left in the pipes."""
+        await self._until(lambda: self.stdout_ended or self.taken or self.exited)
         process, sink = self.process, self.sink
         if self.taken:
             also = await self._stop_agent()
@@ -292,39 +427,36 @@ class _Exchange:
                 f"the agent kept running after its response (nothing more came on stdout for "
                 f"{EXIT_DRAIN_SECONDS:g} s); ATP took the response and stopped the agent{also}"
             )
-        elif self.stdout_ended and not self.exited.is_set():
-            with anyio.move_on_after(EXIT_DRAIN_SECONDS):
-                await self.exited.wait()
-            if not self.exited.is_set():
-                also = await self._stop_agent()
-                sink.warn(
-                    f"the agent closed its stdout but kept running for {EXIT_DRAIN_SECONDS:g} s; "
-                    f"ATP took what it wrote there and stopped the agent{also}"
-                )
+        elif (
+            self.stdout_ended
+            and not self.exited
+            and not await self._until(lambda: self.exited, EXIT_DRAIN_SECONDS)
+        ):
+            also = await self._stop_agent()
+            sink.warn(
+                f"the agent closed its stdout but kept running for {EXIT_DRAIN_SECONDS:g} s; "
+                f"ATP took what it wrote there and stopped the agent{also}"
+            )
         if not self.stopped_by_atp:
             self.exited_alone = True
-        if self.drained.is_set():
-            return
-        with anyio.move_on_after(EXIT_DRAIN_SECONDS):
-            await self.drained.wait()
+        if await self._until(self._drained, EXIT_DRAIN_SECONDS):
             return
         # What the agent left running holds its output open: stop it, stop reading.
         result = await process.terminate(self.settings.grace_seconds)
         stopped = result.stopped
         if stopped:
-            with anyio.move_on_after(EXIT_DRAIN_SECONDS):
-                await self.drained.wait()
+            await self._until(self._drained, EXIT_DRAIN_SECONDS)
         agent = "was stopped" if self.stopped_by_atp else "exited"
-        if stopped and self.drained.is_set():
+        if stopped and self._drained():
             sink.warn(
-                f"the agent {agent}, but {_processes(stopped)} it started kept its output open; "
-                f"ATP stopped reading and stopped {'it' if stopped == 1 else 'them'}{_trouble(result)}"
+                f"the agent {agent}, but {processes(stopped)} it started kept its output open; "
+                f"ATP stopped reading and stopped {'it' if stopped == 1 else 'them'}{trouble(result)}"
             )
         else:
-            others = f" (it stopped {_processes(stopped)} the agent left)" if stopped else ""
+            others = f" (it stopped {processes(stopped)} the agent left)" if stopped else ""
             sink.warn(
                 f"the agent {agent}, but a process ATP cannot tell as the agent's kept its "
-                f"output open; ATP stopped reading{others}{_trouble(result)}"
+                f"output open; ATP stopped reading{others}{trouble(result)}"
             )
         self.troubled = self.troubled or bool(result.running or result.unfinished)
 
@@ -332,43 +464,10 @@ class _Exchange:
         self.stopped_by_atp = True
         result = await self.process.terminate(self.settings.grace_seconds)
         self.troubled = bool(result.running or result.unfinished)
-        also = f" and {_processes(result.stopped)} it started" if result.stopped else ""
-        return also + _trouble(result)
+        also = f" and {processes(result.stopped)} it started" if result.stopped else ""
+        return also + trouble(result)
 
     # --- stdout: the response ----------------------------------------------------------------
-
-    async def _read_stdout(self) -> None:
-        process = self.process
-        fd = process.stdout
-        limit = self.settings.max_output_bytes
-        out = self.stdout
-        while True:
-            if self.complete and process.popen.returncode is None:
-                # A whole line is there and the agent runs: if nothing more comes for a
-                # while and the line is the response, take it.
-                chunk: bytes | None = None
-                with anyio.move_on_after(EXIT_DRAIN_SECONDS):
-                    chunk = await process.read(fd)
-                if chunk is None:
-                    if process.popen.poll() is None and self._is_response():
-                        self.taken = True
-                        break
-                    chunk = await process.read(fd)
-            else:
-                chunk = await process.read(fd)
-            if not chunk:
-                self.stdout_ended = True
-                break
-            out += chunk
-            if len(out) > limit:
-                raise AgentError(f"agent flooded stdout: more than {limit} bytes")
-            text = chunk.rstrip()
-            if text:
-                self.text_end = len(out) - len(chunk) + len(text)
-                self.complete = b"\n" in chunk[len(text) :]
-            elif b"\n" in chunk and self.text_end:
-                self.complete = True
-        self.progress.set()
 
     def _last_line(self) -> tuple[int, int]:
         """Where the last non-blank stdout line starts and ends."""
@@ -384,7 +483,7 @@ class _Exchange:
         result: ATPResponse | ProtocolError
         try:
             result = decode_response(bytes(self.stdout[start:end]))
-        except _DECODE_ERRORS as exc:
+        except DECODE_ERRORS as exc:
             result = exc if isinstance(exc, ProtocolError) else ProtocolError(f"ATP response: {exc}")
         if len(self.decoded) >= 2:
             del self.decoded[next(iter(self.decoded))]
@@ -417,27 +516,14 @@ class _Exchange:
                 result = self._decode(*block)
         return isinstance(result, ATPResponse) and result.task_id == self.task_id
 
-    def _stderr_tail(self) -> str | None:
-        """The last lines of the agent's stderr log, as many of the last
-        :data:`STDERR_TAIL_LINES` as fit in a preview (the last one always); ``None`` when it
-        wrote none."""
-        lines: list[str] = []
-        size = 0
-        for line in reversed(self.err_tail):
-            size += len(line) + 1
-            if lines and size > PREVIEW_CHARS:
-                break
-            lines.append(line)
-        return "\n".join(reversed(lines)) if lines else None
-
     async def _response(self) -> ATPResponse:
         sink, out = self.sink, self.stdout
         code = self.process.popen.returncode
         if self.stopped_by_atp:
             how = "kept running after its stdout ended" if self.stdout_ended else "kept running"
         else:
-            how = _exit(code) if code is not None else "ended"
-        tail = self._stderr_tail()
+            how = exit_words(code) if code is not None else "ended"
+        tail = self.err.log_tail()
         if not self.text_end:
             if tail is not None:  # (the runner masks it, then cuts it)
                 raise AgentError(
@@ -485,143 +571,8 @@ class _Exchange:
                     f"the response has duplicate keys ({', '.join(keys)}); ATP used the last value of each"
                 )
         if code and not self.stopped_by_atp:
-            sink.warn(f"agent {_exit(code)} after writing its response")
+            sink.warn(f"agent {exit_words(code)} after writing its response")
         return result
-
-    # --- stderr: events and log ----------------------------------------------------------------
-
-    async def _read_events(self) -> None:
-        process, sink = self.process, self.sink
-        max_line = self.settings.max_line_bytes
-        process.widen_stderr(PIPE_SIZE)
-        pending = b""
-        cut = False  # the line being read was cut: the rest of it, up to its newline, is dropped
-        while chunk := await process.read(process.stderr):
-            if cut:
-                end = chunk.find(b"\n")
-                if end < 0:
-                    self.err_offset += len(chunk)
-                    continue
-                cut = False
-                self.err_line += 1
-                self.err_offset += end + 1
-                chunk = chunk[end + 1 :]
-                if not chunk:
-                    continue
-            if pending:
-                chunk = pending + chunk
-            end = chunk.rfind(b"\n")
-            if end < 0:
-                pending = chunk
-            else:
-                pending = chunk[end + 1 :]
-                self._lines(chunk[:end])
-            if len(pending) > max_line:
-                sink.warn(f"a stderr line longer than {max_line} bytes was cut")
-                self._line(pending[:max_line], cut=True)
-                self.err_offset += len(pending)
-                pending = b""
-                cut = True
-        if pending:
-            self._line(pending)
-
-    def _lines(self, block: bytes) -> None:
-        """Complete lines: all events in one decode when they are (the usual case), else each
-        line on its own."""
-        if block[:1] == b"{":
-            try:
-                events = decode_event_lines(block)
-            except _DECODE_ERRORS:
-                pass
-            else:
-                self.sink.events(events, block)
-                self.err_line += block.count(b"\n") + 1
-                self.err_offset += len(block) + 1
-                return
-        for line in block.split(b"\n"):
-            self._line(line)
-            self.err_line += 1
-            self.err_offset += len(line) + 1
-
-    def _line(self, line: bytes, *, cut: bool = False) -> None:
-        """One stderr line at ``err_line``/``err_offset``: an event, or the agent's log. Of a
-        ``cut`` line (the part kept of one over ``max_line_bytes``) no end that could begin a
-        secret is logged."""
-        sink = self.sink
-        if line[:1] == b"{":
-            try:
-                event = decode_event(line)
-            except _DECODE_ERRORS as exc:
-                if _EVENT_KEY in line:
-                    sink.warn(
-                        f"stderr line {self.err_line} (byte offset {self.err_offset}) looks like "
-                        f"an ATP event but is not one; it was skipped: {exc}"
-                    )
-            else:
-                sink.event(event, line)
-                return
-        text = line.decode("utf-8", "replace")
-        text = piece(text) if cut else text.rstrip("\r")
-        sink.log(text)
-        if text.strip():
-            self.err_tail.append(text)
-
-
-def _unwrap(group: BaseException) -> BaseException:
-    """The exception to raise for an exception group of the task group: the agent's error
-    when there is one, else the first exception, groups opened."""
-    found: list[BaseException] = []
-    stack = [group]
-    while stack:
-        exc = stack.pop()
-        if isinstance(exc, ExceptionGroup):
-            stack.extend(reversed(exc.exceptions))
-        else:
-            found.append(exc)
-    for exc in found:
-        if isinstance(exc, AgentError):
-            return exc
-    for exc in found:
-        if isinstance(exc, AtpError):
-            return exc
-    return found[0] if found else group
-
-
-def _processes(count: int) -> str:
-    return f"{count} process" if count == 1 else f"{count} processes"
-
-
-def _outcome(result: Stopped, count: int) -> str:
-    """What became of the ``count`` processes an agent left running."""
-    if not result.running:
-        return "ATP stopped it" if count == 1 else "ATP stopped them"
-    if not result.stopped:
-        return "ATP could not stop it" if count == 1 else "ATP could not stop them"
-    return f"ATP stopped {result.stopped} of them"
-
-
-def _trouble(result: Stopped) -> str:
-    """What went wrong while the agent's processes were stopped, as clauses to add to a
-    warning; ``""`` when nothing did."""
-    parts = []
-    if result.late:
-        parts.append(f"{_processes(result.late)} started while ATP was stopping the others")
-    if result.running:
-        parts.append(f"{_processes(result.running)} still running {REAP_SECONDS:g} s after SIGKILL")
-    if result.unfinished:
-        parts.append(
-            f"new processes kept appearing for {REAP_SECONDS:g} s after the grace period; some may still run"
-        )
-    return "".join(f"; {part}" for part in parts)
-
-
-def _exit(code: int) -> str:
-    if code < 0:
-        try:
-            return f"was killed by signal {signal.Signals(-code).name}"
-        except ValueError:
-            return f"was killed by signal {-code}"
-    return f"exited with code {code}"
 
 
 def cannot_start(argv: list[str], cwd: Path, env: Mapping[str, str]) -> str | None:

@@ -24,16 +24,21 @@ Stopping an agent stops everything it started, not only its process group. On Li
 
 Elsewhere (or without pidfds) only the process group is stopped. Every started process is
 recorded in the run's process ledger (:mod:`atp.core.ledger`) while it lives.
+
+While a run exchanges data with its agent, a :class:`Watch` calls back on the event loop when
+a pipe is ready or the process exits: no task, no future per read, which keeps ATP's own cost
+per agent process small.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import select
 import signal
 import subprocess
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
@@ -42,6 +47,9 @@ import anyio
 from atp.core import ledger
 
 READ_SIZE = 1024 * 1024
+PIPE_SIZE = 1024 * 1024
+"""The stderr pipe ATP asks for (:meth:`AgentProcess.widen_stderr`): fewer wake-ups for a
+chatty agent."""
 F_SETPIPE_SZ = 1031  # Linux: the size of a pipe's buffer
 PR_SET_CHILD_SUBREAPER = 36  # Linux prctl option
 POLL_SECONDS = 0.01
@@ -76,6 +84,91 @@ def _tree_support() -> bool:
             except (OSError, AttributeError):  # pragma: no cover - no libc prctl
                 pass  # the live tree and the group are still found; orphans go to init
     return _trees
+
+
+Environment = Mapping[bytes, bytes]
+"""An environment encoded for ``exec`` once (:func:`encoded`), not at every start."""
+
+
+def encoded(env: Mapping[str, str]) -> dict[bytes, bytes]:
+    """``env`` encoded as the system takes it, to start many processes with."""
+    return {os.fsencode(key): os.fsencode(value) for key, value in env.items()}
+
+
+_TOKEN_NAME = ledger.TOKEN_VARIABLE.encode()
+
+
+class Watch:
+    """Callbacks on the (asyncio) event loop while one exchange with an agent lasts: when a
+    pipe is readable or writable, when the process has exited, after a delay. :meth:`close`
+    removes every one of them."""
+
+    __slots__ = ("_exit", "_readers", "_timers", "_writers", "loop")
+
+    def __init__(self) -> None:
+        self.loop = asyncio.get_running_loop()
+        self._readers: list[int] = []
+        self._writers: list[int] = []
+        self._timers: list[asyncio.TimerHandle] = []
+        self._exit: tuple[int, Callable[[], None]] | None = None
+
+    def readable(self, fd: int, callback: Callable[[], None]) -> None:
+        self.loop.add_reader(fd, callback)
+        self._readers.append(fd)
+
+    def writable(self, fd: int, callback: Callable[[], None]) -> None:
+        self.loop.add_writer(fd, callback)
+        self._writers.append(fd)
+
+    def reading(self, fd: int) -> bool:
+        return fd in self._readers
+
+    def unread(self, fd: int) -> None:
+        if fd in self._readers:
+            self._readers.remove(fd)
+            self.loop.remove_reader(fd)
+
+    def unwrite(self, fd: int) -> None:
+        if fd in self._writers:
+            self._writers.remove(fd)
+            self.loop.remove_writer(fd)
+
+    def later(self, seconds: float, callback: Callable[[], None]) -> asyncio.TimerHandle:
+        handle = self.loop.call_later(seconds, callback)
+        self._timers.append(handle)
+        return handle
+
+    def exit(self, process: AgentProcess, callback: Callable[[], None]) -> None:
+        """Call ``callback`` once when ``process`` has exited (not reaped: see
+        :meth:`AgentProcess.wait`)."""
+        pidfd = process._pidfd
+        if pidfd is None:  # no pidfd: look now and then
+
+            def look() -> None:
+                if process.popen.poll() is None:
+                    self.later(POLL_SECONDS, look)
+                else:
+                    callback()
+
+            self.later(POLL_SECONDS, look)
+            return
+
+        def exited() -> None:
+            self.unread(pidfd)
+            callback()
+
+        self.readable(pidfd, exited)
+
+    def close(self) -> None:
+        for fd in self._readers:
+            self.loop.remove_reader(fd)
+        for fd in self._writers:
+            self.loop.remove_writer(fd)
+        for handle in self._timers:
+            handle.cancel()
+        self._readers.clear()
+        self._writers.clear()
+        self._timers.clear()
 
 
 PF_EXITING = 0x4  # Linux: the process is exiting (field 9 of /proc/<pid>/stat)
@@ -241,15 +334,23 @@ class AgentProcess:
 
     @classmethod
     def start(
-        cls, argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], owner: object = None
+        cls,
+        argv: Sequence[str],
+        *,
+        cwd: Path,
+        env: Mapping[str, str] | Environment,
+        owner: object = None,
     ) -> AgentProcess:
         """Start ``argv`` in a new session (its own process group), with a token of its own in
-        ``ATP_AGENT_TOKEN``; raises :class:`OSError`. ``owner`` (the adapter) is who may
-        :meth:`abort_all` it."""
+        ``ATP_AGENT_TOKEN``; raises :class:`OSError`. ``env`` is best :func:`encoded` once by
+        a caller that starts many. ``owner`` (the adapter) is who may :meth:`abort_all` it."""
         trees = _tree_support()
         token = ledger.new_token()
-        environment = dict(env)
-        environment[ledger.TOKEN_VARIABLE] = token
+        first = next(iter(env), b"")
+        environment: dict[bytes, bytes] = (
+            dict(env) if isinstance(first, bytes) else encoded(env)  # type: ignore[arg-type]
+        )
+        environment[_TOKEN_NAME] = token.encode()
         popen = subprocess.Popen(
             list(argv),
             stdin=subprocess.PIPE,
@@ -282,6 +383,26 @@ class AgentProcess:
         return self.popen.poll()
 
     # --- pipes -------------------------------------------------------------------------------
+
+    @property
+    def stdin_closed(self) -> bool:
+        return self._files[0].closed
+
+    def close_stdin(self) -> None:
+        self._files[0].close()
+
+    def write_some(self, data: memoryview) -> memoryview | None:
+        """Write what the stdin pipe takes now of ``data``, without waiting; returns the rest
+        (empty when all is written), or ``None`` when the agent cannot take any more (it closed
+        its stdin or exited: what it wrote says why)."""
+        try:
+            while data:
+                data = data[os.write(self.stdin, data) :]
+        except BlockingIOError:
+            pass
+        except OSError:  # BrokenPipeError and the like
+            return None
+        return data
 
     async def write_stdin(self, data: bytes) -> None:
         """Write all of ``data``, then close stdin. An agent that exits or closes its stdin
@@ -645,3 +766,44 @@ class AgentProcess:
             if not pending or anyio.current_time() >= deadline:
                 break
             await anyio.sleep(POLL_SECONDS)
+
+
+# --- words for what happened to an agent's processes -------------------------------------
+
+
+def processes(count: int) -> str:
+    """"1 process", "2 processes"."""
+    return f"{count} process" if count == 1 else f"{count} processes"
+
+
+def outcome(result: Stopped, count: int) -> str:
+    """What became of the ``count`` processes an agent left running."""
+    if not result.running:
+        return "ATP stopped it" if count == 1 else "ATP stopped them"
+    if not result.stopped:
+        return "ATP could not stop it" if count == 1 else "ATP could not stop them"
+    return f"ATP stopped {result.stopped} of them"
+
+
+def trouble(result: Stopped) -> str:
+    """What went wrong while the agent's processes were stopped, as clauses to add to a
+    warning; ``""`` when nothing did."""
+    parts = []
+    if result.late:
+        parts.append(f"{processes(result.late)} started while ATP was stopping the others")
+    if result.running:
+        parts.append(f"{processes(result.running)} still running {REAP_SECONDS:g} s after SIGKILL")
+    if result.unfinished:
+        parts.append(
+            f"new processes kept appearing for {REAP_SECONDS:g} s after the grace period; some may still run"
+        )
+    return "".join(f"; {part}" for part in parts)
+
+
+def exit_words(code: int) -> str:
+    if code < 0:
+        try:
+            return f"was killed by signal {signal.Signals(-code).name}"
+        except ValueError:
+            return f"was killed by signal {-code}"
+    return f"exited with code {code}"

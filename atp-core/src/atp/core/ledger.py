@@ -5,8 +5,10 @@ Agents run in sessions of their own, so when ATP dies without a chance to stop t
 (``kill -9``, a crash, a closed terminal) they run on. A :class:`ProcessLedger` writes
 ``<run_dir>/processes.jsonl`` while a run is in progress: a first line naming its owner (ATP's
 pid and start time), then a line for every process an adapter started (its pid, its start time
-and the token in its environment) and a line when that process ended. A clean end deletes the
-file. :func:`stop_abandoned` finds the files whose owner is gone and kills the processes they
+and the token in its environment). That a process ended is kept in memory only: a recorded
+process that is no longer the same one (its pid gone, or another start time) is never
+killed, so one write per process is enough. A clean end (every recorded process ended)
+deletes the file; files of older versions may also hold ``{"ended": pid}`` lines. :func:`stop_abandoned` finds the files whose owner is gone and kills the processes they
 name that still run, with their live process trees.
 
 Any adapter that starts processes records them, without knowing the run directory::
@@ -134,10 +136,9 @@ class ProcessLedger:
         self._write({"pid": pid, "start": start, "token": token})
 
     def ended(self, pid: int) -> None:
-        """Record that a process recorded with :meth:`started` is gone (and what it left)."""
-        if pid in self._running:
-            self._running.discard(pid)
-            self._write({"ended": pid})
+        """Record that a process recorded with :meth:`started` is gone (and what it left), in
+        memory: nothing is written (see the module's docstring)."""
+        self._running.discard(pid)
 
     @property
     def running(self) -> frozenset[int]:
@@ -273,10 +274,21 @@ def children(pid: int | str) -> list[int]:
     found: list[int] = []
     for thread in threads:
         try:
-            with open(f"{base}/{thread}/children", "rb") as handle:
-                found.extend(int(child) for child in handle.read().split())
+            fd = os.open(f"{base}/{thread}/children", os.O_RDONLY)
+        except OSError:
+            continue
+        try:
+            data = os.read(fd, 65536)
+            while len(data) % 65536 == 0 and data:  # (a long list comes in pieces)
+                more = os.read(fd, 65536)
+                if not more:
+                    break
+                data += more
+            found.extend(int(child) for child in data.split())
         except (OSError, ValueError):
             continue
+        finally:
+            os.close(fd)
     return found
 
 
