@@ -107,21 +107,40 @@ class ProcessPool:
         self.closed = False
 
     async def execute(self, request: ATPRequest, sink: EventSink) -> ATPResponse:
-        worker = await self._take(sink)
-        turn = _Turn(worker, request.task_id, sink, self.settings.max_output_bytes)
-        done = False
-        try:
-            response = await turn.run(encode(request) + b"\n")
-            done = True
-            return response
-        finally:
-            self.busy.discard(worker)
-            limit = self.settings.max_runs_per_process
-            if done and not self.closed and (limit is None or worker.runs < limit):
-                worker.err.sink = _QUIET
-                self.idle.append(worker)
-            else:
-                await self._retire(worker, sink, gently=done)
+        data = encode(request) + b"\n"
+        for attempt in (1, 2):
+            worker = await self._take(sink)
+            turn = _Turn(worker, request.task_id, sink, self.settings.max_output_bytes)
+            done = False
+            try:
+                response = await turn.run(data)
+                done = True
+                return response
+            except AgentError:
+                if attempt == 1 and turn.ended_unasked():
+                    # It had ended its service after its previous response (a one-shot agent):
+                    # it never saw this request. A fresh process gets it.
+                    sink.warn(
+                        f"agent process {worker.number} exited with code 0 after {_runs(worker.runs - 1)} "
+                        "without a word about this request; ATP sent it to a new process (an agent "
+                        "that serves one request per process does not need 'persistent: true')"
+                    )
+                    continue
+                raise
+            finally:
+                await self._release(worker, sink, done=done)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _release(self, worker: Worker, sink: EventSink, *, done: bool) -> None:
+        """After a run: back to the idle processes, or stopped (its run went wrong, it served
+        its ``max_runs_per_process``, or ATP is stopping)."""
+        self.busy.discard(worker)
+        limit = self.settings.max_runs_per_process
+        if done and not self.closed and (limit is None or worker.runs < limit):
+            worker.err.sink = _QUIET
+            self.idle.append(worker)
+        else:
+            await self._retire(worker, sink, gently=done)
 
     async def _take(self, sink: EventSink) -> Worker:
         """An idle process that still runs, or a new one."""
@@ -214,6 +233,8 @@ class _Turn:
         self.waiter: asyncio.Future[None] | None = None
         self.read = 0
         """stdout bytes read for this request."""
+        self.err_read = 0
+        """stderr bytes read for this request."""
 
     async def run(self, request: bytes) -> ATPResponse:
         process, worker = self.process, self.worker
@@ -248,6 +269,18 @@ class _Turn:
         if self.response is None:
             raise self._gone()
         return self.response
+
+    def ended_unasked(self) -> bool:
+        """Whether a process that had served a run before exited with code 0 without writing
+        a byte in this one: it had ended after its previous response."""
+        return (
+            self.worker.runs > 1
+            and self.response is None
+            and not self.read
+            and not self.err_read
+            and not self.late
+            and self.process.popen.poll() == 0
+        )
 
     def _gone(self) -> AgentError:
         """The agent ended (or closed its stdout) before it answered."""
@@ -325,6 +358,7 @@ class _Turn:
         try:
             chunk = os.read(fd, READ_SIZE)
             if chunk:
+                self.err_read += len(chunk)
                 self.worker.err.feed(chunk)
                 return True
             self.worker.err.finish()
