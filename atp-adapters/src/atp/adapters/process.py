@@ -487,18 +487,24 @@ class AgentProcess:
     async def stop(self, grace_seconds: float) -> Stopped:
         """:meth:`terminate`, then close the pipes. Returns what :meth:`terminate` returns."""
         try:
+            if _trees and not self._closed and not self._others and self.popen.returncode is not None:
+                # The usual end: the agent exited by itself and was reaped, and nothing of it
+                # was found before. When a look finds nothing either, there is nothing to stop.
+                if not self._find_others() and not self._doubts:
+                    return Stopped()
+                return await self.terminate(grace_seconds, known=set())  # (what it found is new)
             return await self.terminate(grace_seconds)
         finally:
             self.close()
 
-    async def terminate(self, grace_seconds: float) -> Stopped:
+    async def terminate(self, grace_seconds: float, *, known: set[int] | None = None) -> Stopped:
         """Stop the agent and every process it started: SIGTERM; after the grace period (or at
         once after :meth:`kill`) SIGSTOP to every process found, round after round until a round
         finds no new one, then SIGKILL; and reap those that are ATP's children. The pipes stay
         open (the readers may still drain them). Returns what this call found and stopped
-        besides the agent."""
+        besides the agent (``known``: the processes found before it, when not all found are)."""
         with anyio.CancelScope(shield=True):
-            known = set(self._others)
+            known = set(self._others) if known is None else known
             trees = bool(_trees) and not self._closed
             if trees:
                 await self._look(anyio.current_time() + REAP_SECONDS)

@@ -336,6 +336,10 @@ class RunTrace:
     def _open(path: Path | None) -> IO[bytes] | None:
         if path is None:
             return None
-        path.parent.mkdir(parents=True, exist_ok=True)
-        return open(files.open_append(path), "ab", buffering=64 * 1024)
+        try:
+            fd = files.open_append(path)
+        except FileNotFoundError:  # the first run's file: its folder is made then
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd = files.open_append(path)
+        return open(fd, "ab", buffering=64 * 1024)
 
