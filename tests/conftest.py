@@ -27,13 +27,16 @@ BUILTIN_PLUGIN_MODULES = {
 }
 
 
-def builtin_plugins() -> Plugins:
+def builtin_plugins(test_helpers: bool = True) -> Plugins:
+    """The built-in plugins; with ``test_helpers``, also the kernel's in-process fake agent
+    adapter (``type: function``)."""
     import importlib
 
     plugins = Plugins(entry_points=False)
     for name, module in BUILTIN_PLUGIN_MODULES.items():
         plugins.register(importlib.import_module(module), name=name)
-    plugins.register(FunctionAdapterPlugin(), name="function-adapter")
+    if test_helpers:
+        plugins.register(FunctionAdapterPlugin(), name="function-adapter")
     return plugins
 
 

@@ -82,7 +82,7 @@ def test_malformed_suite_exits_2_with_file_path_and_line(tmp_path: Path) -> None
 def test_usage_and_config_errors_exit_2(tmp_path: Path) -> None:
     missing_agent = atp("test", f"--suite={QUICKSTART}", "--agent=nobody", cwd=tmp_path)
     assert missing_agent.returncode == 2
-    assert "no agent named 'nobody' (defined: minimal-agent, research-agent)" in missing_agent.stderr
+    assert "no agent named 'nobody' (defined: minimal-agent, research-agent, research-agent-persistent)" in missing_agent.stderr
     bad_option = atp("test", f"--suite={QUICKSTART}", "--parallel=0", cwd=tmp_path)
     assert bad_option.returncode == 2 and "--parallel" in bad_option.stderr
     no_match = atp("test", f"--suite={QUICKSTART}", "--agent=research-agent", "--tags=nothing", cwd=tmp_path)
@@ -247,7 +247,7 @@ def test_broken_plugin_is_reported_and_the_rest_work(tmp_path: Path) -> None:
     assert plugins.returncode == 0
     assert ("broken  (atp-broken-plugin 0.1)\n    error: failed to load: ModuleNotFoundError: "
             "No module named 'atp_broken_plugin_missing_module'") in plugins.stdout
-    assert "adapters  (atp-adapters 0.1.0)\n    adapters: cli, function\n" in plugins.stdout
+    assert "adapters  (atp-adapters 0.1.0)\n    adapters: cli, python\n" in plugins.stdout
     run = atp("test", f"--suite={QUICKSTART}", "--agent=research-agent", cwd=tmp_path, env=env)
     assert run.returncode == 0
     assert "atp: warning: plugin 'broken': failed to load" in run.stderr

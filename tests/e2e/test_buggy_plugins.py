@@ -38,9 +38,9 @@ def atp(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([ATP, *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
 
 
-def suite(tmp_path: Path, tests: str, agent: str = "function", extra: str = "") -> Path:
+def suite(tmp_path: Path, tests: str, agent: str = "python", extra: str = "") -> Path:
     agents = {
-        "function": "type: function\n    function: agent_fn:answer",
+        "python": "type: python\n    callable: agent_fn:answer",
         "buggy": "type: buggy",
     }[agent]
     write(tmp_path / "site" / "agent_fn.py", AGENT_FN)
@@ -51,7 +51,7 @@ AGENT_FN = '''
 from atp.core.protocol import ATPResponse, Metrics, StructuredArtifact
 
 
-def answer(request, sink):
+def answer(request, emit):
     return ATPResponse(version="1.0", task_id=request.task_id, status="completed",
                        artifacts=[StructuredArtifact(name="result", data={"text": "hello"})],
                        metrics=Metrics())

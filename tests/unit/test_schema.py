@@ -34,7 +34,9 @@ REFRESH = "python -m tests.unit.test_schema"
 
 
 def committed_copies() -> dict[Path, str]:
-    plugins = builtin_plugins()
+    """The schemas as an installation of the built-in distributions offers them (without the
+    kernel's test helper adapter, ``type: function``, which tests register for themselves)."""
+    plugins = builtin_plugins(test_helpers=False)
     return {
         SCHEMAS / "suite.schema.json": schema_text(suite_schema(plugins.evaluators, plugins.adapters)),
         SCHEMAS / "config.schema.json": schema_text(config_schema(plugins.adapters, plugins.evaluators)),

@@ -11,7 +11,7 @@ from atp.core.hookspecs import hookimpl
 @hookimpl
 def atp_register_adapters(register: Any) -> None:
     from atp.adapters.cli import CliAdapter
-    from atp.core.testing import FunctionAdapter
+    from atp.adapters.python import PythonAdapter
 
     register(CliAdapter)
-    register(FunctionAdapter)  # an agent that is a Python callable: type: function
+    register(PythonAdapter)  # an agent that is a Python callable in the ATP process: type: python

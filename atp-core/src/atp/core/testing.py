@@ -10,8 +10,9 @@ list of :class:`~atp.core.results.Check`, bool ``passed``, score within 0-1), so
 own tests fail where ``atp test`` would make the run an error.
 
 The ``function`` adapter (``type: function``, ``function: module:attribute``) runs an agent
-that is a Python callable ``(request, sink) -> response`` in the ATP process; atp-adapters
-registers it for suites.
+that is a Python callable ``(request, sink) -> response`` in the ATP process, on the event
+loop: a fake agent for tests, registered with :class:`FunctionAdapterPlugin`. Users' Python
+agents are served by atp-adapters' ``python`` adapter.
 """
 
 import importlib
