@@ -12,9 +12,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from common import ROOT, max_rss_mib
-
 from bench_overhead import run_suite
+from common import ROOT, max_rss_mib
 
 BENCH = ROOT / "bench"
 AGENT = BENCH / "stdio_agent.py"

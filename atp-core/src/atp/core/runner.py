@@ -208,10 +208,12 @@ class Runner:
         for message in stop_abandoned(self.run_root):
             logger.warning(message)
         store = self.store = RunStore.create(self.run_root, header, self.masker)
-        work = [(t, n) for t in self.tests if t.skip is None for n in range(1, self.runs_of(t) + 1)]
+        # the runs to make, made as they are taken (a list would hold a pair per run)
+        work = ((t, n) for t in self.tests if t.skip is None for n in range(1, self.runs_of(t) + 1))
         for test in self.tests:
             if test.skip is None:
                 self._remaining[test.id] = self.runs_of(test)
+        total = sum(self.runs_of(t) for t in self.tests if t.skip is None)
         adapter: Adapter | None = None
         interrupted = True
         started = False
@@ -223,7 +225,7 @@ class Runner:
                     await self._adapter_call("failed to start", adapter.start)
                     started = True
                     self._notify("atp_suite_started", header=header, directory=store.directory)
-                    await self._run_all(adapter, work)
+                    await self._run_all(adapter, work, total)
                     interrupted = self._stopped_by is not None or self._storage_error is not None
                 finally:
                     if adapter is not None:
@@ -243,6 +245,10 @@ class Runner:
                 except StorageError as exc:
                     self._storage_error = self._storage_error or exc
                 store.close()
+                # What only the runs needed goes before the results are read back (the header
+                # and its planned tests are read back with them).
+                del header, planned
+                self._planned, self._remaining, self._finished_runs = {}, {}, {}
                 if self._storage_error is None:
                     results = store.results()
                     self._notify("atp_suite_finished", results=results)
@@ -300,7 +306,7 @@ class Runner:
             owner = self.plugins.owner_name("adapter", self.agent.type) or self.agent.type
             self._hook_failed(owner, "aclose", _single(exc))
 
-    async def _run_all(self, adapter: Adapter, work: list[tuple[Test, int]]) -> None:
+    async def _run_all(self, adapter: Adapter, work: Iterator[tuple[Test, int]], total: int) -> None:
         items = iter(work)
         runs = self._runs_scope = anyio.CancelScope()
         async with anyio.create_task_group() as outer:
@@ -308,7 +314,7 @@ class Runner:
                 outer.start_soon(self._watch_signals, runs, adapter)
             with runs:
                 async with anyio.create_task_group() as workers:
-                    for _ in range(min(self._fit_parallel(), len(work))):
+                    for _ in range(min(self._fit_parallel(), total)):
                         workers.start_soon(self._worker, adapter, items)
             outer.cancel_scope.cancel()
 

@@ -190,6 +190,7 @@ class Suite(msgspec.Struct, kw_only=True):
     tests: list[Test]
     agents: list[dict[str, Any]] = msgspec.field(default_factory=list)
     document: YamlDocument | None = None
+    """The file, to locate errors in its ``agents`` (the nodes of the rest are not kept)."""
 
 
 class Fallback(msgspec.Struct, kw_only=True):
@@ -220,8 +221,10 @@ def load_suite(
     fallback: Fallback | None = None,
 ) -> Suite:
     """Load and validate a suite file; every error names the file, the path and the line."""
-    doc = YamlDocument.load(path)
-    return suite_from_document(doc, evaluators, fallback)
+    # Memory: each test's YAML nodes are let go as soon as the test is read (``items_of``), and
+    # the file's data once it is validated; a loaded suite keeps its Test Structs only.
+    doc = YamlDocument.load(path, items_of=("tests",))
+    return _suite(doc, _take_data(doc), evaluators, fallback)
 
 
 def suite_from_document(
@@ -229,17 +232,32 @@ def suite_from_document(
     evaluators: Mapping[str, type[Evaluator]],
     fallback: Fallback | None = None,
 ) -> Suite:
-    data = doc.data
+    return _suite(doc, doc.data, evaluators, fallback)
+
+
+def _take_data(doc: YamlDocument) -> Any:
+    data, doc.data = doc.data, None
+    return data
+
+
+def _suite(
+    doc: YamlDocument,
+    data: Any,
+    evaluators: Mapping[str, type[Evaluator]],
+    fallback: Fallback | None,
+) -> Suite:
     if not isinstance(data, dict):
         raise doc.error("a suite file must be a mapping with 'test_suite' and 'tests'")
     normalize_version(data)
     spec = doc.convert(data, SuiteSpec)
+    del data  # load_suite's was the last reference: the data goes now
     check_format_version(doc, spec.version, "suite format")
     if not spec.tests:
         raise doc.error("the suite has no tests", ("tests",))
     fallback = fallback or Fallback()
     seen: dict[str, int] = {}
     tests: list[Test] = []
+    weights: dict[tuple[tuple[str, Any], ...], ScoringWeights] = {}  # tests share equal weights
     for index, test in enumerate(spec.tests):
         if test.id in seen:
             first = doc.line_of(("tests", seen[test.id], "id"))
@@ -247,7 +265,7 @@ def suite_from_document(
                 f"duplicate test id {test.id!r} (first used at line {first})", ("tests", index, "id")
             )
         seen[test.id] = index
-        tests.append(_resolve_test(doc, index, test, spec.defaults, fallback, evaluators))
+        tests.append(_resolve_test(doc, index, test, spec.defaults, fallback, evaluators, weights))
     agent_names: dict[str, int] = {}
     for index, agent in enumerate(spec.agents):
         name = agent.get("name")
@@ -266,7 +284,9 @@ def suite_from_document(
         path=doc.path,
         tests=tests,
         agents=spec.agents,
-        document=doc,
+        # Errors found after loading are about the suite's agents: the rest of the file's
+        # nodes and data are not kept (they took most of a loaded suite's memory).
+        document=doc.keeping(("agents",)),
     )
 
 
@@ -298,6 +318,7 @@ def _resolve_test(
     defaults: DefaultsSpec,
     fallback: Fallback,
     evaluators: Mapping[str, type[Evaluator]],
+    weights: dict[tuple[tuple[str, Any], ...], ScoringWeights],
 ) -> Test:
     constraints = _merge(defaults.constraints, test.constraints)
     if "timeout_seconds" not in constraints:
@@ -320,7 +341,11 @@ def _resolve_test(
         assertions.append(
             Assertion(type=spec.type, config=config, name=spec.name, index=number, critical=spec.critical)
         )
-    scoring = ScoringWeights(**_merge(defaults.scoring, test.scoring))
+    merged = _merge(defaults.scoring, test.scoring)
+    key = tuple(merged.items())
+    scoring = weights.get(key)
+    if scoring is None:
+        scoring = weights[key] = ScoringWeights(**merged)
     if not any(getattr(scoring, name) > 0 for name in WEIGHT_FIELDS):
         own = test.scoring is not None and any(
             getattr(test.scoring, name) is not None for name in WEIGHT_FIELDS

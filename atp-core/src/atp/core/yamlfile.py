@@ -10,6 +10,14 @@ included), and aliases repeat at most :data:`MAX_ALIAS_NODES` nodes in all. The 
 composed from the parser's events without recursion, and these bounds, duplicate anchors,
 recursive aliases and duplicate keys are checked while composing, before anything recursive
 (constructing the data, validating it) runs on them.
+
+Memory: nodes are large (over 100 bytes each, several per line of YAML), so a document keeps
+as few as it can. Nodes keep where they start, not where they end, and the nodes of one line
+share one mark. The items of the top-level sequences named by ``items_of`` (a suite's
+``tests``) are constructed as soon as each is composed and their nodes dropped: a suite of
+10,000 tests never holds the nodes of more than one test (the text is kept instead, and
+composed again only to locate an error inside an item). :meth:`YamlDocument.keeping` is what a
+loaded suite keeps afterwards.
 """
 
 from __future__ import annotations
@@ -41,6 +49,11 @@ MAX_INT_CHARS = 1000
 """The longest integer ATP reads; reading a longer one could take very long."""
 
 _MERGE_TAG = "tag:yaml.org,2002:merge"
+_MAP_TAG = "tag:yaml.org,2002:map"
+_SEQ_TAG = "tag:yaml.org,2002:seq"
+_BUILT_TAG = "tag:atp,built"
+"""The tag of a node standing for an item constructed while composing: its value is the item's
+index (an ``int``, which no node read from a file has) in the loader's ``built`` list."""
 _LONG_PART = 80
 
 _Base: Any = getattr(yaml, "CSafeLoader", None) or yaml.SafeLoader
@@ -50,6 +63,11 @@ _C_PARSER = _Base is not yaml.SafeLoader  # the C parser reports positions in by
 class _Loader(_Base):  # type: ignore[misc]
     """PyYAML's safe loader, whose constructors' own failures (an invalid date, an integer
     too long to read, a tag that does not fit its value) become located YAML errors."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self.built: list[Any] = []
+        """Items constructed while composing (see :data:`_BUILT_TAG`)."""
 
     def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
         try:
@@ -71,6 +89,15 @@ def _construct_int(loader: Any, node: yaml.Node) -> Any:
 
 
 _Loader.add_constructor("tag:yaml.org,2002:int", _construct_int)
+
+
+def _construct_built(loader: Any, node: yaml.Node) -> Any:
+    if type(node.value) is not int:  # a file's own !<tag:atp,built>: an unknown tag, as any other
+        return loader.construct_undefined(node)
+    return loader.built[node.value]
+
+
+_Loader.add_constructor(_BUILT_TAG, _construct_built)
 
 _AT = re.compile(r" - at (?P<key>`key` in )?`\$(?P<path>[^`]*)`$")
 _PART = re.compile(r"\.([^.\[]+)|\[(\d+)\]|\[(\.\.\.)\]")
@@ -101,19 +128,34 @@ def _short(text: str) -> str:
 class YamlDocument:
     """A parsed YAML file: its data, and where each value stands in the text."""
 
-    def __init__(self, path: Path, text: str, error_cls: type[SuiteError] = SuiteError) -> None:
+    def __init__(
+        self,
+        path: Path,
+        text: str,
+        error_cls: type[SuiteError] = SuiteError,
+        *,
+        items_of: Sequence[str] = (),
+    ) -> None:
+        """``items_of``: top-level keys whose sequence's items are constructed one by one as
+        they are composed, their nodes not kept (see the module's docstring)."""
         self.path = path
         self.error_cls = error_cls
+        self._text: str | None = None
+        """The text, when nodes were dropped: composed again to locate an error in them."""
+        self._whole: yaml.Node | None = None
         if len(text) > MAX_FILE_BYTES:
             raise error_cls(_too_large(), file=str(path))
         loader: Any = None
         try:
             try:
                 loader = _Loader(text)
-                self.root: yaml.Node | None = self._compose(loader)
+                self.root: yaml.Node | None = self._compose(loader, frozenset(items_of))
+                if loader.built:
+                    self._text = text
                 self.data: Any = loader.construct_document(self.root) if self.root else None
             finally:
                 if loader is not None:
+                    loader.built = []
                     loader.dispose()
         except UnicodeEncodeError as exc:  # a str with lone surrogates is no UTF-8 text
             raise error_cls(f"not UTF-8 text: {exc.reason}", file=str(path)) from None
@@ -138,9 +180,11 @@ class YamlDocument:
             raise error_cls(f"invalid YAML: {exc}", file=str(path)) from None
 
     @classmethod
-    def load(cls, path: Path, error_cls: type[SuiteError] = SuiteError) -> YamlDocument:
+    def load(
+        cls, path: Path, error_cls: type[SuiteError] = SuiteError, *, items_of: Sequence[str] = ()
+    ) -> YamlDocument:
         """Read ``path`` (at most :data:`MAX_FILE_BYTES`, UTF-8) and parse it."""
-        return cls(path, read_text(path, error_cls), error_cls)
+        return cls(path, read_text(path, error_cls), error_cls, items_of=items_of)
 
     def error(self, message: str, parts: Sequence[PathPart] = ()) -> SuiteError:
         return self.error_cls(
@@ -149,17 +193,43 @@ class YamlDocument:
 
     def line_of(self, parts: Sequence[PathPart]) -> int | None:
         """The line of the value at ``parts``; of its nearest existing parent when it is missing."""
-        node = self.root
-        if node is None:
+        if self.root is None:
             return None
-        line: int = node.start_mark.line + 1
-        for part in parts:
-            child, key_line = _child(node, part)
-            if child is None:
-                return key_line if key_line is not None else line
-            node = child
-            line = key_line if key_line is not None else node.start_mark.line + 1
+        line, dropped = _line_in(self.root, parts)
+        if dropped and self._text is not None:  # inside an item whose nodes were dropped
+            if self._whole is None:  # composed again whole, once, when first needed
+                loader = _Loader(self._text)
+                try:
+                    self._whole = self._compose(loader, frozenset())
+                finally:
+                    loader.dispose()
+            if self._whole is not None:
+                line, _ = _line_in(self._whole, parts)
         return line
+
+    def keeping(self, keys: Sequence[str]) -> YamlDocument:
+        """A copy that still locates what is below the top-level ``keys`` (and every top-level
+        key), without the data and the nodes of the rest: what a loaded file keeps for errors
+        found after loading, instead of every node of the file. A value elsewhere is located
+        at its top-level key's line."""
+        copy = object.__new__(type(self))
+        copy.__dict__.update(self.__dict__)
+        copy.data = None
+        copy._text = copy._whole = None
+        root = self.root
+        if isinstance(root, yaml.MappingNode):
+            kept = set(keys)
+            copy.root = yaml.MappingNode(
+                root.tag,
+                [
+                    (key, value if isinstance(key, yaml.ScalarNode) and key.value in kept else _stub(value))
+                    for key, value in root.value
+                ],
+                root.start_mark,
+                None,
+                flow_style=root.flow_style,
+            )
+        return copy
 
     def convert(self, data: Any, type_: type[T], at: Sequence[PathPart] = ()) -> T:
         """``msgspec.convert`` with any validation error located in this file."""
@@ -169,12 +239,18 @@ class YamlDocument:
             parts, text = _locate(data, type_, str(exc))
             raise self.error(text, [*at, *parts]) from None
 
-    def _compose(self, loader: Any) -> yaml.Node | None:
+    def _compose(self, loader: Any, items_of: frozenset[str]) -> yaml.Node | None:
         """The document's root node, composed from the parser's events as PyYAML's composer
         does, but without recursion and checking on the way, each node once: how deep the
         nodes nest (aliases included), how many nodes the aliases repeat, recursive aliases,
-        duplicate anchors and duplicate keys."""
+        duplicate anchors and duplicate keys.
+
+        The mappings and sequences that are items of a plain sequence under a top-level key in
+        ``items_of`` are constructed when they are complete, into ``loader.built``, and stand
+        in the tree as a node tagged :data:`_BUILT_TAG`."""
         stack: list[_Open] = []
+        built: list[Any] = loader.built
+        failed = False
         anchors: dict[str, yaml.Node] = {}
         measures: dict[int, tuple[int, int]] = {}  # id(anchored collection): (height, size)
         repeated = 0  # nodes the aliases repeat, so far
@@ -218,6 +294,8 @@ class YamlDocument:
                 frame.height = height + 1
             frame.size += size
             if frame.seen is None:
+                if frame.build and type(node) is not yaml.ScalarNode:
+                    node = build(node)
                 frame.node.value.append(node)
                 frame.index += 1
             elif frame.key is None:
@@ -230,35 +308,73 @@ class YamlDocument:
                 frame.node.value.append((frame.key, node))
                 frame.key = None
 
+        def build(node: yaml.Node) -> yaml.Node:
+            """The item constructed now and the node standing for it in the tree; the item
+            itself when it cannot be constructed, and every item after it: the document's
+            construction then fails on it where and as it would have with every node kept
+            (after any error of the parser, and after errors it meets first)."""
+            nonlocal failed
+            if failed:
+                return node
+            try:
+                built.append(loader.construct_document(node))
+            except yaml.YAMLError:
+                failed = True
+                # what the failed construction left (construct_document resets it on success)
+                loader.state_generators = []
+                loader.constructed_objects = {}
+                loader.recursive_objects = {}
+                loader.deep_construct = False
+                return node
+            return yaml.ScalarNode(_BUILT_TAG, len(built) - 1, node.start_mark, None)
+
         scalar, alias = yaml.ScalarEvent, yaml.AliasEvent
         sequence_start, mapping_start = yaml.SequenceStartEvent, yaml.MappingStartEvent
         ends = (yaml.SequenceEndEvent, yaml.MappingEndEvent)
+        # Nodes keep only where they start, and the nodes starting on one line share one mark
+        # (the first one's): a node's line is all that is read from it (its column and end
+        # are not), and a mark per event would be most of the memory the nodes take.
+        line_mark: Any = None
+        # Equal scalars share one string (keys, types, values repeated in every test).
+        strings: dict[str, str] = {}
         while True:
             event = loader.get_event()
             kind = type(event)
             if kind is scalar:
+                mark = event.start_mark
+                if line_mark is None or mark.line != line_mark.line:
+                    line_mark = mark
+                value = event.value
+                value = strings.setdefault(value, value)
                 tag = event.tag
                 if tag is None or tag == "!":
-                    tag = loader.resolve(yaml.ScalarNode, event.value, event.implicit)
-                node: yaml.Node = yaml.ScalarNode(
-                    tag, event.value, event.start_mark, event.end_mark, style=event.style
-                )
+                    tag = loader.resolve(yaml.ScalarNode, value, event.implicit)
+                node: yaml.Node = yaml.ScalarNode(tag, value, line_mark, None, style=event.style)
                 anchor(event, node)
-                add(node, 0, 1, event.start_mark)
+                add(node, 0, 1, mark)
             elif kind is sequence_start or kind is mapping_start:
+                mark = event.start_mark
                 if len(stack) >= MAX_DEPTH:
-                    raise fail(f"nested deeper than {MAX_DEPTH} levels", event.start_mark)
+                    raise fail(f"nested deeper than {MAX_DEPTH} levels", mark)
+                if line_mark is None or mark.line != line_mark.line:
+                    line_mark = mark
                 node_cls = yaml.SequenceNode if kind is sequence_start else yaml.MappingNode
                 tag = event.tag
                 if tag is None or tag == "!":
                     tag = loader.resolve(node_cls, None, event.implicit)
-                node = node_cls(tag, [], event.start_mark, None, flow_style=event.flow_style)
+                node = node_cls(tag, [], line_mark, None, flow_style=event.flow_style)
                 anchor(event, node)
                 part = stack[-1].child_part() if stack else None
-                stack.append(_Open(node, part, kind is mapping_start, event.anchor is not None))
+                frame = _Open(node, part, kind is mapping_start, event.anchor is not None)
+                frame.build = (
+                    len(stack) == 1
+                    and part in items_of
+                    and tag == _SEQ_TAG
+                    and stack[0].node.tag == _MAP_TAG
+                )
+                stack.append(frame)
             elif kind in ends:
                 frame = stack.pop()
-                frame.node.end_mark = event.end_mark
                 if frame.anchored:
                     measures[id(frame.node)] = (frame.height, frame.size)
                 add(frame.node, frame.height, frame.size, frame.node.start_mark)
@@ -307,7 +423,7 @@ class _Open:
     what is known so far of its height (levels of nesting, aliases included) and size (nodes,
     counting what aliases repeat)."""
 
-    __slots__ = ("anchored", "height", "index", "key", "node", "part", "seen", "size")
+    __slots__ = ("anchored", "build", "height", "index", "key", "node", "part", "seen", "size")
 
     def __init__(self, node: yaml.Node, part: PathPart | None, mapping: bool, anchored: bool) -> None:
         self.node = node
@@ -318,6 +434,8 @@ class _Open:
         self.index = 0
         self.key: yaml.Node | None = None
         self.seen: set[str] | None = set() if mapping else None
+        self.build = False
+        """Its items are constructed as soon as they are complete (see ``items_of``)."""
 
     def child_part(self) -> PathPart | None:
         """The path part of the node being added (``None`` for a mapping's key)."""
@@ -460,6 +578,28 @@ def _key_part(key: Any) -> str:
 def _key_text(key: Any) -> str:
     """A mapping key for a message: a string quoted, anything else written as in YAML."""
     return repr(key) if isinstance(key, str) else _key_part(key)
+
+
+def _line_in(node: yaml.Node, parts: Sequence[PathPart]) -> tuple[int, bool]:
+    """The line of the value at ``parts`` below ``node`` (of its nearest existing parent when it
+    is missing), and whether the walk stopped at an item whose nodes were dropped."""
+    line: int = node.start_mark.line + 1
+    for part in parts:
+        if node.tag == _BUILT_TAG and type(node.value) is int:
+            return line, True
+        child, key_line = _child(node, part)
+        if child is None:
+            return (key_line if key_line is not None else line), False
+        node = child
+        line = key_line if key_line is not None else node.start_mark.line + 1
+    return line, False
+
+
+def _stub(node: yaml.Node) -> yaml.Node:
+    """``node`` without what is below it (its line stays)."""
+    if isinstance(node, yaml.CollectionNode):
+        return type(node)(node.tag, [], node.start_mark, None, flow_style=node.flow_style)
+    return node
 
 
 def _child(node: yaml.Node, part: PathPart) -> tuple[yaml.Node | None, int | None]:

@@ -47,6 +47,9 @@ MAX_ARTIFACTS_SHOWN = 10
 """Artifacts of one run listed by ``--verbose``; the rest are counted."""
 TICK_SECONDS = 1.0
 """How often the status line is redrawn while no run starts or finishes."""
+REPORT_LINES_PER_WRITE = 1000
+"""The report is written this many lines at a time (a suite of 10,000 tests is not first built
+as one string)."""
 
 # How evaluators say there was nothing to check: ATP's own ("the agent produced no
 # artifacts") and the usual wording of others ("no artifact 'report.md'").
@@ -402,6 +405,9 @@ class ConsoleReporter(Reporter):
         width = max((len(safe(t.id)) for t in results.tests), default=0)
         for test in results.tests:
             out.extend(self._test(test, width))
+            if len(out) >= REPORT_LINES_PER_WRITE:
+                self.stream.write("\n".join(out) + "\n")
+                out = []
         out.append("")
         for problem in results.problems:
             out.append(self.paint(f"Problem: {safe(problem)}", "red"))

@@ -8,7 +8,7 @@ Each run carries its event trace under ``events``.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import msgspec
 
@@ -35,16 +35,41 @@ def _run_with_events(run: RunResult, store: RunStore) -> RunResult:
     return msgspec.structs.replace(run, events=raw)
 
 
+_TESTS = b'\n  "tests": []'
+"""Where the tests go in the formatted document (a top-level key: two spaces in; no string of
+formatted JSON holds a newline, so this is found nowhere else)."""
+
+
+def formatted(results: SuiteResults, store: RunStore) -> bytearray:
+    """The results with each run's events, as formatted JSON (indented by 2): the same bytes as
+    ``msgspec.json.format`` of :func:`with_events` whole, made one test at a time, so that no
+    copy of all the results with their events is held at once (only the document itself).
+    Damaged event lines found on the way are added to the document's ``problems``."""
+    skeleton = msgspec.structs.replace(results, tests=[])
+    head, _ = msgspec.json.format(_encoder.encode(skeleton), indent=2).split(_TESTS, 1)
+    out = bytearray(head)
+    out += _TESTS[:-1]
+    for number, test in enumerate(results.tests):
+        runs = [_run_with_events(run, store) for run in test.runs]
+        chunk = msgspec.json.format(_encoder.encode(msgspec.structs.replace(test, runs=runs)), indent=2)
+        out += b"\n    " if number == 0 else b",\n    "
+        out += chunk.replace(b"\n", b"\n    ")
+    out += b"\n  ]" if results.tests else b"]"
+    if store.problems:  # damaged event lines found while embedding them
+        skeleton.problems = list(dict.fromkeys([*results.problems, *store.problems]))
+    _, tail = msgspec.json.format(_encoder.encode(skeleton), indent=2).split(_TESTS, 1)
+    out += tail
+    out += b"\n"
+    return out
+
+
 class JsonReporter(Reporter):
     name = "json"
     summary = "the JSON results format (docs/results-format.md), with each run's events"
     file_extension = ".json"
 
     def report(self, results: SuiteResults, store: RunStore) -> None:
-        with_trace = with_events(results, store)
-        if store.problems:  # damaged event lines found while embedding them
-            with_trace.problems = list(dict.fromkeys([*with_trace.problems, *store.problems]))
-        data = msgspec.json.format(_encoder.encode(with_trace), indent=2) + b"\n"
+        data = formatted(results, store)
         target = self.options.output_file
         if target is None:
             stream = self.options.stream
@@ -57,5 +82,4 @@ class JsonReporter(Reporter):
                 stream.write(data.decode())
                 stream.flush()
             return
-        write_file(target, data)
-
+        write_file(target, cast(bytes, data))  # written as it is: no copy into bytes
