@@ -31,7 +31,7 @@ import math
 import os
 import shlex
 import stat
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated
 
@@ -43,7 +43,8 @@ from atp.adapters.process import (
     PIPE_SIZE,
     READ_SIZE,
     AgentProcess,
-    Watch,
+    Exchange,
+    Failed,
     encoded,
     exit_words,
     outcome,
@@ -211,21 +212,16 @@ class CliAdapter(Adapter):
                 sink.warn(f"stopping the agent: {trouble(stopped)[2:]}")
 
 
-class _Failed(Exception):
-    """The exchange stopped waiting: :attr:`_Exchange.failure` says why."""
-
-
-class _Exchange:
+class _Exchange(Exchange):
     """One run of a cli agent: the request in, events and log from stderr, the response from
     stdout, and the decision when the agent is done. Reading is done by callbacks on the event
     loop (:class:`~atp.adapters.process.Watch`); :meth:`run` waits for what they find."""
 
     def __init__(self, adapter: CliAdapter, process: AgentProcess, task_id: str, sink: EventSink) -> None:
+        super().__init__(process)
         self.settings = adapter.settings
-        self.process = process
         self.task_id = task_id
         self.sink = sink
-        self.failure: BaseException | None = None
         # stdout: the bytes, where its last non-blank text ends, whether a newline follows it
         self.stdout = bytearray()
         self.text_end = 0
@@ -244,20 +240,17 @@ class _Exchange:
         self.stopped_by_atp = False
         self.exited_alone = False
         self.troubled = False  # a warning said what went wrong while stopping the agent's processes
-        self.request: memoryview | None = None
-        self.waiter: asyncio.Future[None] | None = None
 
     async def run(self, request: bytes) -> ATPResponse:
-        process = self.process
-        watch = self.watch = Watch()
+        process, watch = self.process, self.watch
         try:
             process.widen_stderr(PIPE_SIZE)
             watch.readable(process.stderr, self._on_stderr)
             watch.readable(process.stdout, self._on_stdout)
             watch.exit(process, self._on_exit)
-            self._send(memoryview(request))
+            self.send(memoryview(request))
             await self._finish()
-        except _Failed:
+        except Failed:
             pass
         finally:
             watch.close()
@@ -267,54 +260,21 @@ class _Exchange:
             raise self.failure
         return await self._response()
 
-    # --- waiting for what the callbacks find ----------------------------------------------------
-
-    def _wake(self) -> None:
-        waiter = self.waiter
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
-
-    async def _until(self, condition: Callable[[], bool], timeout: float | None = None) -> bool:
-        """Wait until ``condition()`` holds (``True``) or ``timeout`` seconds passed (``False``);
-        raises :class:`_Failed` when a callback failed the run."""
-        loop = self.watch.loop
-        deadline = None if timeout is None else loop.time() + timeout
-        while True:
-            if self.failure is not None:
-                raise _Failed
-            if condition():
-                return True
-            if deadline is not None and loop.time() >= deadline:
-                return False
-            waiter = self.waiter = loop.create_future()
-            timer = loop.call_at(deadline, self._wake) if deadline is not None else None
-            try:
-                await waiter
-            finally:
-                self.waiter = None
-                if timer is not None:
-                    timer.cancel()
-
-    def _fail(self, exc: BaseException) -> None:
-        if self.failure is None:
-            self.failure = exc
-        self._wake()
-
     def _unreadable(self, stream: str, exc: Exception) -> None:
         """A callback reading ``stream`` raised ``exc``: the run's failure, by what it is."""
         if isinstance(exc, AgentError):
-            self._fail(exc)
+            self.fail(exc)
         elif isinstance(exc, ProtocolError):
-            self._fail(AgentError(f"the agent broke the protocol on {stream}: {exc}"))
+            self.fail(AgentError(f"the agent broke the protocol on {stream}: {exc}"))
         elif isinstance(exc, AtpError):
-            self._fail(exc)  # ATP's own trouble (its run directory, say), not the agent's
+            self.fail(exc)  # ATP's own trouble (its run directory, say), not the agent's
         else:
             where = (
                 f"stderr line {self.err.line}, byte offset {self.err.offset}"
                 if stream == "stderr"
                 else f"after {len(self.stdout)} bytes of stdout"
             )
-            self._fail(
+            self.fail(
                 AgentError(
                     f"what the agent wrote on {stream} could not be read "
                     f"({type(exc).__name__}: {exc}; {where})"
@@ -324,27 +284,13 @@ class _Exchange:
 
     # --- the callbacks ------------------------------------------------------------------------
 
-    def _send(self, rest: memoryview) -> None:
-        """Write the request, as much as the pipe takes now; the rest when it is writable."""
-        process = self.process
-        left = process.write_some(rest)
-        if left:
-            if self.request is None:
-                self.watch.writable(process.stdin, self._on_stdin)
-            self.request = left
-            return
-        self.request = None
-        self.watch.unwrite(process.stdin)
-        process.close_stdin()  # (an agent that stopped reading says why in what it wrote)
-
-    def _on_stdin(self) -> None:
-        if self.request is not None:
-            self._send(self.request)
+    def sent(self) -> None:
+        self.process.close_stdin()
 
     def _on_exit(self) -> None:
         self.exited = True
         self.process.popen.poll()  # reap it: its exit code
-        self._wake()
+        self.wake()
 
     def _on_stderr(self) -> None:
         try:
@@ -360,7 +306,7 @@ class _Exchange:
             return
         self.stderr_ended = True
         self.watch.unread(self.process.stderr)
-        self._wake()
+        self.wake()
 
     def _on_stdout(self) -> None:
         fd = self.process.stdout
@@ -377,7 +323,7 @@ class _Exchange:
         if not chunk:
             self.stdout_ended = True
             self.watch.unread(fd)
-            self._wake()
+            self.wake()
             return
         out = self.stdout
         out += chunk
@@ -408,7 +354,7 @@ class _Exchange:
         if taken:
             self.taken = True
             self.watch.unread(self.process.stdout)
-            self._wake()
+            self.wake()
 
     # --- the ending ---------------------------------------------------------------------------
 
@@ -419,7 +365,7 @@ class _Exchange:
     async def _finish(self) -> None:
         """Wait until the response is complete, stop the agent if it runs on, and let the
         callbacks take what is left in the pipes."""
-        await self._until(lambda: self.stdout_ended or self.taken or self.exited)
+        await self.until(lambda: self.stdout_ended or self.taken or self.exited)
         process, sink = self.process, self.sink
         if self.taken:
             also = await self._stop_agent()
@@ -430,7 +376,7 @@ class _Exchange:
         elif (
             self.stdout_ended
             and not self.exited
-            and not await self._until(lambda: self.exited, EXIT_DRAIN_SECONDS)
+            and not await self.until(lambda: self.exited, EXIT_DRAIN_SECONDS)
         ):
             also = await self._stop_agent()
             sink.warn(
@@ -439,13 +385,13 @@ class _Exchange:
             )
         if not self.stopped_by_atp:
             self.exited_alone = True
-        if await self._until(self._drained, EXIT_DRAIN_SECONDS):
+        if await self.until(self._drained, EXIT_DRAIN_SECONDS):
             return
         # What the agent left running holds its output open: stop it, stop reading.
         result = await process.terminate(self.settings.grace_seconds)
         stopped = result.stopped
         if stopped:
-            await self._until(self._drained, EXIT_DRAIN_SECONDS)
+            await self.until(self._drained, EXIT_DRAIN_SECONDS)
         agent = "was stopped" if self.stopped_by_atp else "exited"
         if stopped and self._drained():
             sink.warn(

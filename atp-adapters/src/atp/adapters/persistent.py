@@ -25,10 +25,9 @@ agent's failure when it is not one).
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import anyio
@@ -37,7 +36,8 @@ from atp.adapters.process import (
     PIPE_SIZE,
     READ_SIZE,
     AgentProcess,
-    Watch,
+    Exchange,
+    Failed,
     exit_words,
     outcome,
     processes,
@@ -213,47 +213,43 @@ class ProcessPool:
         await self._retire(worker, None, gently=True)
 
 
-class _Turn:
-    """One request and its response on a pooled process."""
+class _Turn(Exchange):
+    """One request and its response on a pooled process (its stdin stays open)."""
 
     def __init__(self, worker: Worker, task_id: str, sink: EventSink, max_output: int) -> None:
+        super().__init__(worker.process)
         self.worker = worker
-        self.process = worker.process
         self.task_id = task_id
         self.sink = sink
         self.max_output = max_output
-        self.failure: BaseException | None = None
         self.response: ATPResponse | None = None
         self.noise = 0
         self.late = 0
         """stdout lines written after the previous response, kept as the agent's log."""
         self.stdout_ended = False
         self.exited = False
-        self.request: memoryview | None = None
-        self.waiter: asyncio.Future[None] | None = None
         self.read = 0
         """stdout bytes read for this request."""
         self.err_read = 0
         """stderr bytes read for this request."""
 
     async def run(self, request: bytes) -> ATPResponse:
-        process, worker = self.process, self.worker
-        watch = self.watch = Watch()
+        process, worker, watch = self.process, self.worker, self.watch
         try:
             if worker.stdout:  # written after the previous response
                 self._lines(after_response=True)
             watch.readable(process.stderr, self._on_stderr)
             watch.readable(process.stdout, self._on_stdout)
             watch.exit(process, self._on_exit)
-            self._send(memoryview(request))
-            await self._until(lambda: self.response is not None or self.stdout_ended or self.exited)
+            self.send(memoryview(request))
+            await self.until(lambda: self.response is not None or self.stdout_ended or self.exited)
             if self.response is None:
                 # The agent is gone (or closed its stdout): what it wrote last says why.
-                await self._until(lambda: self.exited, 1.0)
+                await self.until(lambda: self.exited, 1.0)
                 self._drain_stderr()
             else:
                 self._drain_stderr()  # the events it wrote before its response
-        except _Failed:
+        except Failed:
             pass
         finally:
             watch.close()
@@ -293,61 +289,11 @@ class _Turn:
             return AgentError(f"{message}; its stderr ends with", evidence=tail)
         return AgentError(message)
 
-    # --- waiting ------------------------------------------------------------------------------
-
-    def _wake(self) -> None:
-        waiter = self.waiter
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
-
-    async def _until(self, condition: Callable[[], bool], timeout: float | None = None) -> bool:
-        loop = self.watch.loop
-        deadline = None if timeout is None else loop.time() + timeout
-        while True:
-            if self.failure is not None:
-                raise _Failed
-            if condition():
-                return True
-            if deadline is not None and loop.time() >= deadline:
-                return False
-            waiter = self.waiter = loop.create_future()
-            timer = loop.call_at(deadline, self._wake) if deadline is not None else None
-            try:
-                await waiter
-            finally:
-                self.waiter = None
-                if timer is not None:
-                    timer.cancel()
-
-    def _fail(self, exc: BaseException) -> None:
-        if self.failure is None:
-            self.failure = exc
-        self._wake()
-
     # --- the callbacks ------------------------------------------------------------------------
-
-    def _send(self, rest: memoryview) -> None:
-        process = self.process
-        left = process.write_some(rest)
-        if left is None:  # it closed its stdin, or exited: what it wrote says why
-            self.request = None
-            self.watch.unwrite(process.stdin)
-            return
-        if left:
-            if self.request is None:
-                self.watch.writable(process.stdin, self._on_stdin)
-            self.request = left
-            return
-        self.request = None
-        self.watch.unwrite(process.stdin)
-
-    def _on_stdin(self) -> None:
-        if self.request is not None:
-            self._send(self.request)
 
     def _on_exit(self) -> None:
         self.exited = True
-        self._wake()
+        self.wake()
 
     def _on_stderr(self) -> None:
         self._read_stderr()
@@ -378,12 +324,12 @@ class _Turn:
 
     def _failed_reading(self, stream: str, exc: Exception) -> None:
         if isinstance(exc, AgentError | AtpError):
-            self._fail(exc)
+            self.fail(exc)
         elif isinstance(exc, ProtocolError):
-            self._fail(AgentError(f"the agent broke the protocol on {stream}: {exc}"))
+            self.fail(AgentError(f"the agent broke the protocol on {stream}: {exc}"))
         else:
             err = self.worker.err
-            self._fail(
+            self.fail(
                 AgentError(
                     f"what the agent wrote on {stream} could not be read ({type(exc).__name__}: {exc}"
                     + (f"; stderr line {err.line}, byte offset {err.offset})" if stream == "stderr" else ")")
@@ -402,11 +348,11 @@ class _Turn:
         if not chunk:
             self.stdout_ended = True
             self.watch.unread(fd)
-            self._wake()
+            self.wake()
             return
         self.read += len(chunk)
         if self.read > self.max_output:
-            self._fail(AgentError(f"agent flooded stdout: more than {self.max_output} bytes"))
+            self.fail(AgentError(f"agent flooded stdout: more than {self.max_output} bytes"))
             return
         self.worker.stdout += chunk
         if b"\n" in chunk:
@@ -443,10 +389,10 @@ class _Turn:
             response = decode_response(line)
         except DECODE_ERRORS as exc:
             problem = exc if isinstance(exc, ProtocolError) else ProtocolError(f"ATP response: {exc}")
-            self._fail(AgentError(f"the agent's stdout line is not an ATP response ({problem})", evidence=line))
+            self.fail(AgentError(f"the agent's stdout line is not an ATP response ({problem})", evidence=line))
             return
         if response.task_id != self.task_id:
-            self._fail(
+            self.fail(
                 AgentError(
                     f"agent answered with task_id {printable(shorten(response.task_id, 100))!r}, but the "
                     f"request's task_id was {self.task_id!r}"
@@ -454,11 +400,7 @@ class _Turn:
             )
             return
         self.response = response
-        self._wake()
-
-
-class _Failed(Exception):
-    """The turn stopped waiting: :attr:`_Turn.failure` says why."""
+        self.wake()
 
 
 def _runs(count: int) -> str:

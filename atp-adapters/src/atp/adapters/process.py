@@ -171,6 +171,75 @@ class Watch:
         self._timers.clear()
 
 
+class Failed(Exception):
+    """An exchange stopped waiting: its :attr:`Exchange.failure` says why."""
+
+
+class Exchange:
+    """What an adapter's exchange with an agent process shares: a :class:`Watch` whose
+    callbacks record what they find, :meth:`until` to wait for it, the request written as the
+    stdin pipe takes it. Subclasses say what is done once the request is written
+    (:meth:`sent`)."""
+
+    def __init__(self, process: AgentProcess) -> None:
+        self.process = process
+        self.watch = Watch()
+        self.failure: BaseException | None = None
+        self.waiter: asyncio.Future[None] | None = None
+        self.request: memoryview | None = None
+
+    def wake(self) -> None:
+        waiter = self.waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    async def until(self, condition: Callable[[], bool], timeout: float | None = None) -> bool:
+        """Wait until ``condition()`` holds (``True``) or ``timeout`` seconds passed (``False``);
+        raises :class:`Failed` when a callback failed the run."""
+        loop = self.watch.loop
+        deadline = None if timeout is None else loop.time() + timeout
+        while True:
+            if self.failure is not None:
+                raise Failed
+            if condition():
+                return True
+            if deadline is not None and loop.time() >= deadline:
+                return False
+            waiter = self.waiter = loop.create_future()
+            timer = loop.call_at(deadline, self.wake) if deadline is not None else None
+            try:
+                await waiter
+            finally:
+                self.waiter = None
+                if timer is not None:
+                    timer.cancel()
+
+    def fail(self, exc: BaseException) -> None:
+        if self.failure is None:
+            self.failure = exc
+        self.wake()
+
+    def send(self, rest: memoryview) -> None:
+        """Write the request, as much as the pipe takes now; the rest when it is writable."""
+        process = self.process
+        left = process.write_some(rest)
+        if left:
+            if self.request is None:
+                self.watch.writable(process.stdin, self._on_stdin)
+            self.request = left
+            return
+        self.request = None
+        self.watch.unwrite(process.stdin)
+        self.sent()  # (all of it, or the agent stopped reading: what it wrote says why)
+
+    def sent(self) -> None:
+        """The request is written (or the agent took no more of it)."""
+
+    def _on_stdin(self) -> None:
+        if self.request is not None:
+            self.send(self.request)
+
+
 PF_EXITING = 0x4  # Linux: the process is exiting (field 9 of /proc/<pid>/stat)
 
 
