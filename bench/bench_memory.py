@@ -19,21 +19,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench_overhead import suite_text
 from common import ROOT, plugins
 
 BENCH = Path(__file__).resolve().parent
-
-
-def suite_text(agent: str, tests: int) -> str:
-    lines = ["test_suite: bench", "agents:", f"  - {agent}", "tests:"]
-    for i in range(tests):
-        lines += [
-            f"  - id: t{i}",
-            "    task: {description: answer}",
-            "    assertions:",
-            "      - {type: artifact_exists, config: {name: result}}",
-        ]
-    return "\n".join(lines) + "\n"
 
 
 def child_env() -> dict[str, str]:
