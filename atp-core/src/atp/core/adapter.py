@@ -38,6 +38,13 @@ class Adapter(ABC):
     Settings: ClassVar[builtins.type[msgspec.Struct]] = NoSettings
     """The agent settings this adapter accepts (unknown keys are errors)."""
 
+    @classmethod
+    def secret_values(cls, settings: Any) -> list[str]:
+        """Values in ``settings`` that ATP must mask in everything it writes, whatever their
+        source (an ``Authorization`` header written out in the suite, say). Values interpolated
+        from secret-looking environment variables (``${API_TOKEN}``) are masked anyway."""
+        return []
+
     def __init__(self, settings: Any, *, name: str, base_dir: Path) -> None:
         self.settings = settings
         self.name = name

@@ -635,6 +635,7 @@ def resolve_agent(
         except msgspec.ValidationError as exc:
             raise definition.error(str(exc)) from None
     secrets = [env[v] for v in used if v in env and looks_secret(v)]
+    secrets.extend(value for value in adapter_cls.secret_values(settings) if value)
     return ResolvedAgent(definition, adapter_cls, settings, timeout, secrets)
 
 

@@ -82,3 +82,16 @@ class AgentError(Exception):
         super().__init__(message)
         self.message = message
         self.evidence = evidence
+
+
+class AgentRefused(AgentError):
+    """The agent answered a request with a refusal of its transport instead of an ATP Response
+    (an HTTP 4xx, a gRPC ``INVALID_ARGUMENT``): the run fails like any :class:`AgentError`, and
+    ``atp validate`` counts it as a graceful answer to a request the agent must refuse.
+    ``status`` is the transport's code (``422``, ``"INVALID_ARGUMENT"``)."""
+
+    def __init__(
+        self, message: str, *, status: int | str | None = None, evidence: str | bytes | None = None
+    ) -> None:
+        super().__init__(message, evidence=evidence)
+        self.status = status
