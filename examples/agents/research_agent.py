@@ -5,6 +5,8 @@ It speaks the stdin/stdout transport: the request is one JSON line on stdin, eve
 lines on stderr, the response is one JSON line on stdout. Instead of calling real tools and an
 LLM it looks answers up in a table, but it reports its work as a real agent would: reasoning,
 tool calls, LLM requests, progress, and two artifacts (a markdown report and structured data).
+A request it cannot serve (malformed, or of another protocol major version) is answered with
+status "failed" and error_code INVALID_REQUEST (`atp validate` checks this).
 Standard library only.
 """
 
@@ -46,9 +48,9 @@ class Agent:
         started = time.monotonic()
         found = KNOWN.get(company.lower(), [])
         self.emit("tool_call", {"tool": "web_search", "input": {"query": f"{company} competitors"}, "output": {"results": len(found)}, "duration_ms": round((time.monotonic() - started) * 1000, 3), "status": "success"})
-        if not company:
-            self.emit("error", {"error_type": "invalid_input", "message": "no company given", "recoverable": False})
-            return self.respond(request, "failed", [], "input_data.company is missing", steps=1, tool_calls=1)
+        if not company:  # nothing to look up: an empty result (failed is for what could not be done)
+            self.emit("error", {"error_type": "invalid_input", "message": "no company given in input_data", "recoverable": True})
+            return self.respond(request, "completed", [{"type": "structured", "name": "competitors", "data": {"company": None, "competitors": []}}], None, steps=1, tool_calls=1)
         self.emit("llm_request", {"model": "table-lookup", "input_tokens": 120, "output_tokens": 80, "duration_ms": 1, "temperature": 0})
         self.emit("progress", {"current_step": 2, "total_steps": 3, "percentage": 66, "message": "writing the report"})
         ranked = found[:top]
@@ -81,10 +83,48 @@ class Agent:
         }
 
 
+def request_problem(request):
+    """Why `request` cannot be served, or None. An agent refuses a malformed request and one of
+    a protocol version it does not speak (another major version) instead of guessing."""
+    if not isinstance(request, dict):
+        return "the request is not a JSON object"
+    version = request.get("version")
+    if not isinstance(version, str) or version.split(".")[0] != "1":
+        return f"protocol version {version!r} is not supported; this agent speaks 1.x"
+    if not isinstance(request.get("task_id"), str) or not request["task_id"]:
+        return "task_id is missing"
+    task = request.get("task")
+    if not isinstance(task, dict) or not isinstance(task.get("description"), str) or not task["description"]:
+        return "task.description is missing or empty"
+    if not isinstance(task.get("input_data") or {}, dict):
+        return "task.input_data is not an object"
+    return None
+
+
+def answer(line):
+    """The response to one request line: the work done, or a refusal (status failed,
+    error_code INVALID_REQUEST) of a request that cannot be served."""
+    try:
+        request = json.loads(line)
+    except ValueError:
+        request = None
+    problem = request_problem(request)
+    if problem is None:
+        return Agent(request["task_id"]).run(request)
+    task_id = request.get("task_id") if isinstance(request, dict) else None
+    return {
+        "version": "1.0",
+        "task_id": task_id if isinstance(task_id, str) else "",
+        "status": "failed",
+        "artifacts": [],
+        "metrics": {},
+        "error": problem,
+        "error_code": "INVALID_REQUEST",
+    }
+
+
 def main():
-    request = json.loads(sys.stdin.readline())
-    response = Agent(request["task_id"]).run(request)
-    print(json.dumps(response), flush=True)
+    print(json.dumps(answer(sys.stdin.readline())), flush=True)
 
 
 if __name__ == "__main__":

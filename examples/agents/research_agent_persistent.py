@@ -14,15 +14,14 @@ here, before the loop.
 import json
 import sys
 
-from research_agent import Agent
+from research_agent import answer
 
 
 def main():
     for line in sys.stdin:
         if not line.strip():
             continue
-        request = json.loads(line)
-        response = Agent(request["task_id"]).run(request)
+        response = answer(line)  # the work, or the refusal of a request it cannot serve
         sys.stderr.flush()  # the events of this request, before its response
         print(json.dumps(response), flush=True)
 

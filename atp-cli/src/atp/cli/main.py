@@ -21,6 +21,7 @@ BUILTIN_COMMANDS = {
     "init": ("atp.cli.commands.init", "init_command", "Start here: write a config, a suite and an agent, or a plugin package."),
     "schema": ("atp.cli.commands.schema", "schema_command", "Print the JSON Schema of suite files or of the config, for editors."),
     "test": ("atp.cli.commands.test", "test_command", "Run a suite against an agent."),
+    "validate": ("atp.cli.commands.validate", "validate_command", "Check that an agent speaks ATP: probes, events, refusals."),
     "report": ("atp.cli.commands.report", "report_command", "Render the results of a run directory."),
     "plugins": ("atp.cli.commands.info", "plugins_command", "List installed plugins and what they register."),
     "list-agents": ("atp.cli.commands.info", "list_agents_command", "List the agents defined in the config and a suite."),
