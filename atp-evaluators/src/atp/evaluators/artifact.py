@@ -406,18 +406,26 @@ class ContainsConfig(Target, kw_only=True):
             compile_regex(self.pattern, self.ignore_case)
 
 
-def compile_regex(pattern: str, ignore_case: bool) -> Any:
+def compile_regex(
+    pattern: str,
+    ignore_case: bool,
+    key: str = "pattern",
+    feature: str = "the contains evaluator with regex: true",
+) -> Any:
     """``pattern`` compiled by the ``regex`` module (the syntax of Python's ``re``), whose
-    matches can be given a time limit; ValueError when it is not a valid expression."""
-    rx = require("regex", install="atp-evaluators", feature="the contains evaluator with regex: true")
+    matches can be given a time limit (``search(text, timeout=..., concurrent=True)`` raises
+    TimeoutError past it); ValueError naming the config ``key`` when it is not a valid
+    expression. ``feature`` is what needs the module, should it be missing."""
+    rx = require("regex", install="atp-evaluators", feature=feature)
     try:
         return rx.compile(pattern, rx.V0 | (rx.IGNORECASE if ignore_case else 0))
     except rx.error as exc:
-        raise ValueError(f"'pattern' is not a valid regular expression: {exc}") from None
+        raise ValueError(f"'{key}' is not a valid regular expression: {exc}") from None
 
 
 class RegexSettings(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
-    """The settings of evaluators that match regular expressions (``contains``, ``schema``)."""
+    """The settings of evaluators that match regular expressions (``contains``, ``schema``,
+    ``tool_called_with``)."""
 
     regex_timeout_seconds: Annotated[float, msgspec.Meta(gt=0, le=3600)] = REGEX_TIMEOUT_SECONDS
     """How long one match may take."""

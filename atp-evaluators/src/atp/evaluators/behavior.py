@@ -44,8 +44,9 @@ INLINE_EVENTS = 1000
 """A trace of more events than this is read back on a worker thread, not on the event loop."""
 
 
-def _names(tools: list[str]) -> str:
-    """Tool names for a check message: a preview, as the agent may have called thousands."""
+def names_text(tools: list[str]) -> str:
+    """Tool names for a check message, comma-separated: a preview (at most 1000 characters), as
+    the agent may have called thousands."""
     return shorten(", ".join(tools), 1000) if tools else "none"
 
 
@@ -106,29 +107,30 @@ def check_must_use(ctx: EvalContext, tools: list[str], name: str) -> Check:
         return check(
             name,
             False,
-            f"expected calls to {_names(tools)}; not called: {_names(missing)} (called: {calls_text(ctx)})",
+            f"expected calls to {names_text(tools)}; not called: {names_text(missing)} "
+            f"(called: {calls_text(ctx)})",
             score,
             expected=tools,
             missing=missing,
             actual=called_tools(ctx),
         )
-    return check(name, True, f"called {_names(tools)}", score)
+    return check(name, True, f"called {names_text(tools)}", score)
 
 
 def check_forbidden(ctx: EvalContext, tools: list[str], name: str) -> Check:
     used = used_tools(ctx)
     hits = {t: used[t] for t in tools if t in used}
     if hits:
-        shown = _names([f"{t} ({_calls(count)})" for t, count in hits.items()])
+        shown = names_text([f"{t} ({_calls(count)})" for t, count in hits.items()])
         return check(
             name,
             False,
-            f"expected no calls to {_names(tools)}; called {shown}; all calls: {calls_text(ctx)}",
+            f"expected no calls to {names_text(tools)}; called {shown}; all calls: {calls_text(ctx)}",
             expected=tools,
             actual={shorten(t, NAME_CHARS): count for t, count in islice(hits.items(), SHOWN_TOOLS)},
             called=called_tools(ctx),
         )
-    return check(name, True, f"no calls to {_names(tools)}")
+    return check(name, True, f"no calls to {names_text(tools)}")
 
 
 def check_max_tool_calls(ctx: EvalContext, limit: int, name: str) -> Check:

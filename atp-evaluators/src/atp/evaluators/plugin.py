@@ -10,7 +10,7 @@ from atp.core.hookspecs import hookimpl
 
 @hookimpl
 def atp_register_evaluators(register: Any) -> None:
-    from atp.evaluators import artifact, behavior
+    from atp.evaluators import artifact, behavior, tools
 
     for evaluator in (
         artifact.ArtifactExists,
@@ -23,5 +23,7 @@ def atp_register_evaluators(register: Any) -> None:
         behavior.MaxSteps,
         behavior.NoErrors,
         behavior.Behavior,
+        tools.ToolCalledWith,
+        tools.ToolSequence,
     ):
         register(evaluator)
