@@ -15,3 +15,10 @@ def atp_register_adapters(register: Any) -> None:
 
     register(CliAdapter)
     register(PythonAdapter)  # an agent that is a Python callable in the ATP process: type: python
+
+
+@hookimpl
+def atp_register_services(register: Any) -> None:
+    from atp.adapters.tools import ToolServer
+
+    register(ToolServer)  # the mock tool server: tools: [...] on a test or the suite's defaults

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from atp.core.protocol import ATPRequest, Event
     from atp.core.reporter import Reporter
     from atp.core.results import RunHeader, RunResult, SuiteResults, TestResult
+    from atp.core.service import Service
     from atp.core.suite import Test
 
 hookspec = pluggy.HookspecMarker("atp")
@@ -36,6 +37,8 @@ RegisterEvaluator = Callable[["type[Evaluator]"], None]
 """The ``register`` of :func:`atp_register_evaluators`."""
 RegisterReporter = Callable[["type[Reporter]"], None]
 """The ``register`` of :func:`atp_register_reporters`."""
+RegisterService = Callable[["type[Service]"], None]
+"""The ``register`` of :func:`atp_register_services`."""
 
 
 # --- registration --------------------------------------------------------------------------
@@ -56,6 +59,13 @@ def atp_register_evaluators(register: RegisterEvaluator) -> None:
 def atp_register_reporters(register: RegisterReporter) -> None:
     """Register reporter classes: ``register(MyReporter)``; ``--output`` names them by
     ``MyReporter.name``."""
+
+
+@hookspec
+def atp_register_services(register: RegisterService) -> None:
+    """Register service classes (:class:`atp.core.service.Service`): ``register(MyService)``;
+    a test, or a suite's ``defaults``, asks for one with its key (``MyService.key: <config>``),
+    and ATP runs it next to the agent for that test's runs (docs/tool-mocking.md)."""
 
 
 @hookspec
@@ -80,12 +90,14 @@ def atp_test_started(test: Test) -> None:
 
 @hookspec
 def atp_run_started(test: Test, run_number: int, request: ATPRequest) -> None:
-    """One run is about to be sent to the agent."""
+    """One run is about to be sent to the agent: ``request`` is what the agent gets (with what
+    the test's services added, such as ``context.tools_endpoint``)."""
 
 
 @hookspec
 def atp_event(test: Test, run_number: int, event: Event) -> None:
-    """The agent sent an event during a run. Called for every event: keep it cheap."""
+    """An event of a run's trace arrived: one the agent sent, or one a service recorded (a tool
+    call ATP's tool server answered). Called for every event: keep it cheap."""
 
 
 @hookspec

@@ -1,6 +1,6 @@
 """The plugin manager: loads plugins from the ``atp`` entry-point group and keeps the registries.
 
-Built-in adapters, evaluators and reporters are plugins like any other: their distributions
+Built-in adapters, evaluators, reporters and services are plugins like any other: their distributions
 name them in the ``atp`` entry-point group, and the kernel knows them only through
 :class:`Plugins`. A plugin that fails to load is recorded with its error (``atp plugins`` shows
 it) and the others keep working. ``ATP_DISABLE_PLUGINS=name,name`` skips entry points by name
@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from atp.core.adapter import Adapter
     from atp.core.evaluator import Evaluator
     from atp.core.reporter import Reporter
+    from atp.core.service import Service
 
 ENTRY_POINT_GROUP = "atp"
 DISABLE_ENV = "ATP_DISABLE_PLUGINS"
@@ -48,6 +49,7 @@ class PluginInfo:
     adapters: list[str] = dataclasses.field(default_factory=list)
     evaluators: list[str] = dataclasses.field(default_factory=list)
     reporters: list[str] = dataclasses.field(default_factory=list)
+    services: list[str] = dataclasses.field(default_factory=list)
     errors: list[str] = dataclasses.field(default_factory=list)
     tracebacks: list[str] = dataclasses.field(default_factory=list)
     """The tracebacks of the errors that were exceptions (``--debug`` shows them)."""
@@ -56,11 +58,15 @@ class PluginInfo:
 class _Kind:
     """One registry: which hook fills it, which base class and name attribute it takes."""
 
-    def __init__(self, label: str, hook: str, base: str, key: str) -> None:
+    def __init__(
+        self, label: str, hook: str, base: str, key: str, check: Callable[[str], str | None] | None = None
+    ) -> None:
         self.label = label
         self.hook = hook
         self.base_path = base
         self.key = key
+        self.check = check
+        """Why a key cannot be registered, or ``None`` (for kinds whose keys have rules)."""
 
     @property
     def base(self) -> type[Any]:
@@ -72,6 +78,19 @@ class _Kind:
 _ADAPTERS = _Kind("adapter", "atp_register_adapters", "atp.core.adapter.Adapter", "type")
 _EVALUATORS = _Kind("evaluator", "atp_register_evaluators", "atp.core.evaluator.Evaluator", "name")
 _REPORTERS = _Kind("reporter", "atp_register_reporters", "atp.core.reporter.Reporter", "name")
+
+
+def _service_key_problem(key: str) -> str | None:
+    """Why ``key`` cannot be a service's key: it must be a name, and not one of a test's or the
+    suite defaults' own keys (the suite module is imported only when services are collected)."""
+    from atp.core.service import describe_key_problem
+    from atp.core.suite import reserved_test_keys
+
+    return describe_key_problem(key, reserved_test_keys())
+
+
+_SERVICES = _Kind("service", "atp_register_services", "atp.core.service.Service", "key", _service_key_problem)
+_KINDS = (_ADAPTERS, _EVALUATORS, _REPORTERS, _SERVICES)
 
 
 def disabled_plugins(value: str | None = None) -> set[str]:
@@ -225,10 +244,11 @@ class Plugins:
             info.adapters.clear()
             info.evaluators.clear()
             info.reporters.clear()
+            info.services.clear()
             info.errors[:] = self._load_errors.get(info.name, [])
             info.tracebacks[:] = self._load_tracebacks.get(info.name, [])
         registries: dict[str, Registry] = {}
-        for kind in (_ADAPTERS, _EVALUATORS, _REPORTERS):
+        for kind in _KINDS:
             registry = Registry(kind.label, self)
             caller = getattr(self.pm.hook, kind.hook)
             for impl in caller.get_hookimpls():
@@ -264,6 +284,10 @@ class Plugins:
                     f"with a string {kind.key!r}"
                 )
                 return
+            problem = kind.check(key) if kind.check is not None else None
+            if problem is not None:
+                info.errors.append(f"registered {kind.label} {cls.__qualname__}, whose {problem}; it is not used")
+                return
             registry.add(key, cls, info.name)
             listed.append(key)
 
@@ -281,9 +305,13 @@ class Plugins:
     def reporters(self) -> dict[str, type[Reporter]]:
         return self._collect()["reporter"]
 
+    @property
+    def services(self) -> dict[str, type[Service]]:
+        return self._collect()["service"]
+
     def owner_name(self, kind: str, key: str) -> str | None:
         """The name of the plugin that registered ``key`` in the ``kind`` registry
-        (``adapter``, ``evaluator``, ``reporter``)."""
+        (``adapter``, ``evaluator``, ``reporter``, ``service``)."""
         return self._collect()[kind].owners.get(key)
 
     def owner(self, kind: str, key: str) -> str:
@@ -326,6 +354,9 @@ class Plugins:
 
     def reporter(self, name: str) -> type[Reporter]:
         return self._lookup(self.reporters, name, "output", "reporters")
+
+    def service(self, key: str) -> type[Service]:
+        return self._lookup(self.services, key, "service", "adapters")
 
     def _lookup(self, registry: dict[str, type[K]], key: str, what: str, dist: str) -> type[K]:
         try:
@@ -381,6 +412,11 @@ class Registry(dict[str, type[Any]]):
         self.owners: dict[str, str] = {}
         self.conflicts: dict[str, list[str]] = {}
         self._plugins = plugins
+
+    @property
+    def plugins(self) -> Plugins | None:
+        """The plugin manager this registry belongs to (its other registries), if any."""
+        return self._plugins
 
     def add(self, key: str, cls: type[Any], plugin: str) -> None:
         if key in self.conflicts:

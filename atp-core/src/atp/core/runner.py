@@ -5,9 +5,15 @@ test_id, run_number and total_runs), executes it through the adapter under the p
 limit, checks the response, runs the evaluators, scores the run and appends the result to the
 run directory before anything else sees it. ``parallel`` bounds how many runs are in flight.
 
+A test that asks for services (:mod:`atp.core.service`, the mock tool server) has each of them
+entered around each of its runs: a service is started once, lazily, before the first run that
+needs it, and the request the agent gets is the one the services yield; the services are
+closed at the end, where the adapter is. A test without services costs nothing of this.
+
 An agent that times out, crashes, lies or floods fails its own run with a reason; the other runs
-go on. Ctrl-C (or SIGTERM) stops the runs in flight, stops their agents, leaves every
-finished result in the run directory and raises :class:`Interrupted`.
+go on, as they do when a service cannot start (the runs that need it are errors naming it).
+Ctrl-C (or SIGTERM) stops the runs in flight, stops their agents, leaves every finished result
+in the run directory and raises :class:`Interrupted`.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +63,7 @@ from atp.core.results import (
 )
 from atp.core.scoring import score_run
 from atp.core.secrets import Masker
+from atp.core.service import Recorder, Service
 from atp.core.suite import Assertion, Suite, Test
 from atp.core.text import as_text, masking, printable, shorten
 from atp.core.trace import DEFAULT_MAX_EVENT_BYTES, DEFAULT_MAX_EVENTS, DEFAULT_MAX_LOG_BYTES, RunTrace
@@ -76,6 +84,9 @@ MAX_TRACEBACK_CHARS = 8000
 BLOCKING_STEP_SECONDS = 0.5
 """An ``async`` evaluator holding the event loop this long in one step is warned about: every
 other run in flight waited for it."""
+SERVICE_LEAVE_SECONDS = 30.0
+"""How long a service may take to leave a run (its ``run`` context's exit) before it is
+abandoned with a warning."""
 LIFECYCLE_HOOKS = (
     "atp_suite_started",
     "atp_test_started",
@@ -150,6 +161,9 @@ class Runner:
         """Plugins that raised in a lifecycle hook (each plugin and hook once)."""
         self._warned_blocking: set[str] = set()
         self._callers: dict[str, list[HookCall]] = {name: [] for name in LIFECYCLE_HOOKS}
+        self._services: dict[str, _Started] = {}
+        """The services made for this suite, by key (made and started on first use)."""
+        self._services_lock: anyio.Lock | None = None
 
     def _notify(self, hook_name: str, **kwargs: Any) -> None:
         """Call each plugin's implementation of a lifecycle hook; one that raises is named in
@@ -183,6 +197,7 @@ class Runner:
     async def run(self) -> SuiteResults:
         """Run everything; returns the results as the run directory holds them."""
         self._callers = {name: self.plugins.callers(name) for name in LIFECYCLE_HOOKS}
+        self._services_lock = anyio.Lock()
         planned = [
             PlannedTest(
                 id=t.id,
@@ -231,6 +246,9 @@ class Runner:
                     if adapter is not None:
                         with anyio.CancelScope(shield=True):
                             await self._close(adapter)
+                    if self._services:
+                        with anyio.CancelScope(shield=True):
+                            await self._close_services()
         finally:
             if not started:  # the agent could not start: nothing ran, no run directory is left
                 store.close()
@@ -305,6 +323,93 @@ class Runner:
         except Exception as exc:
             owner = self.plugins.owner_name("adapter", self.agent.type) or self.agent.type
             self._hook_failed(owner, "aclose", _single(exc))
+
+    # --- services ------------------------------------------------------------------------------
+
+    async def _service(self, key: str) -> Service:
+        """The service of ``key``, made and started on first use (one start, whatever the runs
+        in flight); raises :class:`_ServiceFailed` when it cannot be made or did not start."""
+        started = self._services.get(key)
+        if started is None or not started.ready:
+            lock = self._services_lock
+            assert lock is not None, "run() makes the lock"
+            async with lock:
+                started = self._services.get(key)
+                if started is None:
+                    started = self._services[key] = _Started()
+                    try:
+                        started.service = self.plugins.service(key)()
+                    except Exception as exc:
+                        started.failed(self._service_failure(key, "could not be created", exc))
+                if started.failure is None and not started.ready:
+                    assert started.service is not None
+                    try:
+                        await started.service.start()
+                    except Exception as exc:
+                        started.failed(self._service_failure(key, "failed to start", _single(exc)))
+                    else:
+                        started.ready = True
+        if started.failure is not None:
+            raise started.failure
+        assert started.service is not None
+        return started.service
+
+    def _service_failure(self, key: str, what: str, exc: BaseException) -> _ServiceFailed:
+        message = f"service {key!r} of {self.plugins.owner('service', key)} {what}: "
+        if isinstance(exc, AtpError):
+            return _ServiceFailed(message + str(exc))
+        return _ServiceFailed(
+            f"{message}{type(exc).__name__}: {shorten(str(exc), MAX_ERROR_CHARS)}",
+            shorten(format_exception(exc), MAX_TRACEBACK_CHARS),
+        )
+
+    async def _enter_services(self, test: Test, request: ATPRequest, trace: RunTrace, entered: _Entered) -> ATPRequest:
+        """Enter the test's services for one run, in order; the request each yields goes to the
+        next, the last one's to the agent."""
+        for use in test.services:
+            entered.pending = use.key
+            service = await self._service(use.key)
+            try:
+                context = service.run(use.config, request, Recorder(trace, use.key))
+                yielded = await context.__aenter__()
+            except Exception as exc:
+                raise self._service_failure(use.key, "could not get ready for the run", _single(exc)) from None
+            entered.contexts.append((use.key, context))
+            if not isinstance(yielded, ATPRequest) or yielded.task_id != request.task_id:
+                what = (
+                    f"changed the request's task_id to {yielded.task_id!r}"
+                    if isinstance(yielded, ATPRequest)
+                    else f"yielded {describe(yielded)}, not an ATPRequest"
+                )
+                raise _ServiceFailed(f"service {use.key!r} of {self.plugins.owner('service', use.key)} {what}")
+            request = yielded
+        entered.pending = None
+        return request
+
+    async def _leave_services(self, entered: _Entered, trace: RunTrace) -> None:
+        """Leave the services entered for a run, last first, shielded from cancellation; one
+        that raises is a warning on the run and a plugin failure, and the others are left."""
+        for key, context in reversed(entered.contexts):
+            with anyio.move_on_after(SERVICE_LEAVE_SECONDS, shield=True) as scope:
+                try:
+                    await context.__aexit__(None, None, None)
+                except Exception as exc:
+                    inner = _single(exc)
+                    trace.warn(f"service {key!r} failed when the run ended: {type(inner).__name__}: {inner}")
+                    self._hook_failed(self.plugins.owner_name("service", key) or key, f"service {key!r}", inner)
+            if scope.cancelled_caught:
+                trace.warn(f"service {key!r} did not finish leaving the run within {SERVICE_LEAVE_SECONDS:g} s")
+
+    async def _close_services(self) -> None:
+        """Close every service made (even one whose start failed); a failure there is warned
+        about and recorded, the results stand."""
+        for key, started in self._services.items():
+            if started.service is None:
+                continue
+            try:
+                await started.service.aclose()
+            except Exception as exc:
+                self._hook_failed(self.plugins.owner_name("service", key) or key, f"service {key!r} aclose", _single(exc))
 
     async def _run_all(self, adapter: Adapter, work: Iterator[tuple[Test, int]], total: int) -> None:
         items = iter(work)
@@ -411,8 +516,6 @@ class Runner:
         callers = self._callers
         if run_number == 1 and callers["atp_test_started"]:
             self._notify("atp_test_started", test=test)
-        if callers["atp_run_started"]:
-            self._notify("atp_run_started", test=test, run_number=run_number, request=request)
         on_event: Callable[[Event], None] | None = None
         if callers["atp_event"]:
 
@@ -442,15 +545,24 @@ class Runner:
         plugin_traceback: str | None = None
         could_not_run = False
         timed_out = False
+        entered: _Entered | None = None
         try:
             with anyio.move_on_after(timeout) as scope:
+                if test.services:
+                    entered = _Entered()
+                    request = await self._enter_services(test, request, trace, entered)
+                    entered.announced = True
+                if callers["atp_run_started"]:
+                    self._notify("atp_run_started", test=test, run_number=run_number, request=request)
                 returned = await adapter.execute(request, trace)
             timed_out = scope.cancelled_caught and returned is _NOTHING
         except Exception as raised:
             exc = _single(raised)
             if trace.storage_error is not None:
                 raise trace.storage_error from None
-            if isinstance(exc, AgentError):
+            if isinstance(exc, _ServiceFailed):
+                error, could_not_run, plugin_traceback = exc.message, True, exc.traceback
+            elif isinstance(exc, AgentError):
                 error = self._agent_error(exc)
             elif isinstance(exc, AtpError):
                 error, could_not_run = str(exc), True
@@ -462,6 +574,10 @@ class Runner:
                 plugin_traceback = shorten(format_exception(exc), MAX_TRACEBACK_CHARS)
                 could_not_run = True
         finally:
+            if entered is not None:
+                if not entered.announced and callers["atp_run_started"]:  # every run is announced once
+                    self._notify("atp_run_started", test=test, run_number=run_number, request=request)
+                await self._leave_services(entered, trace)
             trace.close()
         if trace.storage_error is not None:
             raise trace.storage_error
@@ -483,6 +599,9 @@ class Runner:
             response = None
         if timed_out:
             error = f"timed out after {timeout:g} s; the agent was stopped"
+            if entered is not None and entered.pending is not None:
+                error = f"timed out after {timeout:g} s while service {entered.pending!r} was getting ready"
+                could_not_run = True
         if response is None:
             response = ATPResponse(
                 version=PROTOCOL_VERSION,
@@ -677,6 +796,42 @@ class Runner:
 
 _NOTHING: Any = object()
 """What an adapter's ``execute`` returned before it returned."""
+
+
+class _ServiceFailed(Exception):
+    """A service could not be made, started or entered for a run: the run is an error."""
+
+    def __init__(self, message: str, traceback: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.traceback = traceback
+
+
+class _Started:
+    """One service of the suite: the instance, whether it started, or why it did not."""
+
+    __slots__ = ("failure", "ready", "service")
+
+    def __init__(self) -> None:
+        self.service: Service | None = None
+        self.ready = False
+        self.failure: _ServiceFailed | None = None
+
+    def failed(self, failure: _ServiceFailed) -> None:
+        self.failure = failure
+
+
+class _Entered:
+    """The services entered for one run, and the one being entered."""
+
+    __slots__ = ("announced", "contexts", "pending")
+
+    def __init__(self) -> None:
+        self.contexts: list[tuple[str, AbstractAsyncContextManager[ATPRequest]]] = []
+        self.pending: str | None = None
+        self.announced = False
+        """Whether ``atp_run_started`` was called (a run whose services failed is announced
+        as it ends, so that every run is announced once)."""
 
 
 def _single(exc: BaseException) -> BaseException:

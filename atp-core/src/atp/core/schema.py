@@ -3,7 +3,8 @@
 :func:`suite_schema` and :func:`config_schema` build JSON Schema draft-07 documents (the draft
 YAML editors support, through yaml-language-server) from ATP's own Structs
 (:class:`~atp.core.suite.SuiteSpec`, :class:`~atp.core.config.ConfigSpec`) and from the installed
-plugins: each assertion's ``config`` is checked against its evaluator's ``Config``, each agent's
+plugins: each assertion's ``config`` is checked against its evaluator's ``Config``, each service's
+key on a test or the suite's defaults (``tools``) against the service's ``Config``, each agent's
 settings against its adapter's ``Settings``, each ``evaluators.<name>`` section against the
 evaluator's ``Settings``, chosen by ``type`` (or name) with ``if``/``then``. A plugin class whose
 Struct cannot be described as a JSON Schema is left unchecked (any mapping).
@@ -27,11 +28,12 @@ import msgspec
 import msgspec.inspect as mi
 
 from atp.core.config import ConfigSpec
-from atp.core.suite import AssertionSpec, SuiteSpec, TaskSpec, TestSpec
+from atp.core.suite import AssertionSpec, DefaultsSpec, SuiteSpec, TaskSpec, TestSpec, services_of
 
 if TYPE_CHECKING:
     from atp.core.adapter import Adapter
     from atp.core.evaluator import Evaluator
+    from atp.core.service import Service
 
 DRAFT = "http://json-schema.org/draft-07/schema#"
 _REF = "#/definitions/{name}"
@@ -203,13 +205,21 @@ def _document(title: str, root: dict[str, Any], definitions: dict[str, Any]) -> 
 
 
 def suite_schema(
-    evaluators: Mapping[str, type[Evaluator]], adapters: Mapping[str, type[Adapter]]
+    evaluators: Mapping[str, type[Evaluator]],
+    adapters: Mapping[str, type[Adapter]],
+    services: Mapping[str, type[Service]] | None = None,
 ) -> dict[str, Any]:
-    """The JSON Schema of a suite file, with the installed evaluators' and adapters' Structs."""
+    """The JSON Schema of a suite file, with the installed evaluators', adapters' and services'
+    types; ``services`` by default are those of the plugin manager ``evaluators`` comes from."""
+    if services is None:
+        services = services_of(evaluators)
     names = sorted(evaluators)
     configs = [evaluators[n].Config for n in names]
     settings = [adapters[n].Settings for n in sorted(adapters)]
-    components = _Components([SuiteSpec, TestSpec, TaskSpec, AssertionSpec, *configs, *settings])
+    service_configs = [services[k].Config for k in sorted(services)]
+    components = _Components(
+        [SuiteSpec, TestSpec, DefaultsSpec, TaskSpec, AssertionSpec, *configs, *settings, *service_configs]
+    )
     for cls, descriptions in SUITE_DESCRIPTIONS.items():
         definition = components.definition(cls)
         if definition is not None:
@@ -228,6 +238,16 @@ def suite_schema(
         })
     if branches:
         assertion["allOf"] = branches
+    for cls, whose in ((TestSpec, "this test's"), (DefaultsSpec, "every test's")):
+        definition = components.definition(cls)
+        assert definition is not None
+        for key in sorted(services):
+            service = services[key]
+            config = components.ref(service.Config) or {}
+            definition["properties"][key] = {
+                "description": f"{service.summary or key} (a service for {whose} runs; null: none)",
+                "anyOf": [config, {"type": "null"}],
+            }
     root = components.inline(SuiteSpec)
     root["properties"]["agents"] = {
         "type": "array",

@@ -19,6 +19,12 @@ A suite file (design section 4.1)::
 :func:`load_suite` checks the structure, that test ids are unique and that every assertion type
 has an evaluator whose ``Config`` accepts the assertion's ``config``, before anything runs.
 
+Services: a test, and the suite's ``defaults``, also take the key of every installed service
+(:mod:`atp.core.service`; ``tools`` for the mock tool server), whose value is checked against the
+service's ``Config`` when the suite loads. A test's value replaces the default's whole (they are
+not merged); ``null`` on a test does without the default's service. Any other unknown key is an
+error, as it is everywhere in a suite.
+
 Shorthands accepted for suites written for other implementations of the design (docs/suites.md,
 "Accepted shorthands"): ``expected_artifacts`` entries given as plain file names, ``critical``
 on an assertion and ``workspace_fixture`` (a folder, relative to the suite file) on a task.
@@ -30,7 +36,7 @@ from typing import Annotated, Any
 
 import msgspec
 
-from atp.core.errors import ConfigError, PluginFailed
+from atp.core.errors import ConfigError, PluginFailed, SuiteError
 from atp.core.evaluator import Evaluator
 from atp.core.protocol import (
     DEFAULT_TIMEOUT_SECONDS,
@@ -40,6 +46,7 @@ from atp.core.protocol import (
     Task,
     TimeoutSeconds,
 )
+from atp.core.service import Service, ServiceConfigError, ServiceUse
 from atp.core.yamlfile import PathPart, YamlDocument
 
 SUITE_FORMAT_MAJOR = 1
@@ -176,6 +183,9 @@ class Test(msgspec.Struct, frozen=True, kw_only=True):
     workspace_fixture: Path | None = None
     """The folder (an absolute path) whose contents are copied into a fresh workspace for every
     run: the task's ``workspace_fixture``."""
+    services: tuple[ServiceUse, ...] = ()
+    """The services ATP runs next to the agent for this test's runs (the defaults' applied), in
+    the order the suite names them."""
 
     @property
     def timeout_seconds(self) -> int:
@@ -219,20 +229,38 @@ def load_suite(
     path: Path,
     evaluators: Mapping[str, type[Evaluator]],
     fallback: Fallback | None = None,
+    services: Mapping[str, type[Service]] | None = None,
 ) -> Suite:
-    """Load and validate a suite file; every error names the file, the path and the line."""
+    """Load and validate a suite file; every error names the file, the path and the line.
+
+    ``services`` are the installed services whose keys tests may use; by default, those of the
+    plugin manager ``evaluators`` comes from (a :class:`~atp.core.plugins.Registry`), else none.
+    """
     # Memory: each test's YAML nodes are let go as soon as the test is read (``items_of``), and
     # the file's data once it is validated; a loaded suite keeps its Test Structs only.
     doc = YamlDocument.load(path, items_of=("tests",))
-    return _suite(doc, _take_data(doc), evaluators, fallback)
+    return _suite(doc, _take_data(doc), evaluators, fallback, services)
 
 
 def suite_from_document(
     doc: YamlDocument,
     evaluators: Mapping[str, type[Evaluator]],
     fallback: Fallback | None = None,
+    services: Mapping[str, type[Service]] | None = None,
 ) -> Suite:
-    return _suite(doc, doc.data, evaluators, fallback)
+    return _suite(doc, doc.data, evaluators, fallback, services)
+
+
+def services_of(evaluators: Mapping[str, Any]) -> Mapping[str, type[Service]]:
+    """The services of the plugin manager a registry belongs to (none for a plain mapping)."""
+    plugins = getattr(evaluators, "plugins", None)
+    found = getattr(plugins, "services", None)
+    return found if isinstance(found, Mapping) else {}
+
+
+def reserved_test_keys() -> set[str]:
+    """The keys a test or the suite's defaults has of its own: no service may use them."""
+    return {*TestSpec.__struct_fields__, *DefaultsSpec.__struct_fields__}
 
 
 def _take_data(doc: YamlDocument) -> Any:
@@ -245,11 +273,18 @@ def _suite(
     data: Any,
     evaluators: Mapping[str, type[Evaluator]],
     fallback: Fallback | None,
+    services: Mapping[str, type[Service]] | None = None,
 ) -> Suite:
     if not isinstance(data, dict):
         raise doc.error("a suite file must be a mapping with 'test_suite' and 'tests'")
     normalize_version(data)
-    spec = doc.convert(data, SuiteSpec)
+    if services is None:
+        services = services_of(evaluators)
+    taken = _take_services(data, services) if services or getattr(services, "conflicts", None) else {}
+    try:
+        spec = doc.convert(data, SuiteSpec)
+    except SuiteError as exc:
+        raise _with_service_keys(doc, exc, services) from None
     del data  # load_suite's was the last reference: the data goes now
     check_format_version(doc, spec.version, "suite format")
     if not spec.tests:
@@ -258,6 +293,7 @@ def _suite(
     seen: dict[str, int] = {}
     tests: list[Test] = []
     weights: dict[tuple[tuple[str, Any], ...], ScoringWeights] = {}  # tests share equal weights
+    default_uses = _service_uses(doc, ("defaults",), taken.pop(None, {}), services, {})
     for index, test in enumerate(spec.tests):
         if test.id in seen:
             first = doc.line_of(("tests", seen[test.id], "id"))
@@ -265,7 +301,11 @@ def _suite(
                 f"duplicate test id {test.id!r} (first used at line {first})", ("tests", index, "id")
             )
         seen[test.id] = index
-        tests.append(_resolve_test(doc, index, test, spec.defaults, fallback, evaluators, weights))
+        uses = _service_uses(doc, ("tests", index), taken.pop(index, {}), services, default_uses)
+        resolved = _resolve_test(doc, index, test, spec.defaults, fallback, evaluators, weights)
+        if uses:
+            resolved = msgspec.structs.replace(resolved, services=tuple(u for u in uses.values() if u is not None))
+        tests.append(resolved)
     agent_names: dict[str, int] = {}
     for index, agent in enumerate(spec.agents):
         name = agent.get("name")
@@ -288,6 +328,85 @@ def _suite(
         # nodes and data are not kept (they took most of a loaded suite's memory).
         document=doc.keeping(("agents",)),
     )
+
+
+def _take_services(data: dict[Any, Any], services: Mapping[str, type[Service]]) -> dict[int | None, dict[str, Any]]:
+    """Take the service keys out of the suite's ``defaults`` (under ``None``) and out of each
+    test (under its index), before the rest is checked against the suite's Structs; keys two
+    plugins claim are taken too (their error is the plugins')."""
+    keys = {*services, *getattr(services, "conflicts", {})}
+    taken: dict[int | None, dict[str, Any]] = {}
+    defaults = data.get("defaults")
+    places: list[tuple[int | None, Any]] = [(None, defaults)]
+    tests = data.get("tests")
+    if isinstance(tests, list):
+        places.extend(enumerate(tests))
+    for where, mapping in places:
+        if isinstance(mapping, dict):
+            found = {key: mapping.pop(key) for key in keys if key in mapping}
+            if found:
+                taken[where] = found
+    return taken
+
+
+def _service_uses(
+    doc: YamlDocument,
+    at: tuple[PathPart, ...],
+    values: dict[str, Any],
+    services: Mapping[str, type[Service]],
+    defaults: dict[str, ServiceUse | None],
+) -> dict[str, ServiceUse | None]:
+    """The services of a test (or of the defaults), each config validated where it is written:
+    the defaults' with the test's values replacing them (``None``: the test does without)."""
+    if not values:
+        return defaults
+    uses = dict(defaults)
+    for key, value in values.items():
+        where = (*at, key)
+        if value is None:
+            uses[key] = None
+            continue
+        service = services.get(key)
+        if service is None:
+            unavailable(doc, services, key, "service", where)
+            raise doc.error(f"unknown service {key!r}", where)
+        config = doc.convert(value, service.Config, at=where)
+        try:
+            service.check(config)
+        except ServiceConfigError as exc:
+            raise doc.error(exc.message, (*where, *exc.at)) from None
+        except Exception as exc:
+            raise PluginFailed(
+                str(doc.error(f"service {key!r} could not check its configuration: {type(exc).__name__}: {exc}", where))
+            ) from exc
+        uses[key] = ServiceUse(key, config)
+    return uses
+
+
+def _with_service_keys(doc: YamlDocument, exc: SuiteError, services: Mapping[str, type[Service]]) -> SuiteError:
+    """An unknown key of a test or of the defaults that looks like a service's key (a typo of
+    ``tools``): the error names the service keys."""
+    import difflib
+
+    head, _, key = (exc.path or "").rpartition(".")
+    if not exc.reason.startswith("unknown field") or not (head == "defaults" or _is_test_path(head)):
+        return exc
+    close = difflib.get_close_matches(key, list(services), n=1, cutoff=0.6)
+    if not close:
+        return exc
+    where = "the suite's defaults take" if head == "defaults" else "a test takes"
+    return doc.error_cls(
+        f"{exc.reason}; did you mean {close[0]!r}? Besides its own keys, {where} the keys of the "
+        f"installed services ({', '.join(sorted(services))})",
+        file=exc.file,
+        path=exc.path,
+        line=exc.line,
+    )
+
+
+def _is_test_path(path: str) -> bool:
+    """Whether ``path`` is ``tests[N]``."""
+    return path.startswith("tests[") and path.endswith("]") and path[6:-1].isdigit()
 
 
 def unavailable(

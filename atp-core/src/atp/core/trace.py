@@ -5,6 +5,20 @@ An adapter hands every event (and every log line that is not an event) to an
 file and folds it into a :class:`TraceSummary`, so that memory stays flat however many events an
 agent sends. Evaluators read the summary for counts and iterate a :class:`Trace` when they need
 the events themselves (read back from the file).
+
+Besides the agent's events, a run's trace holds the events ATP observed itself: a service (the
+mock tool server) records each tool call it answered through :meth:`RunTrace.record`. Such an
+event is written to the same events file, as a line that begins with the key ``recorded_by``
+(the service's key: ``{"recorded_by":"tools","event_type":"tool_call",...}``), and counted in
+the summary like the agent's. Recorded events are numbered on their own (0, 1, 2, ... in the
+order ATP recorded them) and are never compared with the agent's sequence numbers, so they do
+not make the agent's events ``out_of_order``. An agent cannot forge one: a top-level
+``recorded_by`` in the agent's own events is dropped (their JSON text is written again from the
+decoded event, which keeps only the protocol's fields).
+
+When a service serves tools in a run (:meth:`RunTrace.serve_tools`), its recordings of their
+calls are authoritative: ``tool_call`` events the agent reports itself for those tools are left
+out of the trace (not written, not counted), with one warning, so that no call counts twice.
 """
 
 from collections import deque
@@ -26,6 +40,7 @@ from atp.core.protocol import (
     UnknownEvent,
     decode_event,
     encode,
+    make_event,
 )
 from atp.core.secrets import Masker
 
@@ -34,6 +49,10 @@ DEFAULT_MAX_EVENT_BYTES = 256 * 1024 * 1024
 DEFAULT_MAX_LOG_BYTES = 10 * 1024 * 1024
 LOG_TAIL_LINES = 20
 MAX_WARNINGS = 20
+RECORDED_BY = "recorded_by"
+"""The key that marks, in the events file, an event ATP recorded itself (its value: the key of
+the service that recorded it)."""
+_RECORDED_BY = b'"' + RECORDED_BY.encode() + b'"'
 
 
 class EventSink(Protocol):
@@ -153,6 +172,11 @@ class Trace:
         return iter(self._events())
 
 
+def encode_text(value: str) -> bytes:
+    """``value`` as a JSON string."""
+    return msgspec.json.encode(value)
+
+
 def read_events(path: Path) -> Iterator[Event]:
     """The events of an events file, in the order they arrived; a damaged line (the end of a
     file cut short when ATP was killed) is skipped."""
@@ -207,6 +231,13 @@ class RunTrace:
         self._log_file: IO[bytes] | None = None
         self._last_sequence = -1
         self._foreign = 0
+        self._served: set[str] | None = None
+        """Tools a service answers in this run (the agent's own tool_call events for them are left out)."""
+        self._left_out = 0
+        self._left_out_tools: dict[str, None] = {}
+        self._recorded = 0
+        self._record_refused = False
+        self._closed = False
 
     # --- EventSink -----------------------------------------------------------------------
 
@@ -219,6 +250,14 @@ class RunTrace:
             if event.task_id != task_id:
                 self._drop_foreign(events)
                 return
+        if self._served is not None:
+            kept = self._not_served(events)
+            if kept is not None:
+                events, raw = kept, None
+                if not events:
+                    return
+        if raw is not None and (_RECORDED_BY in raw or b"\\u" in raw):
+            raw = None  # it may spell ``recorded_by``: written again from the decoded events
         room = self._max_events - self.summary.events
         if len(events) > room:
             self.events(events[:room])
@@ -247,6 +286,61 @@ class RunTrace:
         if on_event is not None:
             for event in events:
                 on_event(event)
+
+    def _not_served(self, events: Sequence[Event]) -> list[Event] | None:
+        """``events`` without the agent's tool_call events of tools a service answers, or
+        ``None`` when there is none of those."""
+        served = self._served
+        assert served is not None
+        kept: list[Event] | None = None
+        for index, event in enumerate(events):
+            if event.__class__ is ToolCallEvent and event.payload.tool in served:
+                if kept is None:
+                    kept = list(events[:index])
+                self._left_out += 1
+                self._left_out_tools[event.payload.tool] = None
+            elif kept is not None:
+                kept.append(event)
+        return kept
+
+    # --- what ATP observed itself ------------------------------------------------------------
+
+    def serve_tools(self, names: Iterable[str]) -> None:
+        """A service answers the tools ``names`` in this run: its recordings of their calls
+        are authoritative, and the agent's own tool_call events for them are left out."""
+        if self._served is None:
+            self._served = set()
+        self._served.update(names)
+
+    def record(self, payload: msgspec.Struct, *, by: str) -> Event | None:
+        """Record an event ATP observed itself (``by``: the key of the service that did),
+        built from its typed payload: written to the events file marked ``recorded_by`` and
+        counted in the summary, numbered apart from the agent's events (see the module). A
+        tool call makes its tool one the service answers (:meth:`serve_tools`). Returns the
+        event, or ``None`` when it was not kept: the run has ended, or the run's event limits
+        are reached (warned about once)."""
+        if self._closed or self.storage_error is not None:
+            return None
+        event = make_event(self.task_id, self._recorded, payload)
+        if isinstance(event, ToolCallEvent):
+            self.serve_tools((event.payload.tool,))
+        written = self._masker.value(event) if self._masker is not None else event
+        data = b'{"' + RECORDED_BY.encode() + b'":' + encode_text(by) + b"," + encode(written)[1:] + b"\n"
+        if self.summary.events >= self._max_events or self._event_bytes + len(data) > self._max_event_bytes:
+            if not self._record_refused:
+                self._record_refused = True
+                self.warn(
+                    f"the run reached its event limits; what service {by!r} observed after that "
+                    f"is not recorded"
+                )
+            return None
+        self._recorded += 1
+        self._event_bytes += len(data)
+        self.summary.add((event,), -1)  # -1: never out of order, the agent's order is untouched
+        self._write_event_data(data)
+        if self._on_event is not None:
+            self._on_event(event)
+        return event
 
     def _write_event_data(self, data: bytes) -> None:
         try:
@@ -314,6 +408,14 @@ class RunTrace:
         return self._log_file is not None
 
     def close(self) -> None:
+        self._closed = True
+        if self._left_out:
+            tools = ", ".join(self._left_out_tools)
+            self.warn(
+                f"the agent reported {self._left_out} tool_call event(s) of tools ATP's service "
+                f"answered ({tools}); ATP's recordings of those calls count instead, and the "
+                f"agent's own reports of them were left out"
+            )
         if self.summary.out_of_order:
             self.warn(f"{self.summary.out_of_order} events arrived out of sequence order")
         if self._foreign > 1:

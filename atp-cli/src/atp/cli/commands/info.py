@@ -54,6 +54,7 @@ def plugins_command(as_json: bool, config_path: Path | None) -> int:
             ("adapters", info.adapters),
             ("evaluators", info.evaluators),
             ("reporters", info.reporters),
+            ("services", info.services),
         ):
             if names:
                 click.echo(f"    {label}: {', '.join(names)}")
@@ -106,7 +107,8 @@ def list_agents_command(suite_path: Path | None, config_path: Path | None) -> in
     from atp.core.suite import load_suite
 
     config = load_config(config_path)
-    suite = load_suite(suite_path, plugins_for(config).evaluators) if suite_path else None
+    loaded = plugins_for(config)
+    suite = load_suite(suite_path, loaded.evaluators, services=loaded.services) if suite_path else None
     definitions = agent_definitions(config, suite)
     if not definitions:
         click.echo("No agents defined: add them to atp.config.yaml or a suite's 'agents' list.")

@@ -145,6 +145,7 @@ def run_suite(suite_path: Path, config: Config, options: Options, *, several: bo
         suite_path,
         loaded.evaluators,
         Fallback(runs_per_test=defaults.runs_per_test, timeout_seconds=defaults.timeout_seconds),
+        loaded.services,
     )
     tag_filter = TagFilter.parse(options.tags) if options.tags else None
     test_ids = list(options.test_ids)
