@@ -233,8 +233,6 @@ class RunTrace:
         self._foreign = 0
         self._served: set[str] | None = None
         """Tools a service answers in this run (the agent's own tool_call events for them are left out)."""
-        self._left_out = 0
-        self._left_out_tools: dict[str, None] = {}
         self._recorded = 0
         self._record_refused = False
         self._closed = False
@@ -297,8 +295,6 @@ class RunTrace:
             if event.__class__ is ToolCallEvent and event.payload.tool in served:
                 if kept is None:
                     kept = list(events[:index])
-                self._left_out += 1
-                self._left_out_tools[event.payload.tool] = None
             elif kept is not None:
                 kept.append(event)
         return kept
@@ -409,13 +405,6 @@ class RunTrace:
 
     def close(self) -> None:
         self._closed = True
-        if self._left_out:
-            tools = ", ".join(self._left_out_tools)
-            self.warn(
-                f"the agent reported {self._left_out} tool_call event(s) of tools ATP's service "
-                f"answered ({tools}); ATP's recordings of those calls count instead, and the "
-                f"agent's own reports of them were left out"
-            )
         if self.summary.out_of_order:
             self.warn(f"{self.summary.out_of_order} events arrived out of sequence order")
         if self._foreign > 1:
