@@ -181,8 +181,8 @@ def test_plugin_names_are_unique(plugins: Plugins) -> None:
 def test_unknown_names_list_what_is_installed(plugins: Plugins) -> None:
     with pytest.raises(PluginError, match=r"unknown assertion type 'llm_eval' \(installed: .*contains.*\)"):
         plugins.evaluator("llm_eval")
-    with pytest.raises(PluginError, match="unknown agent type 'http'.*pip install atp-adapters"):
-        plugins.adapter("http")
+    with pytest.raises(PluginError, match="unknown agent type 'smtp'.*pip install atp-adapters"):
+        plugins.adapter("smtp")
     with pytest.raises(PluginError, match="unknown output 'html'"):
         plugins.reporter("html")
 

@@ -15,6 +15,14 @@ def atp_register_adapters(register: Any) -> None:
 
     register(CliAdapter)
     register(PythonAdapter)  # an agent that is a Python callable in the ATP process: type: python
+    from atp.adapters.http import HttpAdapter
+    from atp.adapters.websocket import WebSocketAdapter
+
+    register(HttpAdapter)  # an agent behind HTTP: POST /execute, or Server-Sent Events: type: http
+    register(WebSocketAdapter)  # an agent behind a WebSocket: type: websocket
+    from atp.adapters.grpc import GrpcAdapter
+
+    register(GrpcAdapter)  # an agent serving the gRPC service atp.v1.Agent: type: grpc
 
 
 @hookimpl

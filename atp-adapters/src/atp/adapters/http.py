@@ -1,0 +1,339 @@
+"""The ``http`` adapter: an agent behind an HTTP endpoint, answering synchronously or streaming its
+events as Server-Sent Events (SSE). Settings (with those of :mod:`atp.adapters.network`)::
+
+    agents:
+      - name: my-agent
+        type: http
+        endpoint: http://127.0.0.1:8000      # http:// or https://
+        stream: auto                         # auto (default), true or false
+        headers: {Authorization: "Bearer ${AGENT_TOKEN}"}
+        verify: true                         # TLS certificate verification; ca_bundle: a PEM file
+        connect_timeout: 10                  # seconds to connect; the run's time limit governs the rest
+        max_message_bytes: 52428800          # the most the agent may send in one run
+        timeout: 120                         # seconds; the test's timeout_seconds applies too
+
+The wire format:
+
+- ``POST {endpoint}/execute`` with the ATP Request as its JSON body (``Content-Type:
+  application/json``, ``Accept: application/vnd.atp.v1+json``): the agent answers with the ATP
+  Response as its body (synchronous mode, ``stream: false``).
+- ``POST {endpoint}/execute/stream`` with the same body (``Accept: text/event-stream,
+  application/vnd.atp.v1+json``): the agent answers with an SSE stream (``Content-Type:
+  text/event-stream``) whose messages each hold one JSON message in their ``data``: ATP Events
+  as they happen, then the ATP Response, the last message ATP reads (``stream: true``). A
+  message is the response when it has no ``event_type`` member or when its SSE event name is
+  ``response`` (``event: response``); messages without data (keep-alives, comments) are ignored.
+- ``stream: auto`` streams when the agent offers it: the first run posts to
+  ``/execute/stream``, and when the agent answers 404 or 405 every run (this one too) uses
+  ``/execute`` from then on. The decision is made once per ``atp test``, while the other runs
+  wait for it.
+- Whatever the URL, the answer's ``Content-Type`` says how it is read: ``text/event-stream`` as
+  a stream, anything else as one ATP Response.
+- ``GET {endpoint}/health`` for :meth:`HttpAdapter.health_check` (a 404 counts as healthy: the
+  agent answered, it just has no health endpoint).
+
+One ``httpx.AsyncClient`` (one pool of keep-alive connections) per agent serves every run, also
+with ``--parallel``; it is made in :meth:`HttpAdapter.start` and closed in
+:meth:`HttpAdapter.aclose`. Redirects are not followed. When a run's time limit cancels it, its
+connection is closed (the agent sees the client go); the events it sent stay in the trace.
+Faults and their wording: see :mod:`atp.adapters.network`.
+"""
+
+from __future__ import annotations
+
+import codecs
+import ssl
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any, ClassVar, Literal, Union
+from urllib.parse import urlsplit, urlunsplit
+
+import anyio
+
+from atp.adapters.network import (
+    ERROR_BODY_BYTES,
+    Incoming,
+    NetworkSettings,
+    refusal,
+    secret_values,
+    shown_url,
+    tls_context,
+    unreachable,
+)
+from atp.core.adapter import Adapter
+from atp.core.errors import AdapterError, AgentError, ProtocolError
+from atp.core.plugins import require
+from atp.core.protocol import ATPRequest, ATPResponse, encode
+from atp.core.trace import EventSink
+
+ATP_JSON = "application/vnd.atp.v1+json"
+EVENT_STREAM = "text/event-stream"
+KEEPALIVE_CONNECTIONS = 1000
+"""Idle connections kept open for the next runs: more than ``--parallel`` ever asks, so that
+runs reuse connections instead of opening new ones."""
+KEEPALIVE_SECONDS = 60.0
+HEALTH_SECONDS = 10.0
+"""How long :meth:`HttpAdapter.health_check` waits for the agent's answer."""
+FALLBACK_STATUSES = (404, 405)
+"""Answers to ``/execute/stream`` that make ``stream: auto`` use ``/execute``."""
+_INSTALL = "atp-adapters"
+
+
+class HttpSettings(NetworkSettings, kw_only=True):
+    schemes: ClassVar[tuple[str, ...]] = ("http", "https")
+    reserved_headers: ClassVar[frozenset[str]] = frozenset(
+        {"host", "content-length", "transfer-encoding", "connection", "upgrade", "te", "trailer"}
+    )
+
+    stream: Union[bool, Literal["auto"]] = "auto"
+    """``true``: events as Server-Sent Events from ``/execute/stream``; ``false``: one response
+    from ``/execute``; ``auto``: stream when the agent offers it."""
+
+
+def with_path(endpoint: str, suffix: str) -> str:
+    """``endpoint`` with ``suffix`` added to its path (its query, when it has one, kept)."""
+    parts = urlsplit(endpoint)
+    return urlunsplit(parts._replace(path=parts.path.rstrip("/") + suffix))
+
+
+def request_headers(settings: HttpSettings, accept: str) -> dict[str, str]:
+    """The headers of one request: ATP's, then the agent's ``headers`` (which win)."""
+    headers = {"Content-Type": "application/json", "Accept": accept, "User-Agent": "atp"}
+    given = {name.lower() for name in settings.headers}
+    headers = {name: value for name, value in headers.items() if name.lower() not in given}
+    headers.update(settings.headers)
+    return headers
+
+
+def _sse_parsers() -> tuple[Any, Any] | None:
+    """httpx-sse's line splitter and message parser, fed chunk by chunk so that the messages of
+    one network read are delivered together; ``None`` if this httpx-sse version has them
+    elsewhere (then its public, one-message-at-a-time reader is used)."""
+    try:
+        from httpx_sse._decoders import SSEDecoder, SSELineDecoder
+    except ImportError:
+        return None
+    return SSELineDecoder(), SSEDecoder()
+
+
+class HttpAdapter(Adapter):
+    type = "http"
+    summary = "an agent behind an HTTP endpoint: POST /execute, or events as Server-Sent Events from /execute/stream"
+    Settings = HttpSettings
+    settings: HttpSettings
+
+    @classmethod
+    def secret_values(cls, settings: Any) -> list[str]:
+        return secret_values(settings)
+
+    def __init__(self, settings: HttpSettings, *, name: str, base_dir: Path) -> None:
+        super().__init__(settings, name=name, base_dir=base_dir)
+        endpoint = settings.endpoint
+        self.urls = {False: with_path(endpoint, "/execute"), True: with_path(endpoint, "/execute/stream")}
+        """The URL of each mode (streaming: ``True``)."""
+        self.health_url = with_path(endpoint, "/health")
+        self.headers = {
+            False: request_headers(settings, ATP_JSON),
+            True: request_headers(settings, f"{EVENT_STREAM}, {ATP_JSON}"),
+        }
+        self._stream: bool | None = None if settings.stream == "auto" else bool(settings.stream)
+        """Whether runs stream; ``None`` until a run of ``stream: auto`` finds out."""
+        self._deciding: anyio.Event | None = None
+        """Set while a run finds out whether the agent streams; the others wait for it."""
+        self._client: Any = None
+        self._tls: ssl.SSLContext | None = None
+
+    # --- lifecycle -------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Make the client (and its TLS context) every run shares."""
+        self._httpx = require("httpx", install=_INSTALL, feature="the http adapter")
+        require("httpx_sse", install=_INSTALL, feature="the http adapter")
+        self._tls = tls_context(self.settings, self.base_dir, agent=self.name)
+        self._client = self._new_client()
+
+    def _new_client(self) -> Any:
+        httpx = self._httpx
+        # An http:// endpoint never uses TLS: a context that trusts nothing is made in
+        # microseconds, where loading every CA takes milliseconds.
+        verify = self._tls if self._tls is not None else ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        return httpx.AsyncClient(
+            verify=verify,
+            timeout=httpx.Timeout(None, connect=self.settings.connect_timeout),
+            limits=httpx.Limits(
+                max_connections=None,  # --parallel bounds the runs in flight
+                max_keepalive_connections=KEEPALIVE_CONNECTIONS,
+                keepalive_expiry=KEEPALIVE_SECONDS,
+            ),
+            follow_redirects=False,
+        )
+
+    async def aclose(self) -> None:
+        client, self._client = self._client, None
+        if client is not None:
+            await client.aclose()
+
+    async def health_check(self) -> bool:
+        """Whether ``GET {endpoint}/health`` answers (2xx, or 404: no health endpoint, but the
+        agent is there) within :data:`HEALTH_SECONDS`."""
+        if self._client is None:
+            await self.start()
+            try:
+                return await self._healthy()
+            finally:
+                await self.aclose()
+        return await self._healthy()
+
+    async def _healthy(self) -> bool:
+        httpx = self._httpx
+        try:
+            answer = await self._client.get(
+                self.health_url,
+                headers=self.headers[False],
+                timeout=httpx.Timeout(HEALTH_SECONDS, connect=self.settings.connect_timeout),
+            )
+        except httpx.HTTPError:
+            return False
+        return answer.is_success or answer.status_code == 404
+
+    # --- runs ------------------------------------------------------------------------------
+
+    async def execute(self, request: ATPRequest, sink: EventSink) -> ATPResponse:
+        client = self._client
+        if client is None:
+            raise AdapterError(f"agent {self.name!r}: the http adapter was not started")
+        body = encode(request)
+        while self._stream is None:
+            deciding = self._deciding
+            if deciding is None:
+                return await self._probe(client, body, sink)
+            await deciding.wait()
+        return await self._post(client, self._stream, body, sink)
+
+    async def _probe(self, client: Any, body: bytes, sink: EventSink) -> ATPResponse:
+        """A run of ``stream: auto`` while nobody knows whether the agent streams: it posts to
+        ``/execute/stream``, and its answer decides for every run. If it says nothing (the
+        agent cannot be reached, fails, or the run is cancelled), the next run tries again."""
+        deciding = self._deciding = anyio.Event()
+        try:
+            return await self._post(client, True, body, sink, probe=deciding)
+        finally:
+            self._decided(deciding)
+
+    def _decided(self, deciding: anyio.Event) -> None:
+        if self._deciding is deciding:
+            self._deciding = None
+        deciding.set()
+
+    async def _post(
+        self, client: Any, stream: bool, body: bytes, sink: EventSink, probe: anyio.Event | None = None
+    ) -> ATPResponse:
+        url = self.urls[stream]
+        incoming = Incoming(sink, f"POST {shown_url(url)}", self.settings.max_message_bytes)
+        httpx = self._httpx
+        try:
+            async with client.stream("POST", url, content=body, headers=self.headers[stream]) as answer:
+                if probe is not None:
+                    status = answer.status_code
+                    if status in FALLBACK_STATUSES:
+                        self._stream = False
+                    elif answer.is_success:
+                        self._stream = True
+                    if self._stream is not None:
+                        self._decided(probe)
+                if probe is None or self._stream is not False:
+                    return await self._read(answer, incoming, stream)
+        except httpx.HTTPError as exc:
+            raise self._fault(exc, url, incoming) from None
+        return await self._post(client, False, body, sink)  # (the agent does not stream)
+
+    def _fault(self, exc: Exception, url: str, incoming: Incoming) -> Exception:
+        """An httpx error as what happened to the run."""
+        httpx = self._httpx
+        if isinstance(exc, (httpx.ConnectError, httpx.ConnectTimeout, httpx.ProxyError)):
+            return unreachable(self.name, url, exc, connect_timeout=self.settings.connect_timeout)
+        if isinstance(exc, httpx.DecodingError):
+            return AgentError(f"{incoming.where}: the agent's answer cannot be decoded ({exc}), {incoming.so_far}")
+        detail = str(exc) or type(exc).__name__
+        return incoming.cut(detail.rstrip("."))
+
+    async def _read(self, answer: Any, incoming: Incoming, stream: bool) -> ATPResponse:
+        status = answer.status_code
+        if not answer.is_success:
+            if answer.is_redirect:
+                location = answer.headers.get("location", "")
+                raise AgentError(
+                    f"{incoming.where}: the agent answered with a redirect (HTTP {status}) to "
+                    f"{shown_url(location)!r}; ATP does not follow redirects: set 'endpoint' to where the agent is"
+                )
+            data = await self._some(answer, ERROR_BODY_BYTES)
+            hint = ""
+            if stream and status in FALLBACK_STATUSES and self.settings.stream is True:
+                hint = "; the agent has no streaming endpoint: set 'stream: false' (or 'auto')"
+            phrase = self._httpx.codes.get_reason_phrase(status)
+            raise refusal(incoming.where, status, phrase, data, hint=hint)
+        if EVENT_STREAM in answer.headers.get("content-type", "").lower():
+            return await self._read_events(answer, incoming)
+        length = answer.headers.get("content-length", "")
+        if length.isdigit() and int(length) > incoming.limit:
+            raise incoming.flooded()
+        chunks = []
+        async for chunk in answer.aiter_bytes():
+            incoming.received(len(chunk))
+            chunks.append(chunk)
+        return incoming.body(chunks[0] if len(chunks) == 1 else b"".join(chunks))
+
+    @staticmethod
+    async def _some(answer: Any, limit: int) -> bytes:
+        """At most ``limit`` bytes of an answer's body (the rest is left unread)."""
+        data = b""
+        async for chunk in answer.aiter_bytes():
+            data += chunk
+            if len(data) >= limit:
+                return data[:limit]
+        return data
+
+    async def _read_events(self, answer: Any, incoming: Incoming) -> ATPResponse:
+        """An SSE stream: the messages of each network read decoded and delivered together,
+        until the response."""
+        parsers = _sse_parsers()
+        if parsers is None:
+            return await self._read_events_one_by_one(answer, incoming)
+        lines, parser = parsers
+        text = codecs.getincrementaldecoder("utf-8")()
+        async for chunk in answer.aiter_bytes():
+            incoming.received(len(chunk))
+            try:
+                decoded = text.decode(chunk)
+            except UnicodeDecodeError as exc:
+                raise incoming.broken(
+                    ProtocolError(f"the event stream is not valid UTF-8 ({exc.reason})"), chunk
+                ) from None
+            if not decoded:
+                continue
+            found: list[str] = []
+            final: list[bool] = []
+            for line in lines.decode(decoded):
+                message = parser.decode(line)
+                if message is not None and message.data:
+                    found.append(message.data)
+                    final.append(message.event == "response")
+            if found:
+                response = incoming.take(found, final)
+                if response is not None:
+                    return response
+        raise incoming.ended()
+
+    async def _read_events_one_by_one(self, answer: Any, incoming: Incoming) -> ATPResponse:
+        from httpx_sse import EventSource
+
+        messages: AsyncIterator[Any] = EventSource(answer).aiter_sse()
+        counted = 0
+        async for message in messages:
+            incoming.received(answer.num_bytes_downloaded - counted)
+            counted = answer.num_bytes_downloaded
+            if message.data:
+                response = incoming.take([message.data], [message.event == "response"])
+                if response is not None:
+                    return response
+        raise incoming.ended()

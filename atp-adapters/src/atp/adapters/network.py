@@ -1,0 +1,470 @@
+"""What the network adapters (``http``, ``websocket``, ``grpc``) share: settings, TLS, decoding the
+messages of one run, byte accounting and the wording of faults.
+
+An agent reached over the network answers one ATP Request with a stream of messages: zero or more
+ATP Events, then one ATP Response (over plain HTTP, the stream is the response body alone). This
+module knows nothing of the transport that carries them; each adapter reads its transport and
+hands what arrives to an :class:`Incoming` (one per run), which decodes it, delivers events to
+the run's sink, counts bytes and events, and words every fault the same way. Settings common to
+every network agent (:class:`NetworkSettings`, which each adapter's settings extend)::
+
+    agents:
+      - name: my-agent
+        type: http                          # or websocket, grpc
+        endpoint: https://agents.example.com/research
+        headers: {Authorization: "Bearer ${AGENT_TOKEN}"}
+        verify: true                        # TLS certificate verification (default: on)
+        ca_bundle: certs/agent-ca.pem       # trust this CA (PEM), relative to the agent's folder
+        connect_timeout: 10                 # seconds to connect (and finish the TLS handshake)
+        max_message_bytes: 52428800         # the most an agent may send in one run (50 MiB)
+
+Which message is which (the same rule for every transport): a JSON object with an ``event_type``
+member at its top level is an ATP Event; any other message is the final ATP Response (a
+transport may also mark a message as the response, like an SSE ``event: response``). Both are
+decoded by :mod:`atp.core.protocol`, so the protocol's version rule holds on every message: a
+message of another major version (``2.0``) fails the run. A message that is neither an event
+nor a response is the agent's protocol violation; the message, uncut, is the error's evidence.
+
+Faults, worded by the functions here so that every network adapter says the same thing:
+
+- the agent cannot be reached (connection refused, a host name that does not resolve, a TLS
+  certificate that does not verify, no connection within ``connect_timeout``):
+  :class:`~atp.core.errors.AdapterError` naming the agent and the endpoint (:func:`unreachable`);
+- the transport refused the request (HTTP 4xx): :class:`~atp.core.errors.AgentRefused`; the agent
+  failed (HTTP 5xx): :class:`~atp.core.errors.AgentError`; both show the ``error`` and
+  ``error_code`` of a JSON error body when it has them (:func:`refusal`);
+- a message that is not an ATP message, a stream cut in the middle, a stream that ends without a
+  response, more than ``max_message_bytes``: :class:`~atp.core.errors.AgentError` saying where
+  (method and URL) and after how many events (:class:`Incoming`).
+
+The runner's time limit cancels the adapter's ``execute``: the adapter closes its connection, and
+the events delivered until then stay in the run's trace.
+"""
+
+from __future__ import annotations
+
+import errno
+import math
+import re
+import socket
+import ssl
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, ClassVar
+from urllib.parse import parse_qsl, urlsplit, urlunsplit
+
+import msgspec
+
+from atp.core.errors import AdapterError, AgentError, AgentRefused, ProtocolError
+from atp.core.protocol import ATPResponse, Event, decode_event, decode_event_lines, decode_response
+from atp.core.trace import EventSink
+
+MiB = 1024 * 1024
+DEFAULT_MAX_MESSAGE_BYTES = 50 * MiB
+MIN_MESSAGE_BYTES = 1024
+MAX_MESSAGE_BYTES = 4096 * MiB
+DEFAULT_CONNECT_TIMEOUT = 10.0
+MAX_CONNECT_TIMEOUT = 600.0
+ERROR_BODY_BYTES = 64 * 1024
+"""How much of an error answer (an HTTP 500's body) ATP reads to show what it says."""
+
+SECRET_HEADERS = frozenset({"authorization", "proxy-authorization", "cookie", "x-api-key", "api-key"})
+"""Headers whose values are always secrets."""
+SECRET_NAME_HINTS = ("token", "key", "secret", "password", "passwd", "auth", "credential", "session")
+"""A header (or URL query parameter) whose name holds one of these has a secret value."""
+_TOKEN = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
+"""An HTTP header name (RFC 9110 ``token``)."""
+_CODE = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
+"""An ``error_code`` ATP shows in a message itself (other text goes to the evidence)."""
+_EVENT_KEY = b'"event_type"'
+
+
+class NetworkSettings(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """The settings of every network agent; an adapter's Settings extend it (and set
+    :attr:`schemes`, the URL schemes its ``endpoint`` may have)."""
+
+    schemes: ClassVar[tuple[str, ...]] = ()
+    """The URL schemes ``endpoint`` may have (``("http", "https")``); empty: any URL."""
+    reserved_headers: ClassVar[frozenset[str]] = frozenset()
+    """Headers (lowercase) the transport sets itself, which ``headers`` may not."""
+
+    endpoint: str
+    """Where the agent listens (``https://host:8000/agent``)."""
+    headers: dict[str, str] = msgspec.field(default_factory=dict)
+    """Sent with every request (an ``Authorization`` header, say); their values of secret-looking
+    names are masked in everything ATP writes."""
+    verify: bool = True
+    """Verify the agent's TLS certificate (and host name)."""
+    ca_bundle: str | None = None
+    """A PEM file of CA certificates to trust for the agent, relative to the agent's folder."""
+    connect_timeout: float = DEFAULT_CONNECT_TIMEOUT
+    """Seconds to connect to the agent (including the TLS handshake); the run's time limit
+    governs the rest."""
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
+    """The most the agent may send in one run (events and response together)."""
+
+    def __post_init__(self) -> None:
+        check_settings(self)
+
+
+def check_settings(settings: NetworkSettings) -> None:
+    """Refuse, when the suite loads, what would fail every run: an endpoint of another scheme or
+    without a host, NUL bytes, header names and values no HTTP request can carry, timeouts and
+    limits that are not finite numbers in their bounds. Raises ValueError saying which setting."""
+    endpoint = settings.endpoint
+    schemes = settings.schemes
+    if not endpoint:
+        raise ValueError("'endpoint' is empty")
+    if any(c in endpoint for c in "\0\r\n\t "):
+        raise ValueError("'endpoint' holds a space or a control character, which no URL can")
+    try:
+        parts = urlsplit(endpoint)
+        port = parts.port
+    except ValueError as exc:
+        raise ValueError(f"'endpoint' {endpoint!r} is not a valid URL: {exc}") from None
+    if schemes and parts.scheme.lower() not in schemes:
+        raise ValueError(
+            f"'endpoint' {endpoint!r} must be a URL starting with "
+            + " or ".join(f"{scheme}://" for scheme in schemes)
+        )
+    if schemes and not parts.hostname:
+        raise ValueError(f"'endpoint' {endpoint!r} names no host")
+    if port == 0:
+        raise ValueError(f"'endpoint' {endpoint!r} has port 0, which no agent can listen on")
+    if parts.fragment:
+        raise ValueError(f"'endpoint' {endpoint!r} has a #fragment, which is never sent to a server")
+    reserved = settings.reserved_headers
+    for name, value in settings.headers.items():
+        if not _TOKEN.match(name):
+            raise ValueError(f"'headers' has the name {name!r}, which is not a valid HTTP header name")
+        if name.lower() in reserved:
+            raise ValueError(f"'headers' may not set {name!r}: the {'/'.join(schemes) or 'transport'} adapter sets it")
+        if any(c in value for c in "\0\r\n"):
+            raise ValueError(f"'headers' value of {name!r} holds a line break or NUL byte, which no header can")
+    if settings.ca_bundle is not None:
+        if not settings.ca_bundle or "\0" in settings.ca_bundle:
+            raise ValueError("'ca_bundle' must be the path of a PEM file")
+        if not settings.verify:
+            raise ValueError("'ca_bundle' has no effect with 'verify: false'; remove one of them")
+    timeout = settings.connect_timeout
+    if (
+        isinstance(timeout, bool)
+        or not isinstance(timeout, (int, float))
+        or not math.isfinite(timeout)
+        or not 0 < timeout <= MAX_CONNECT_TIMEOUT
+    ):
+        raise ValueError(f"'connect_timeout' must be a number of seconds above 0 and at most {MAX_CONNECT_TIMEOUT:g}")
+    limit = settings.max_message_bytes
+    if isinstance(limit, bool) or not isinstance(limit, int) or not MIN_MESSAGE_BYTES <= limit <= MAX_MESSAGE_BYTES:
+        raise ValueError(
+            f"'max_message_bytes' must be a whole number of bytes from {MIN_MESSAGE_BYTES} to {MAX_MESSAGE_BYTES}"
+        )
+
+
+def secret_values(settings: NetworkSettings) -> list[str]:
+    """The values ATP must mask for these settings: headers whose names say they are secrets
+    (``Authorization``, ``Cookie``, ``X-Api-Key``, any name with ``token``, ``key``, ``secret``,
+    ``auth`` ...), the password of an endpoint like ``https://user:password@host``, and the values
+    of its query parameters with such names (``?api_key=...``). For an adapter's
+    :meth:`~atp.core.adapter.Adapter.secret_values`."""
+    values: list[str] = []
+    for name, value in settings.headers.items():
+        if secret_name(name):
+            values.append(value)
+            scheme, _, credentials = value.partition(" ")
+            if credentials and scheme.lower() in ("bearer", "basic", "token", "digest"):
+                values.append(credentials)  # (also masked when the agent echoes it alone)
+    try:
+        parts = urlsplit(settings.endpoint)
+        if parts.password:
+            values.append(parts.password)
+        values.extend(value for name, value in parse_qsl(parts.query) if secret_name(name) and value)
+    except ValueError:
+        pass
+    return values
+
+
+def secret_name(name: str) -> bool:
+    """Whether a header or query parameter of this name carries a secret."""
+    lower = name.lower()
+    return lower in SECRET_HEADERS or any(hint in lower for hint in SECRET_NAME_HINTS)
+
+
+def shown_url(url: str) -> str:
+    """``url`` as messages show it: without the ``user:password@`` part."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return url
+    if "@" not in parts.netloc:
+        return url
+    return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
+
+
+def tls_context(settings: NetworkSettings, base_dir: Path, *, agent: str) -> ssl.SSLContext | None:
+    """The TLS context for the agent, or ``None`` when its endpoint does not use TLS (its
+    scheme is not ``https``, ``wss`` or ``grpcs``). With ``verify`` the system's CAs (and
+    certifi's, when installed) are trusted, or only ``ca_bundle``'s when it is given; without,
+    any certificate is accepted. Build it once per adapter (loading CAs takes milliseconds).
+    Raises AdapterError when ``ca_bundle`` cannot be read."""
+    scheme = urlsplit(settings.endpoint).scheme.lower()
+    if scheme not in ("https", "wss", "grpcs"):
+        return None
+    if not settings.verify:
+        context = ssl.create_default_context()
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+        return context
+    if settings.ca_bundle is not None:
+        path = base_dir / settings.ca_bundle
+        try:
+            return ssl.create_default_context(cafile=str(path))
+        except (OSError, ssl.SSLError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            raise AdapterError(f"agent {agent!r}: cannot read its ca_bundle {path}: {reason}") from None
+    context = ssl.create_default_context()
+    try:
+        import certifi
+
+        context.load_verify_locations(certifi.where())
+    except (ImportError, OSError, ssl.SSLError):
+        pass
+    return context
+
+
+# --- faults ----------------------------------------------------------------------------------
+
+
+def unreachable(agent: str, url: str, exc: BaseException, *, connect_timeout: float | None = None) -> AdapterError:
+    """The agent at ``url`` cannot be reached: ``exc`` (or what it wraps: httpx and websockets
+    wrap the OSError) as words a user can act on."""
+    return AdapterError(f"cannot reach agent {agent!r} at {shown_url(url)}: {connect_failure(exc, url, connect_timeout)}")
+
+
+def connect_failure(exc: BaseException, url: str, connect_timeout: float | None = None) -> str:
+    """Why connecting to ``url`` failed, from ``exc`` and the exceptions it wraps."""
+    host = urlsplit(url).hostname or url
+    for cause in _causes(exc):
+        if isinstance(cause, ssl.SSLCertVerificationError):
+            return (
+                f"its TLS certificate does not verify ({cause.verify_message or cause.reason}); give the CA "
+                f"that signed it as ca_bundle, or set verify: false"
+            )
+        if isinstance(cause, ssl.SSLError):
+            return f"the TLS handshake failed ({cause.reason or cause}); does the agent speak TLS there?"
+        if isinstance(cause, socket.gaierror):
+            return f"the host name {host!r} cannot be resolved ({cause.strerror or cause})"
+        if isinstance(cause, ConnectionRefusedError):
+            return "connection refused (is the agent running and listening there?)"
+        if isinstance(cause, TimeoutError) or type(cause).__name__ in ("ConnectTimeout", "TimeoutError"):
+            after = f" within {connect_timeout:g} s (connect_timeout)" if connect_timeout is not None else ""
+            return f"no connection{after}"
+        if isinstance(cause, OSError) and cause.errno is not None:
+            return f"{cause.strerror or errno.errorcode.get(cause.errno, cause.errno)}"
+    text = str(exc)
+    if "Name or service not known" in text or "nodename nor servname" in text:
+        return f"the host name {host!r} cannot be resolved ({text})"
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _causes(exc: BaseException) -> list[BaseException]:
+    """``exc`` and the exceptions it was raised from, outermost first (at most 10)."""
+    found: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and len(found) < 10 and current not in found:
+        found.append(current)
+        current = current.__cause__ or current.__context__
+    return found
+
+
+def error_fields(body: bytes | str) -> tuple[str | None, str | None]:
+    """The ``error`` and ``error_code`` strings of a JSON error body (``{"error": "...",
+    "error_code": "INVALID_REQUEST"}``, also as ATP Response fields), each ``None`` when absent."""
+    if not body or body[:1] not in (b"{", "{"):
+        return None, None
+    try:
+        document = msgspec.json.decode(body)
+    except (msgspec.MsgspecError, UnicodeDecodeError, RecursionError):
+        return None, None
+    if not isinstance(document, dict):
+        return None, None
+    error, code = document.get("error"), document.get("error_code")
+    if isinstance(error, dict):  # {"error": {"message": ..., "code": ...}}
+        code = code if code is not None else error.get("code")
+        error = error.get("message")
+    return (error if isinstance(error, str) else None), (str(code) if isinstance(code, (str, int)) else None)
+
+
+def refusal(where: str, status: int | str, phrase: str, body: bytes | str, *, hint: str = "") -> AgentError:
+    """The agent answered the request ``where`` (``POST http://host/execute``) with a failure of
+    its transport, ``status`` (an HTTP status, a gRPC code) and ``body``. A 4xx (or a code the
+    transport reserves for bad requests) is an :class:`AgentRefused`; anything else an
+    :class:`AgentError`. The ``error`` of a JSON body is the evidence (the body itself, without
+    one); a plain ``error_code`` is shown in the message."""
+    error, code = error_fields(body)
+    shown = f" (error_code {code})" if code is not None and _CODE.match(code) else ""
+    evidence: str | bytes | None = error if error is not None else (body or None)
+    answer = f"{status} {phrase}".rstrip()
+    if isinstance(status, int) and 400 <= status < 500:
+        return AgentRefused(f"{where}: the agent refused the request with HTTP {answer}{shown}{hint}", status=status, evidence=evidence)
+    if isinstance(status, int):
+        return AgentError(f"{where}: the agent failed with HTTP {answer}{shown}{hint}", evidence=evidence)
+    return AgentRefused(f"{where}: the agent refused the request with {answer}{shown}{hint}", status=status, evidence=evidence)
+
+
+# --- the messages of one run -----------------------------------------------------------------
+
+
+class _Kind(msgspec.Struct):
+    event_type: Any = msgspec.UNSET
+
+
+_kind_decoder = msgspec.json.Decoder(_Kind)
+
+
+def is_event(data: bytes | str) -> bool:
+    """Whether the JSON object ``data`` has an ``event_type`` at its top level (an ATP Event),
+    not somewhere inside (a response whose artifact mentions it)."""
+    key = _EVENT_KEY if isinstance(data, (bytes, bytearray, memoryview)) else '"event_type"'
+    if key not in data:  # type: ignore[operator]
+        return False
+    try:
+        return _kind_decoder.decode(data).event_type is not msgspec.UNSET
+    except (msgspec.MsgspecError, UnicodeDecodeError, RecursionError):
+        return True  # (not JSON: the event decoder says what is wrong with it)
+
+
+def decode_message(data: bytes | str, *, final: bool = False) -> Event | ATPResponse:
+    """One message of an agent's stream: an ATP Event when it has an ``event_type``, else the
+    ATP Response (always the response when the transport marked it ``final``). Raises
+    ProtocolError, naming the message kind, the field and what was expected."""
+    if not final and is_event(data):
+        return decode_event(data)
+    return decode_response(data)
+
+
+def events_word(count: int) -> str:
+    return f"{count} event{'' if count == 1 else 's'}"
+
+
+class Incoming:
+    """What one run receives from a network agent: its messages decoded, its events delivered
+    to ``sink``, its bytes and events counted, and its faults worded with ``where`` (``POST
+    http://127.0.0.1:8000/execute/stream``, ``ws://127.0.0.1:8765``) and how far it got.
+
+    The adapter calls :meth:`received` with the size of everything it reads (before decoding,
+    so that the limit holds while a message is still arriving), then :meth:`take` with the
+    messages that have arrived (one, or a batch: events are decoded and delivered in one call),
+    until it returns the response; or :meth:`body` with a whole body that must be the response.
+    """
+
+    __slots__ = ("events", "limit", "messages", "received_bytes", "sink", "where")
+
+    def __init__(self, sink: EventSink, where: str, limit: int) -> None:
+        self.sink = sink
+        self.where = where
+        self.limit = limit
+        self.events = 0
+        """Events delivered to the sink so far."""
+        self.messages = 0
+        """Messages taken so far (events, and the response or the message that broke the run)."""
+        self.received_bytes = 0
+
+    @property
+    def so_far(self) -> str:
+        """How far the run got: ``after 3 events``, ``before any event``."""
+        return f"after {events_word(self.events)}" if self.events else "before any event"
+
+    def received(self, size: int) -> None:
+        """Count ``size`` more bytes; past the limit the run fails."""
+        self.received_bytes += size
+        if self.received_bytes > self.limit:
+            raise self.flooded()
+
+    def flooded(self) -> AgentError:
+        return AgentError(
+            f"{self.where}: the agent sent more than {self.limit} bytes in one run "
+            f"(max_message_bytes), {self.so_far}"
+        )
+
+    def take(self, messages: Sequence[bytes | str], final: Sequence[bool] | None = None) -> ATPResponse | None:
+        """Decode the ``messages`` that arrived (in order), deliver the events among them and
+        return the response when one is there (what follows it is ignored, with a warning).
+        ``final[i]`` marks a message the transport says is the response. Events that come
+        together as JSON without line breaks are decoded and delivered in one call."""
+        count = len(messages)
+        start = 0
+        if final is None or not any(final):
+            # The fast path: every message but trailing non-events decoded in one call.
+            end = count
+            while end > start and not _looks_event(messages[end - 1]):
+                end -= 1
+            if end - start > 1:
+                start = self._batch(messages, end)
+        for index in range(start, count):
+            data = messages[index]
+            marked = final is not None and final[index]
+            self.messages += 1
+            try:
+                message = decode_message(data, final=marked)
+            except ProtocolError as exc:
+                raise self.broken(exc, data) from None
+            if isinstance(message, ATPResponse):
+                left = count - index - 1
+                if left:
+                    self.sink.warn(
+                        f"{self.where}: {left} message{'' if left == 1 else 's'} after the ATP Response "
+                        f"{'was' if left == 1 else 'were'} ignored"
+                    )
+                return message
+            raw = data.encode() if isinstance(data, str) else data
+            self.sink.event(message, raw if b"\n" not in raw else None)
+            self.events += 1
+        return None
+
+    def _batch(self, messages: Sequence[bytes | str], end: int) -> int:
+        """Decode ``messages[:end]`` as events in one call and deliver them; returns how many were
+        (0 when one of them is not a known event, or holds a line break: then they are taken
+        one by one, for precise messages and unknown event types)."""
+        parts = [m.encode() if isinstance(m, str) else m for m in messages[:end]]
+        if any(b"\n" in part or part[:1] != b"{" for part in parts):
+            return 0
+        raw = b"\n".join(parts)
+        try:
+            events = decode_event_lines(raw)
+        except (ProtocolError, ValueError, RecursionError):
+            return 0
+        self.sink.events(events, raw)
+        self.events += end
+        self.messages += end
+        return end
+
+    def body(self, data: bytes) -> ATPResponse:
+        """A whole body that must be the ATP Response (a synchronous answer)."""
+        self.messages += 1
+        try:
+            return decode_response(data)
+        except ProtocolError as exc:
+            raise AgentError(
+                f"{self.where}: the agent broke the protocol: its answer is not an ATP Response ({exc})",
+                evidence=data,
+            ) from None
+
+    def broken(self, exc: ProtocolError, data: bytes | str) -> AgentError:
+        """Message number :attr:`messages` is not an ATP message."""
+        return AgentError(
+            f"{self.where}: the agent broke the protocol in message {self.messages} ({self.so_far}): {exc}",
+            evidence=data,
+        )
+
+    def cut(self, detail: str) -> AgentError:
+        """The connection broke before the response."""
+        return AgentError(f"{self.where}: the connection was cut {self.so_far}, before an ATP Response ({detail})")
+
+    def ended(self, how: str = "the stream ended") -> AgentError:
+        """The agent ended its stream (cleanly) without sending the response."""
+        return AgentError(f"{self.where}: {how} {self.so_far} without an ATP Response")
+
+
+def _looks_event(data: bytes | str) -> bool:
+    return (_EVENT_KEY if isinstance(data, bytes) else '"event_type"') in data  # type: ignore[operator]
