@@ -394,13 +394,15 @@ class Incoming:
         together as JSON without line breaks are decoded and delivered in one call."""
         count = len(messages)
         start = 0
-        if final is None or not any(final):
-            # The fast path: every message but trailing non-events decoded in one call.
-            end = count
-            while end > start and not _looks_event(messages[end - 1]):
-                end -= 1
-            if end - start > 1:
-                start = self._batch(messages, end)
+        # The fast path: the messages before the first one the transport marks as the response,
+        # but trailing non-events, decoded in one call.
+        end = count
+        if final is not None and True in final:
+            end = list(final).index(True)
+        while end > start and not _looks_event(messages[end - 1]):
+            end -= 1
+        if end - start > 1:
+            start = self._batch(messages, end)
         for index in range(start, count):
             data = messages[index]
             marked = final is not None and final[index]
