@@ -116,7 +116,13 @@ class WebSocketAdapter(Adapter):
             raise refusal(
                 f"GET {self.where} (WebSocket handshake)", answer.status_code, answer.reason_phrase, answer.body or b""
             ) from None
-        except (OSError, TimeoutError, errors.ProxyError) as exc:
+        except (OSError, TimeoutError, getattr(errors, "ProxyError", OSError)) as exc:  # (ProxyError: websockets 15)
+            if self._tls is not None and type(exc) is ConnectionResetError and not exc.args:
+                # asyncio's bare error for a server that closed during the TLS handshake
+                raise AdapterError(
+                    f"cannot reach agent {self.name!r} at {self.where}: the TLS handshake failed (the server "
+                    f"closed the connection); does the agent speak TLS there?"
+                ) from None
             raise unreachable(self.name, settings.endpoint, exc, connect_timeout=settings.connect_timeout) from None
         except errors.InvalidHandshake as exc:
             raise AgentError(
@@ -142,7 +148,7 @@ class WebSocketAdapter(Adapter):
         closed = False
         try:
             try:
-                await connection.send(encode(request), text=True)
+                await connection.send(encode(request).decode())  # (a str: a text frame, in websockets 13 too)
                 while True:
                     data = await connection.recv(decode=False)
                     incoming.received(len(data))
