@@ -135,12 +135,12 @@ def test_adapter_settings_are_validated_with_location(tmp_path: Path, plugins: P
 
 def test_unknown_type_and_missing_type(tmp_path: Path, plugins: Plugins) -> None:
     suite = load_suite(
-        write(tmp_path / "s.yaml", "test_suite: s\nagents:\n  - {name: a, type: grpc}\n  - {name: b, command: x}\n"
+        write(tmp_path / "s.yaml", "test_suite: s\nagents:\n  - {name: a, type: smtp}\n  - {name: b, command: x}\n"
               "tests:\n  - id: t\n    task: {description: x}\n"),
         plugins.evaluators,
     )
     found = agent_definitions(load_config(cwd=tmp_path), suite)
-    with pytest.raises(SuiteError, match="unknown agent type 'grpc'"):
+    with pytest.raises(SuiteError, match="unknown agent type 'smtp'"):
         resolve_agent(found["a"], plugins.adapters, {})
     with pytest.raises(SuiteError, match="has no 'type'"):
         resolve_agent(found["b"], plugins.adapters, {})
