@@ -67,13 +67,13 @@ import msgspec
 
 from atp.adapters.network import (
     Incoming,
+    NetworkAdapter,
     NetworkSettings,
     refusal,
     secret_name,
     secret_values,
     unreachable,
 )
-from atp.core.adapter import Adapter
 from atp.core.errors import AdapterError, AgentError, MissingDependencyError, ProtocolError
 from atp.core.plugins import require
 from atp.core.protocol import ATPRequest, ATPResponse, decode_event, encode
@@ -190,7 +190,7 @@ def grpc_modules() -> tuple[ModuleType, ModuleType, ModuleType]:
     return grpc, agent_pb2, agent_pb2_grpc
 
 
-class GrpcAdapter(Adapter):
+class GrpcAdapter(NetworkAdapter):
     type = "grpc"
     summary = "an agent serving the gRPC service atp.v1.Agent: Execute, or events streamed by ExecuteStream"
     Settings = GrpcSettings
@@ -260,18 +260,13 @@ class GrpcAdapter(Adapter):
         if channel is not None:
             await channel.close()
 
-    async def health_check(self) -> bool:
+    @property
+    def opened(self) -> bool:
+        return self._channel is not None
+
+    async def healthy(self) -> bool:
         """The agent's answer to ``Health`` within ``connect_timeout``; an agent without that
         rpc (its server answers ``UNIMPLEMENTED``) is healthy, since its server answered."""
-        if self._channel is None:
-            await self.start()
-            try:
-                return await self._healthy()
-            finally:
-                await self.aclose()
-        return await self._healthy()
-
-    async def _healthy(self) -> bool:
         grpc = self._grpc
         try:
             answer = await answer_of(

@@ -53,14 +53,13 @@ import anyio
 from atp.adapters.network import (
     ERROR_BODY_BYTES,
     Incoming,
+    NetworkAdapter,
     NetworkSettings,
     refusal,
-    secret_values,
     shown_url,
     tls_context,
     unreachable,
 )
-from atp.core.adapter import Adapter
 from atp.core.errors import AdapterError, AgentError, ProtocolError
 from atp.core.plugins import require
 from atp.core.protocol import ATPRequest, ATPResponse, encode
@@ -116,15 +115,11 @@ def _sse_parsers() -> tuple[Any, Any] | None:
     return SSELineDecoder(), SSEDecoder()
 
 
-class HttpAdapter(Adapter):
+class HttpAdapter(NetworkAdapter):
     type = "http"
     summary = "an agent behind an HTTP endpoint: POST /execute, or events as Server-Sent Events from /execute/stream"
     Settings = HttpSettings
     settings: HttpSettings
-
-    @classmethod
-    def secret_values(cls, settings: Any) -> list[str]:
-        return secret_values(settings)
 
     def __init__(self, settings: HttpSettings, *, name: str, base_dir: Path) -> None:
         super().__init__(settings, name=name, base_dir=base_dir)
@@ -173,18 +168,13 @@ class HttpAdapter(Adapter):
         if client is not None:
             await client.aclose()
 
-    async def health_check(self) -> bool:
+    @property
+    def opened(self) -> bool:
+        return self._client is not None
+
+    async def healthy(self) -> bool:
         """Whether ``GET {endpoint}/health`` answers (2xx, or 404: no health endpoint, but the
         agent is there) within :data:`HEALTH_SECONDS`."""
-        if self._client is None:
-            await self.start()
-            try:
-                return await self._healthy()
-            finally:
-                await self.aclose()
-        return await self._healthy()
-
-    async def _healthy(self) -> bool:
         httpx = self._httpx
         try:
             answer = await self._client.get(

@@ -55,6 +55,7 @@ from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 import msgspec
 
+from atp.core.adapter import Adapter
 from atp.core.errors import AdapterError, AgentError, AgentRefused, ProtocolError
 from atp.core.protocol import ATPResponse, Event, decode_event, decode_event_lines, decode_response
 from atp.core.trace import EventSink
@@ -182,6 +183,35 @@ def secret_values(settings: NetworkSettings) -> list[str]:
     except ValueError:
         pass
     return values
+
+
+class NetworkAdapter(Adapter):
+    """The base of the network adapters: the secrets of their settings masked, and a health
+    check that opens the adapter's connection first when it was not started (``atp validate``
+    asks before any run) and closes it again. A subclass says whether it :attr:`opened` and how
+    it checks (:meth:`healthy`)."""
+
+    @classmethod
+    def secret_values(cls, settings: Any) -> list[str]:
+        return secret_values(settings)
+
+    @property
+    def opened(self) -> bool:
+        """Whether :meth:`start` made what the runs share (a client, a channel)."""
+        return True
+
+    async def healthy(self) -> bool:
+        """Whether the agent answers, with the adapter started."""
+        return True
+
+    async def health_check(self) -> bool:
+        if self.opened:
+            return await self.healthy()
+        await self.start()
+        try:
+            return await self.healthy()
+        finally:
+            await self.aclose()
 
 
 def secret_name(name: str) -> bool:

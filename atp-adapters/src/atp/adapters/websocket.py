@@ -34,14 +34,13 @@ from typing import Any, ClassVar
 
 from atp.adapters.network import (
     Incoming,
+    NetworkAdapter,
     NetworkSettings,
     refusal,
-    secret_values,
     shown_url,
     tls_context,
     unreachable,
 )
-from atp.core.adapter import Adapter
 from atp.core.errors import AdapterError, AgentError, AgentRefused
 from atp.core.plugins import require
 from atp.core.protocol import ATPRequest, ATPResponse, encode
@@ -72,15 +71,11 @@ class WebSocketSettings(NetworkSettings, kw_only=True):
     )
 
 
-class WebSocketAdapter(Adapter):
+class WebSocketAdapter(NetworkAdapter):
     type = "websocket"
     summary = "an agent behind a WebSocket endpoint: the request as a message, events and the response as messages"
     Settings = WebSocketSettings
     settings: WebSocketSettings
-
-    @classmethod
-    def secret_values(cls, settings: Any) -> list[str]:
-        return secret_values(settings)
 
     def __init__(self, settings: WebSocketSettings, *, name: str, base_dir: Path) -> None:
         super().__init__(settings, name=name, base_dir=base_dir)
