@@ -75,6 +75,9 @@ HEALTH_SECONDS = 10.0
 """How long :meth:`HttpAdapter.health_check` waits for the agent's answer."""
 FALLBACK_STATUSES = (404, 405)
 """Answers to ``/execute/stream`` that make ``stream: auto`` use ``/execute``."""
+FINISH_BYTES = 64 * 1024
+FINISH_SECONDS = 0.05
+"""How much, and how long, ATP reads of a stream after its response for the stream's end."""
 _INSTALL = "atp-adapters"
 
 
@@ -113,6 +116,24 @@ def _sse_parsers() -> tuple[Any, Any] | None:
     except ImportError:
         return None
     return SSELineDecoder(), SSEDecoder()
+
+
+async def _finish(chunks: AsyncIterator[bytes], errors: type[Exception]) -> None:
+    """Read the end of a stream after its response, when it comes at once (an agent ends its
+    stream right after the response): its connection then goes back to the pool for the next
+    run, where a stream left unfinished has its connection closed. What an agent sends after
+    the response is not decoded; more than :data:`FINISH_BYTES`, or no end within
+    :data:`FINISH_SECONDS`, and the connection is closed. The run has its response: a
+    transport error now (``errors``, the agent dropping the connection) changes nothing."""
+    left = FINISH_BYTES
+    with anyio.move_on_after(FINISH_SECONDS):
+        try:
+            async for chunk in chunks:
+                left -= len(chunk)
+                if left < 0:
+                    break
+        except errors:
+            pass
 
 
 class HttpAdapter(NetworkAdapter):
@@ -291,7 +312,8 @@ class HttpAdapter(NetworkAdapter):
             return await self._read_events_one_by_one(answer, incoming)
         lines, parser = parsers
         text = codecs.getincrementaldecoder("utf-8")()
-        async for chunk in answer.aiter_bytes():
+        chunks = answer.aiter_bytes()
+        async for chunk in chunks:
             incoming.received(len(chunk))
             try:
                 decoded = text.decode(chunk)
@@ -311,6 +333,7 @@ class HttpAdapter(NetworkAdapter):
             if found:
                 response = incoming.take(found, final)
                 if response is not None:
+                    await _finish(chunks, self._httpx.HTTPError)
                     return response
         raise incoming.ended()
 
