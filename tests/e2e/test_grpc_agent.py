@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ATP, EXAMPLES, PYTHON, write
+from tests.network import Server, free_port
 
 pytest.importorskip("grpc", reason="the grpc adapter needs atp-adapters[grpc]")
 
@@ -43,22 +43,14 @@ def atp(*args: str, cwd: Path, timeout: float = 120) -> subprocess.CompletedProc
 
 @pytest.fixture(scope="module")
 def port() -> Iterator[int]:
-    process = subprocess.Popen([PYTHON, str(EXAMPLES / "agents" / "grpc_agent.py"), "--port", "0"],
-                               stdout=subprocess.PIPE, text=True)
-    assert process.stdout is not None
-    first = process.stdout.readline()
-    assert first.startswith("listening on "), first
-    yield int(first.split()[-1])
-    process.terminate()
-    process.wait(10)
+    server = Server([PYTHON, str(EXAMPLES / "agents" / "grpc_agent.py"), "--port", "0"])
+    yield server.port
+    server.stop()
 
 
 @pytest.fixture
 def project(tmp_path: Path, port: int) -> Path:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        down = sock.getsockname()[1]
-    write(tmp_path / "suite.yaml", SUITE.format(port=port, down=down))
+    write(tmp_path / "suite.yaml", SUITE.format(port=port, down=free_port()))
     return tmp_path
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ATP, EXAMPLES, PYTHON, write
+from tests.network import Server
 
 pytest.importorskip("fastapi", reason="the example HTTP agent is written with FastAPI")
 pytest.importorskip("uvicorn", reason="the example HTTP agent is served by uvicorn")
@@ -59,14 +60,9 @@ def atp(*args: str, cwd: Path, timeout: float = 120) -> subprocess.CompletedProc
 
 @pytest.fixture(scope="module")
 def port() -> Iterator[int]:
-    process = subprocess.Popen([PYTHON, str(EXAMPLES / "agents" / "http_agent.py"), "--port", "0"],
-                               stdout=subprocess.PIPE, text=True)
-    assert process.stdout is not None
-    first = process.stdout.readline()
-    assert first.startswith("listening on "), first
-    yield int(first.split()[-1])
-    process.terminate()
-    process.wait(10)
+    server = Server([PYTHON, str(EXAMPLES / "agents" / "http_agent.py"), "--port", "0"])
+    yield server.port
+    server.stop()
 
 
 @pytest.fixture

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,6 +16,7 @@ import pytest
 
 from tests.conftest import AGENTS, ATP, EXAMPLES, PYTHON, write
 from tests.e2e.test_validate import assert_speaks_atp, validate
+from tests.network import Server, free_port
 
 pytest.importorskip("websockets", reason="the websocket adapter needs the websockets package")
 
@@ -81,37 +81,17 @@ def atp(*args: str, cwd: Path, timeout: float = 120) -> subprocess.CompletedProc
                           text=True, timeout=timeout)
 
 
-def serve(argv: list[str]) -> tuple[subprocess.Popen[str], int]:
-    process = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
-    assert process.stdout is not None
-    first = process.stdout.readline()
-    assert first.startswith("listening on "), first
-    return process, int(first.split()[-1])
-
-
-def stop(process: subprocess.Popen[str]) -> None:
-    process.terminate()
-    try:
-        process.wait(10)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
-
-
 @pytest.fixture(scope="module")
 def ports() -> Iterator[dict[str, int]]:
-    agent, port = serve([PYTHON, str(EXAMPLES / "agents" / "websocket_agent.py"), "--port", "0"])
+    agent = Server([PYTHON, str(EXAMPLES / "agents" / "websocket_agent.py"), "--port", "0"])
     try:
-        faults, faults_port = serve([PYTHON, str(AGENTS / "ws_faults.py"), "ok", "--port", "0"])
+        faults = Server([PYTHON, str(AGENTS / "ws_faults.py"), "ok", "--port", "0"])
     except BaseException:
-        stop(agent)
+        agent.stop()
         raise
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        down = int(sock.getsockname()[1])
-    yield {"port": port, "faults": faults_port, "down": down}
-    stop(faults)
-    stop(agent)
+    yield {"port": agent.port, "faults": faults.port, "down": free_port()}
+    faults.stop()
+    agent.stop()
 
 
 @pytest.fixture

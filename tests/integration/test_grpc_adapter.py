@@ -6,10 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
-import socket
-import subprocess
 import threading
-import time
 import uuid
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -23,50 +20,18 @@ import pytest
 pytest.importorskip("grpc", reason="the grpc adapter needs atp-adapters[grpc]")
 
 from atp.adapters.grpc import GrpcAdapter, GrpcSettings
-from atp.core.config import agent_definitions, load_config, masker_for, resolve_agent
+from atp.core.config import agent_definitions, load_config, resolve_agent
 from atp.core.errors import AgentError, AgentRefused, SuiteError
 from atp.core.plugins import Plugins
-from atp.core.protocol import ATPRequest, Context, Event, FileArtifact, Task
+from atp.core.protocol import ATPRequest, Context, FileArtifact, Task
 from atp.core.results import RunStore, SuiteResults
-from atp.core.runner import Runner
 from atp.core.suite import load_suite
 from tests.conftest import AGENTS, EXAMPLES, PYTHON, write
+from tests.network import Server, Sink, free_port, run_agent_suite, runs_by_test, self_signed_certificate
 
 AGENT = EXAMPLES / "agents" / "grpc_agent.py"
 FAULTS = AGENTS / "grpc_faults.py"
 MiB = 1024 * 1024
-
-
-class Server:
-    """A gRPC server process on loopback: its port, and what it printed after its first line."""
-
-    def __init__(self, argv: list[str]) -> None:
-        self.process = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
-        assert self.process.stdout is not None
-        first = self.process.stdout.readline()
-        assert first.startswith("listening on "), first
-        self.port = int(first.split()[-1])
-        self.lines: list[str] = []
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        assert self.process.stdout is not None
-        for line in self.process.stdout:
-            self.lines.append(line.strip())
-
-    def printed(self, line: str, within: float = 5.0) -> bool:
-        deadline = time.monotonic() + within
-        while line not in self.lines and time.monotonic() < deadline:
-            time.sleep(0.02)
-        return line in self.lines
-
-    def stop(self) -> None:
-        self.process.terminate()
-        try:
-            self.process.wait(5)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
 
 
 @pytest.fixture(scope="module")
@@ -88,32 +53,14 @@ def fault_server(mode: str) -> Server:
     return Server([PYTHON, str(FAULTS), mode, "--port", "0"])
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def run_suite(
     tmp_path: Path, plugins: Plugins, settings: str, tests: str, **options: Any
 ) -> tuple[SuiteResults, RunStore]:
-    text = f"test_suite: grpc\nagents:\n  - name: agent\n    type: grpc\n{settings}tests:\n{tests}"
-    suite = load_suite(write(tmp_path / "suite.yaml", text), plugins.evaluators)
-    config = load_config(cwd=tmp_path)
-    resolved = resolve_agent(agent_definitions(config, suite)["agent"], plugins.adapters)
-    masker = masker_for(config, resolved)  # (as atp test does)
-    runner = Runner(plugins, suite, suite.tests, resolved, run_root=tmp_path / "runs", masker=masker, **options)
-    results = anyio.run(runner.run)
-    assert runner.store is not None
-    return results, runner.store
+    return run_agent_suite("grpc", tmp_path, plugins, settings, tests, **options)
 
 
 def at(port: int, extra: str = "") -> str:
     return f"    endpoint: grpc://127.0.0.1:{port}\n{extra}"
-
-
-def runs_by_test(results: SuiteResults) -> dict[str, Any]:
-    return {test.id: test.runs[0] for test in results.tests}
 
 
 def request(description: str = "research", **context: Any) -> ATPRequest:
@@ -123,29 +70,6 @@ def request(description: str = "research", **context: Any) -> ATPRequest:
         task=Task(description=description, input_data={"company": "Slack", "top": 3}),
         context=Context(**context) if context else None,
     )
-
-
-class Sink:
-    """An EventSink that keeps what it is given."""
-
-    def __init__(self) -> None:
-        self.received: list[tuple[Event, bytes | None]] = []
-        self.warnings: list[str] = []
-
-    def event(self, event: Event, raw: bytes | None = None) -> None:
-        self.received.append((event, raw))
-
-    def events(self, events: Any, raw: bytes | None = None) -> None:
-        self.received.extend((event, None) for event in events)
-
-    def types(self) -> list[str]:
-        return [event.event_type for event, _ in self.received]
-
-    def log(self, line: str) -> None:
-        pass
-
-    def warn(self, message: str) -> None:
-        self.warnings.append(message)
 
 
 async def with_adapter(settings: dict[str, Any], body: Any, base_dir: Path = Path(".")) -> Any:
@@ -458,16 +382,7 @@ def test_metadata_is_sent_with_every_call_and_secret_values_are_masked(tmp_path:
 
 @pytest.fixture(scope="module")
 def certificate(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    if shutil.which("openssl") is None:
-        pytest.skip("openssl makes the test certificate")
-    folder = tmp_path_factory.mktemp("tls")
-    cert, key = folder / "cert.pem", folder / "key.pem"
-    subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=localhost",
-         "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
-        check=True, capture_output=True,
-    )
-    return cert, key
+    return self_signed_certificate(tmp_path_factory.mktemp("tls"))
 
 
 def test_tls_with_a_ca_bundle(tmp_path: Path, plugins: Plugins, certificate: tuple[Path, Path]) -> None:

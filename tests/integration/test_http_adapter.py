@@ -7,9 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
-import socket
 import ssl
-import subprocess
 import time
 import uuid
 from collections.abc import Iterator
@@ -24,15 +22,15 @@ pytest.importorskip("httpx", reason="the http adapter needs httpx")
 pytest.importorskip("httpx_sse", reason="the http adapter needs httpx-sse")
 
 from atp.adapters.http import HttpAdapter, HttpSettings
-from atp.core.config import agent_definitions, load_config, masker_for, resolve_agent
+from atp.core.config import agent_definitions, load_config, resolve_agent
 from atp.core.errors import AdapterError, AgentError, AgentRefused, SuiteError
 from atp.core.plugins import Plugins
-from atp.core.protocol import ATPRequest, Event, Task
+from atp.core.protocol import ATPRequest, Task
 from atp.core.results import RunStore, SuiteResults
-from atp.core.runner import Runner
 from atp.core.suite import load_suite
 from tests.agents.http_faults import FaultyAgent
 from tests.conftest import write
+from tests.network import Sink, free_port, run_agent_suite, runs_by_test, self_signed_certificate
 
 MiB = 1024 * 1024
 
@@ -44,24 +42,10 @@ def agent() -> Iterator[FaultyAgent]:
         yield server
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def run_suite(
     tmp_path: Path, plugins: Plugins, settings: str, tests: str, **options: Any
 ) -> tuple[SuiteResults, RunStore]:
-    text = f"test_suite: http\nagents:\n  - name: agent\n    type: http\n{settings}tests:\n{tests}"
-    suite = load_suite(write(tmp_path / "suite.yaml", text), plugins.evaluators)
-    config = load_config(cwd=tmp_path)
-    resolved = resolve_agent(agent_definitions(config, suite)["agent"], plugins.adapters)
-    masker = masker_for(config, resolved)  # (as atp test does)
-    runner = Runner(plugins, suite, suite.tests, resolved, run_root=tmp_path / "runs", masker=masker, **options)
-    results = anyio.run(runner.run)
-    assert runner.store is not None
-    return results, runner.store
+    return run_agent_suite("http", tmp_path, plugins, settings, tests, **options)
 
 
 def at(url: str, extra: str = "") -> str:
@@ -74,35 +58,8 @@ def cases(*descriptions: str, timeout: int | None = None) -> str:
     return "".join(f"  - id: t{i}\n    task: {{description: '{d}'}}{limit}\n" for i, d in enumerate(descriptions))
 
 
-def runs_by_test(results: SuiteResults) -> dict[str, Any]:
-    return {test.id: test.runs[0] for test in results.tests}
-
-
 def request(description: str = "ok") -> ATPRequest:
     return ATPRequest(version="1.0", task_id=str(uuid.uuid4()), task=Task(description=description))
-
-
-class Sink:
-    """An EventSink that keeps what it is given."""
-
-    def __init__(self) -> None:
-        self.received: list[tuple[Event, bytes | None]] = []
-        self.warnings: list[str] = []
-
-    def event(self, event: Event, raw: bytes | None = None) -> None:
-        self.received.append((event, raw))
-
-    def events(self, events: Any, raw: bytes | None = None) -> None:
-        self.received.extend((event, None) for event in events)
-
-    def sequences(self) -> list[int]:
-        return [event.sequence for event, _ in self.received]
-
-    def log(self, line: str) -> None:
-        pass
-
-    def warn(self, message: str) -> None:
-        self.warnings.append(message)
 
 
 def adapter_for(settings: dict[str, Any], base_dir: Path = Path(".")) -> HttpAdapter:
@@ -401,16 +358,7 @@ def test_secret_header_values_are_masked_in_everything_written(
 
 @pytest.fixture(scope="module")
 def certificate(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    if shutil.which("openssl") is None:
-        pytest.skip("openssl makes the test certificate")
-    folder = tmp_path_factory.mktemp("tls")
-    cert, key = folder / "cert.pem", folder / "key.pem"
-    subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=localhost",
-         "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
-        check=True, capture_output=True,
-    )
-    return cert, key
+    return self_signed_certificate(tmp_path_factory.mktemp("tls"))
 
 
 def test_tls_with_a_ca_bundle(tmp_path: Path, plugins: Plugins, agent: FaultyAgent, certificate: tuple[Path, Path]) -> None:

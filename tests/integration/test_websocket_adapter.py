@@ -6,10 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
-import socket
-import subprocess
 import threading
-import time
 import uuid
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -25,50 +22,18 @@ pytest.importorskip("websockets", reason="the websocket adapter needs the websoc
 from websockets.asyncio.client import connect
 
 from atp.adapters.websocket import WebSocketAdapter, WebSocketSettings
-from atp.core.config import agent_definitions, load_config, masker_for, resolve_agent
+from atp.core.config import agent_definitions, load_config, resolve_agent
 from atp.core.errors import AdapterError, AgentError, AgentRefused, SuiteError
 from atp.core.plugins import Plugins
-from atp.core.protocol import ATPRequest, Context, Event, FileArtifact, Task
+from atp.core.protocol import ATPRequest, Context, FileArtifact, Task
 from atp.core.results import RunStore, SuiteResults
-from atp.core.runner import Runner
 from atp.core.suite import load_suite
 from tests.conftest import AGENTS, EXAMPLES, PYTHON, write
+from tests.network import Server, Sink, free_port, run_agent_suite, runs_by_test, self_signed_certificate
 
 AGENT = EXAMPLES / "agents" / "websocket_agent.py"
 FAULTS = AGENTS / "ws_faults.py"
 MiB = 1024 * 1024
-
-
-class Server:
-    """A server process on loopback: its port, and the lines it printed after the first."""
-
-    def __init__(self, argv: list[str]) -> None:
-        self.process = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
-        assert self.process.stdout is not None
-        first = self.process.stdout.readline()
-        assert first.startswith("listening on "), first
-        self.port = int(first.split()[-1])
-        self.lines: list[str] = []
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        assert self.process.stdout is not None
-        for line in self.process.stdout:
-            self.lines.append(line.strip())
-
-    def printed(self, line: str, within: float = 5.0) -> bool:
-        deadline = time.monotonic() + within
-        while line not in self.lines and time.monotonic() < deadline:
-            time.sleep(0.02)
-        return line in self.lines
-
-    def stop(self) -> None:
-        self.process.terminate()
-        try:
-            self.process.wait(5)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
 
 
 @pytest.fixture(scope="module")
@@ -86,32 +51,14 @@ def faults() -> Iterator[Server]:
     server.stop()
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def run_suite(
     tmp_path: Path, plugins: Plugins, settings: str, tests: str, **options: Any
 ) -> tuple[SuiteResults, RunStore]:
-    text = f"test_suite: websocket\nagents:\n  - name: agent\n    type: websocket\n{settings}tests:\n{tests}"
-    suite = load_suite(write(tmp_path / "suite.yaml", text), plugins.evaluators)
-    config = load_config(cwd=tmp_path)
-    resolved = resolve_agent(agent_definitions(config, suite)["agent"], plugins.adapters)
-    masker = masker_for(config, resolved)  # (as atp test does)
-    runner = Runner(plugins, suite, suite.tests, resolved, run_root=tmp_path / "runs", masker=masker, **options)
-    results = anyio.run(runner.run)
-    assert runner.store is not None
-    return results, runner.store
+    return run_agent_suite("websocket", tmp_path, plugins, settings, tests, **options)
 
 
 def at(port: int, extra: str = "") -> str:
     return f"    endpoint: ws://127.0.0.1:{port}\n{extra}"
-
-
-def runs_by_test(results: SuiteResults) -> dict[str, Any]:
-    return {test.id: test.runs[0] for test in results.tests}
 
 
 def request(description: str = "research", **context: Any) -> ATPRequest:
@@ -121,29 +68,6 @@ def request(description: str = "research", **context: Any) -> ATPRequest:
         task=Task(description=description, input_data={"company": "Slack"}),
         context=Context(**context) if context else None,
     )
-
-
-class Sink:
-    """An EventSink that keeps what it is given."""
-
-    def __init__(self) -> None:
-        self.received: list[Event] = []
-        self.warnings: list[str] = []
-
-    def event(self, event: Event, raw: bytes | None = None) -> None:
-        self.received.append(event)
-
-    def events(self, events: Any, raw: bytes | None = None) -> None:
-        self.received.extend(events)
-
-    def types(self) -> list[str]:
-        return [event.event_type for event in self.received]
-
-    def log(self, line: str) -> None:
-        pass
-
-    def warn(self, message: str) -> None:
-        self.warnings.append(message)
 
 
 async def with_adapter(settings: dict[str, Any], body: Any, base_dir: Path = Path(".")) -> Any:
@@ -256,7 +180,7 @@ def test_the_agent_calls_the_mock_tools_over_http(agent: Server) -> None:
         tools.shutdown()
         tools.server_close()
     assert calls == [("/runs/abc/tools/web_search", {"task_id": task.task_id, "input": {"query": "Slack competitors"}})]
-    call = next(event for event in sink.received if event.event_type == "tool_call")
+    call = next(event for event in sink.seen if event.event_type == "tool_call")
     assert call.payload.output == {"results": [{"title": "Rocket.Chat"}, {"title": "Zulip"}]}
     assert answer.status == "completed"
     assert answer.artifacts[0].content == "# Competitors of Slack\n\n1. Rocket.Chat\n2. Zulip\n"
@@ -304,7 +228,7 @@ def test_a_refused_handshake_shows_its_http_status(faults: Server) -> None:
     assert type(failed) is AgentError
     assert str(failed) == f"{where.format(500)}: the agent failed with HTTP 500 Internal Server Error"
     assert bytes(failed.evidence or b"") == b"the agent is out of order\n"
-    assert sink.received == []
+    assert sink.seen == []
 
 
 def test_a_port_that_is_not_a_websocket_server(tmp_path: Path, plugins: Plugins) -> None:
@@ -363,7 +287,7 @@ def test_max_message_bytes_decides_what_is_too_large(faults: Server) -> None:
     # under the default limit (50 MiB) the 2 MiB message is read: an event, then the agent closes
     ended, sink = execute(f"ws://127.0.0.1:{faults.port}", request("huge"))
     assert str(ended).endswith("(code 1000, normal closure) after 2 events without an ATP Response"), ended
-    assert len(sink.received) == 2 and len(sink.received[1].payload.message) == 2 * MiB
+    assert len(sink.seen) == 2 and len(sink.seen[1].payload.message) == 2 * MiB
 
 
 def test_the_time_limit_closes_the_connection_and_keeps_the_events(
@@ -382,7 +306,7 @@ def test_the_time_limit_closes_the_connection_and_keeps_the_events(
 
 def test_more_after_the_response_is_ignored(faults: Server) -> None:
     answer, sink = execute(f"ws://127.0.0.1:{faults.port}", request("after_response"))
-    assert answer.status == "completed" and sink.received == [] and sink.warnings == []
+    assert answer.status == "completed" and sink.seen == [] and sink.warnings == []
 
 
 # --- headers, secrets, TLS, settings -------------------------------------------------------
@@ -411,16 +335,7 @@ def test_headers_go_with_the_handshake_and_secret_values_are_masked(
 
 @pytest.fixture(scope="module")
 def certificate(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    if shutil.which("openssl") is None:
-        pytest.skip("openssl makes the test certificate")
-    folder = tmp_path_factory.mktemp("tls")
-    cert, key = folder / "cert.pem", folder / "key.pem"
-    subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=localhost",
-         "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
-        check=True, capture_output=True,
-    )
-    return cert, key
+    return self_signed_certificate(tmp_path_factory.mktemp("tls"))
 
 
 def test_tls_with_a_ca_bundle(tmp_path: Path, plugins: Plugins, agent: Server, certificate: tuple[Path, Path]) -> None:
