@@ -115,5 +115,6 @@ def test_memory_per_test_is_what_the_suite_and_its_results_need(tmp_path: Path, 
     # Loading never holds every test's nodes at once.
     assert per_test(small.loaded_peak, large.loaded_peak) < 3 * 1024
     # The peak: the results read back (~2.1 KiB a run), the JSON document (~1.4 KiB a test
-    # here), the suite (~0.4 KiB).
-    assert per_test(small.peak, large.peak) < 6 * 1024
+    # here), the suite (~0.4 KiB), each test's statistics (~2.5 KiB: the score, its components
+    # and six metrics, each with its own figures, in the results and in the JSON).
+    assert per_test(small.peak, large.peak) < 9 * 1024

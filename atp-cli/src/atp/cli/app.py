@@ -77,6 +77,23 @@ def config_option(func: F) -> F:
     )(func)
 
 
+class RunsType(click.ParamType):
+    """``--runs``: a number of runs per test (1-10000), or ``auto``."""
+
+    name = "N|auto"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int | str:
+        if isinstance(value, int) or value == "auto":
+            return value
+        try:
+            number = int(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is neither a number of runs nor 'auto'", param, ctx)
+        if not 1 <= number <= 10000:
+            self.fail(f"{number} is not between 1 and 10000", param, ctx)
+        return number
+
+
 def split_outputs(values: Sequence[str]) -> list[str]:
     names: list[str] = []
     for value in values:
@@ -177,12 +194,18 @@ def render(reporters: Sequence[Reporter], results: SuiteResults, store: RunStore
 
 def exit_code(results: SuiteResults) -> int:
     """0 when every test passed and the run directory is sound; 130/143 for a run stopped by
-    SIGINT/SIGTERM; 1 otherwise (a test failed, or the run did not finish)."""
+    SIGINT/SIGTERM; 1 otherwise (a test failed, the run did not finish, or it regressed from
+    its baseline and regressions fail the run)."""
     import signal
 
     if results.stopped_by in ("SIGINT", "SIGTERM"):
         return 128 + int(getattr(signal, results.stopped_by))
-    return 0 if results.summary.ok and not results.problems and not results.interrupted else 1
+    if not results.summary.ok or results.problems or results.interrupted:
+        return 1
+    comparison = results.baseline
+    if comparison is not None and comparison.fail_on_regression and comparison.failing_regressions:
+        return 1
+    return 0
 
 
 def show_tracebacks(results: SuiteResults) -> None:

@@ -33,7 +33,7 @@ from atp.core.protocol import TimeoutSeconds
 from atp.core.secrets import Masker, looks_secret
 from atp.core.suite import (
     NonEmpty,
-    RunsCount,
+    RunsSpec,
     Suite,
     _Strict,
     check_format_version,
@@ -63,7 +63,7 @@ class ConfigFileError(SuiteError):
 
 class ConfigDefaults(_Strict, kw_only=True):
     timeout_seconds: TimeoutSeconds | None = None
-    runs_per_test: RunsCount | None = None
+    runs_per_test: RunsSpec | None = None
     parallel_workers: Annotated[int, msgspec.Meta(ge=1, le=1024)] | None = None
 
 

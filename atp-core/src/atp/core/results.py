@@ -27,13 +27,27 @@ from typing import Any, Literal
 import msgspec
 
 from atp.core import files
+from atp.core.adaptive import Adaptive, Stop, replay
+from atp.core.baseline import (
+    Baseline,
+    BaselineComparison,
+    BaselineRun,
+    BaselineTest,
+    Compared,
+    Correction,
+    TestComparison,
+    compare,
+    encode_baseline,
+    read_baseline,
+)
 from atp.core.errors import AtpError, StorageError
 from atp.core.protocol import Artifact, Event, Metrics, ResponseStatus
 from atp.core.secrets import Masker
+from atp.core.stats import Stats, describe, k_values, pass_at_k, pass_hat_k
 from atp.core.trace import TraceSummary, read_events
 
 RESULTS_FORMAT = "atp-results"
-RESULTS_FORMAT_VERSION = "1.0"
+RESULTS_FORMAT_VERSION = "1.1"
 
 Outcome = Literal["passed", "failed", "error"]
 TestStatus = Literal["passed", "failed", "skipped", "error"]
@@ -84,17 +98,48 @@ class RunResult(msgspec.Struct, kw_only=True):
         return [c for c in self.checks if not c.passed]
 
 
+class PassRule(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """How a test with several runs passes: ``all`` of its runs pass (the default), at least a
+    ``pass_rate`` of them (0-1), or their mean score is at least ``min_score`` (0-100). A test
+    with a run that could not be evaluated (an error) is an error whatever the rule."""
+
+    rule: Literal["all", "pass_rate", "min_score"] = "all"
+    threshold: float | None = None
+
+    def passes(self, runs: list["RunResult"]) -> bool:
+        if self.rule == "pass_rate":
+            return sum(r.outcome == "passed" for r in runs) / len(runs) >= (self.threshold or 0.0)
+        if self.rule == "min_score":
+            return fmean(r.score for r in runs) >= (self.threshold or 0.0)
+        return all(r.outcome == "passed" for r in runs)
+
+    def describe(self) -> str:
+        if self.rule == "pass_rate":
+            return f"at least {(self.threshold or 0.0) * 100:g}% of the runs pass"
+        if self.rule == "min_score":
+            return f"the mean score is at least {self.threshold or 0.0:g}"
+        return "every run passes"
+
+
+ALL_RUNS = PassRule()
+
+
 class PlannedTest(msgspec.Struct, kw_only=True):
     """A selected test as the run planned it."""
 
-    __atp_unmasked__ = frozenset({"id"})
+    __atp_unmasked__ = frozenset({"id", "fingerprint"})
 
     id: str
     name: str
     description: str | None = None
     tags: list[str] = msgspec.field(default_factory=list)
     runs: int = 1
+    """The runs planned; under an adaptive plan, its ``max_runs``."""
     skip: str | None = None
+    pass_rule: PassRule = ALL_RUNS
+    adaptive: Adaptive | None = None
+    fingerprint: str | None = None
+    """What the test asks and checks, hashed (:func:`atp.core.suite.test_fingerprint`)."""
 
 
 class PluginFailure(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -105,6 +150,14 @@ class PluginFailure(msgspec.Struct, kw_only=True, omit_defaults=True):
     """What ATP was calling: ``atp_run_finished``, ``reporter json``, ..."""
     message: str
     traceback: str | None = None
+
+
+class BaselineRef(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """How a run is compared with its baseline."""
+
+    file: str
+    correction: Correction = "holm"
+    fail_on_regression: bool = True
 
 
 STOPPED_BY = ("SIGINT", "SIGTERM", "fail-fast", "storage")
@@ -131,6 +184,41 @@ class RunHeader(msgspec.Struct, kw_only=True):
     deselected: int = 0
     tests: list[PlannedTest] = msgspec.field(default_factory=list)
     plugin_failures: list[PluginFailure] = msgspec.field(default_factory=list)
+    suite_fingerprint: str | None = None
+    baseline: BaselineRef | None = None
+    """The baseline this run is compared with (kept in the run directory as ``baseline.json``)."""
+
+
+class TestStatistics(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """What a test's runs add up to (docs/statistics.md)."""
+
+    __test__ = False
+
+    runs: int
+    passed_runs: int
+    pass_rate: float
+    score: Stats
+    components: dict[str, Stats] = msgspec.field(default_factory=dict)
+    """The composite score's components (0-1 each), over the runs where each counted."""
+    metrics: dict[str, Stats] = msgspec.field(default_factory=dict)
+    """Tokens, steps, tool calls, LLM calls, wall time (ATP's measure) and cost, over the runs
+    that report each."""
+    pass_at_k: dict[int, float] = msgspec.field(default_factory=dict)
+    """The chance that at least one of k runs passes, for k in 1, 3, 5, 10, ... and n."""
+    pass_hat_k: dict[int, float] = msgspec.field(default_factory=dict)
+    """The chance that all of k runs pass (pass^k)."""
+
+
+class SuiteStatistics(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """The suite's figures over its tests that ran."""
+
+    score: Stats | None = None
+    """Over the tests' mean scores."""
+    pass_at_k: dict[int, float] = msgspec.field(default_factory=dict)
+    """The mean over the tests, for the k that every test's runs allow."""
+    pass_hat_k: dict[int, float] = msgspec.field(default_factory=dict)
+    unstable: list[str] = msgspec.field(default_factory=list)
+    """The tests whose score is unstable or critical (coefficient of variation 0.15 or more)."""
 
 
 class TestResult(msgspec.Struct, kw_only=True):
@@ -148,6 +236,14 @@ class TestResult(msgspec.Struct, kw_only=True):
     runs: list[RunResult] = msgspec.field(default_factory=list)
     planned_runs: int = 1
     skip_reason: str | None = None
+    pass_rule: PassRule = ALL_RUNS
+    statistics: TestStatistics | None = None
+    adaptive: Adaptive | None = None
+    stop: Stop | None = None
+    """Why an adaptive test stopped running (``None`` while it has not)."""
+    baseline: TestComparison | None = None
+    """This test compared with the baseline, when the run has one."""
+    fingerprint: str | None = None
 
     @property
     def failed_checks(self) -> list[Check]:
@@ -193,15 +289,88 @@ class SuiteResults(msgspec.Struct, kw_only=True):
     run did not plan); a run with problems does not count as passed."""
     plugin_failures: list[PluginFailure] = msgspec.field(default_factory=list)
     """Plugins that raised outside a run's checks; the tests' results stand."""
+    statistics: SuiteStatistics | None = None
+    suite_fingerprint: str | None = None
+    baseline: BaselineComparison | None = None
+    """The run compared with its baseline (each test's comparison is on the test)."""
 
 
-def status_of_runs(runs: list[RunResult]) -> TestStatus:
-    """All runs passed: passed; any run could not be evaluated: error; otherwise failed."""
+def status_of_runs(runs: list[RunResult], rule: PassRule = ALL_RUNS) -> TestStatus:
+    """Any run could not be evaluated: error; otherwise passed or failed by the test's pass
+    rule (by default, every run must pass)."""
     if any(r.outcome == "error" for r in runs):
         return "error"
-    if all(r.outcome == "passed" for r in runs):
-        return "passed"
-    return "failed"
+    return "passed" if rule.passes(runs) else "failed"
+
+
+METRIC_NAMES = ("total_tokens", "total_steps", "tool_calls", "llm_calls", "wall_time_seconds", "cost_usd")
+
+
+def run_metrics(run: RunResult) -> dict[str, float]:
+    """The measurements of a run that statistics are taken of: what the agent reported, else
+    what its events showed; wall time is ATP's own measure of the run."""
+    metrics, trace = run.metrics, run.trace
+    found: dict[str, float] = {"wall_time_seconds": run.duration_seconds}
+    tokens = metrics.total_tokens
+    if tokens is None and (metrics.input_tokens is not None or metrics.output_tokens is not None):
+        tokens = (metrics.input_tokens or 0) + (metrics.output_tokens or 0)
+    if tokens is None and (trace.input_tokens or trace.output_tokens):
+        tokens = trace.input_tokens + trace.output_tokens
+    if tokens is not None:
+        found["total_tokens"] = tokens
+    steps = metrics.total_steps if metrics.total_steps is not None else (trace.max_step or None)
+    if steps is not None:
+        found["total_steps"] = steps
+    found["tool_calls"] = metrics.tool_calls if metrics.tool_calls is not None else trace.tool_call_count
+    found["llm_calls"] = metrics.llm_calls if metrics.llm_calls is not None else trace.llm_calls
+    if metrics.cost_usd is not None:
+        found["cost_usd"] = metrics.cost_usd
+    return found
+
+
+def test_statistics(runs: list[RunResult]) -> TestStatistics:
+    """The statistics of a test's runs (at least one)."""
+    n = len(runs)
+    passed = sum(r.outcome == "passed" for r in runs)
+    components: dict[str, list[float]] = {}
+    metrics: dict[str, list[float]] = {}
+    for run in runs:
+        for name, value in run.score_breakdown.items():
+            components.setdefault(name, []).append(value)
+        for name, value in run_metrics(run).items():
+            metrics.setdefault(name, []).append(value)
+    ks = k_values(n)
+    return TestStatistics(
+        runs=n,
+        passed_runs=passed,
+        pass_rate=passed / n,
+        score=describe([r.score for r in runs]),
+        components={name: describe(values) for name, values in components.items()},
+        metrics={name: describe(metrics[name]) for name in METRIC_NAMES if name in metrics},
+        pass_at_k={k: pass_at_k(n, passed, k) for k in ks},
+        pass_hat_k={k: pass_hat_k(n, passed, k) for k in ks},
+    )
+
+
+test_statistics.__test__ = False  # type: ignore[attr-defined]  # not a pytest test
+
+
+def suite_statistics(tests: list[TestResult]) -> SuiteStatistics:
+    ran = [t for t in tests if t.statistics is not None]
+    if not ran:
+        return SuiteStatistics()
+    having = [t.statistics for t in ran if t.statistics is not None]
+    ks = k_values(min(s.runs for s in having))  # every test has runs enough for these
+    at_k = {k: fmean(pass_at_k(s.runs, s.passed_runs, k) for s in having) for k in ks}
+    hat_k = {k: fmean(pass_hat_k(s.runs, s.passed_runs, k) for s in having) for k in ks}
+    return SuiteStatistics(
+        score=describe([t.score for t in ran]),
+        pass_at_k=at_k,
+        pass_hat_k=hat_k,
+        unstable=[
+            t.id for t in ran if t.statistics is not None and t.statistics.score.stability in ("unstable", "critical")
+        ],
+    )
 
 
 _NOT_RUN = {
@@ -211,12 +380,21 @@ _NOT_RUN = {
 
 
 def make_test_result(
-    planned: PlannedTest, runs: list[RunResult], interrupted: bool, stopped_by: str | None = None
+    planned: PlannedTest,
+    runs: list[RunResult],
+    interrupted: bool,
+    stopped_by: str | None = None,
+    baseline: BaselineTest | None = None,
 ) -> TestResult:
-    """A planned test and its runs, with the status and score they add up to."""
+    """A planned test and its runs (in the order they finished), with the status, score and
+    statistics they add up to; an adaptive test's stop is replayed (against the test's
+    ``baseline`` entry, when there is one)."""
+    stop = None
+    if planned.adaptive is not None and runs:
+        stop = replay(planned.adaptive, [r.score for r in runs], baseline.sample() if baseline is not None else None)
     runs = sorted(runs, key=lambda r: r.run_number)
     if runs:
-        status = status_of_runs(runs)
+        status = status_of_runs(runs, planned.pass_rule)
         skip_reason = None
     else:
         status = "skipped"
@@ -234,23 +412,44 @@ def make_test_result(
         runs=runs,
         planned_runs=planned.runs,
         skip_reason=skip_reason,
+        pass_rule=planned.pass_rule,
+        statistics=test_statistics(runs) if runs else None,
+        adaptive=planned.adaptive,
+        stop=stop,
+        fingerprint=planned.fingerprint,
     )
 
 
+def is_incomplete(planned: PlannedTest, test: TestResult) -> bool:
+    """A test (not skipped by the suite) with fewer runs than planned: under an adaptive plan,
+    one that neither decided to stop nor reached ``max_runs``."""
+    if planned.skip is not None or len(test.runs) >= planned.runs:
+        return False
+    return planned.adaptive is None or test.stop is None
+
+
 def build_suite_results(
-    header: RunHeader, runs: list[RunResult], problems: list[str] | None = None
+    header: RunHeader,
+    runs: list[RunResult],
+    problems: list[str] | None = None,
+    baseline: Baseline | None = None,
 ) -> SuiteResults:
-    """Group run results under the planned tests and count the summary; ``problems`` are
-    what reading the run directory found wrong (results of unplanned tests are added)."""
+    """Group run results (in the order they finished) under the planned tests, count the
+    summary and take the statistics; ``problems`` are what reading the run directory found
+    wrong (results of unplanned tests are added). With a ``baseline``, each test is compared
+    with it as ``header.baseline`` says."""
     interrupted = header.interrupted or header.finished_at is None
     problems = list(problems or ())
     by_test: dict[str, list[RunResult]] = {}
     for run in runs:
         by_test.setdefault(run.test_id, []).append(run)
-    tests = [
-        make_test_result(planned, by_test.pop(planned.id, []), interrupted, header.stopped_by)
-        for planned in header.tests
-    ]
+    entries = baseline.tests if baseline is not None and baseline.suite == header.suite else {}
+    scores: dict[str, list[float]] = {}
+    tests = []
+    for planned in header.tests:
+        mine = by_test.pop(planned.id, [])
+        scores[planned.id] = [r.score for r in mine]
+        tests.append(make_test_result(planned, mine, interrupted, header.stopped_by, entries.get(planned.id)))
     for test_id, stray in by_test.items():
         problems.append(
             f"{len(stray)} result(s) for test {test_id!r}, which this run did not plan: not counted"
@@ -263,10 +462,25 @@ def build_suite_results(
         errors=sum(t.status == "error" for t in tests),
         deselected=header.deselected,
         runs=len(runs),
-        incomplete=sum(
-            1 for planned, test in zip(header.tests, tests, strict=True) if planned.skip is None and len(test.runs) < planned.runs
-        ),
+        incomplete=sum(1 for planned, test in zip(header.tests, tests, strict=True) if is_incomplete(planned, test)),
     )
+    comparison = None
+    if baseline is not None:
+        reference = header.baseline
+        comparison, by_id = compare(
+            baseline,
+            header.suite,
+            [
+                Compared(id=p.id, scores=scores[p.id], fingerprint=p.fingerprint, adaptive=p.adaptive)
+                for p, t in zip(header.tests, tests, strict=True)
+                if t.runs
+            ],
+            file=reference.file if reference is not None else None,
+            correction=reference.correction if reference is not None else "holm",
+            fail_on_regression=reference.fail_on_regression if reference is not None else True,
+        )
+        for test in tests:
+            test.baseline = by_id.get(test.id)
     finished = header.finished_at
     if finished is None and runs:
         finished = max(r.started_at for r in runs)
@@ -286,6 +500,38 @@ def build_suite_results(
         tests=tests,
         problems=problems,
         plugin_failures=header.plugin_failures,
+        statistics=suite_statistics(tests),
+        suite_fingerprint=header.suite_fingerprint,
+        baseline=comparison,
+    )
+
+
+def baseline_of(results: SuiteResults) -> Baseline:
+    """The baseline file of a run's results: each test that ran, with its runs' scores,
+    outcomes and metrics (design 10.1, extended)."""
+    tests: dict[str, BaselineTest] = {}
+    for test in results.tests:
+        stats = test.statistics
+        if stats is None:
+            continue
+        tests[test.id] = BaselineTest(
+            mean_score=stats.score.mean,
+            std=stats.score.std,
+            n_runs=stats.runs,
+            ci_95=stats.score.ci_95,
+            fingerprint=test.fingerprint,
+            runs=[
+                BaselineRun(score=run.score, passed=run.outcome == "passed", metrics=run_metrics(run))
+                for run in test.runs
+            ],
+        )
+    return Baseline(
+        created_at=results.finished_at or results.started_at,
+        suite=results.suite,
+        agent=results.agent,
+        suite_fingerprint=results.suite_fingerprint,
+        run_id=results.run_id,
+        tests=tests,
     )
 
 
@@ -293,6 +539,7 @@ def build_suite_results(
 
 HEADER_FILE = "run.json"
 RESULTS_FILE = "results.jsonl"
+BASELINE_FILE = "baseline.json"
 RUN_FILES = (HEADER_FILE, RESULTS_FILE)
 _SAFE = re.compile(r"[^A-Za-z0-9._-]")
 MAX_STEM_CHARS = 80
@@ -357,13 +604,20 @@ class RunStore:
         """What reading found damaged (filled by :meth:`read_results` and :meth:`event_lines`)."""
 
     @classmethod
-    def create(cls, root: Path, header: RunHeader, masker: Masker | None = None) -> "RunStore":
+    def create(
+        cls, root: Path, header: RunHeader, masker: Masker | None = None, baseline: Baseline | None = None
+    ) -> "RunStore":
         directory = root / header.run_id
         try:
             directory.mkdir(parents=True, exist_ok=False)
         except OSError as exc:
             raise _storage_error("create the run directory", directory, exc) from None
         store = cls(directory, masker)
+        if baseline is not None:  # kept with the run, so that 'atp report' compares alike
+            try:
+                files.write_new(directory / BASELINE_FILE, encode_baseline(baseline))
+            except OSError as exc:
+                raise _storage_error("write", directory / BASELINE_FILE, exc) from None
         store.write_header(header)
         return store
 
@@ -498,10 +752,26 @@ class RunStore:
             raise AtpError(f"cannot read {path}: {files.reason(exc)}") from None
         return results
 
-    def results(self) -> SuiteResults:
+    def baseline(self) -> Baseline | None:
+        """The baseline the run was compared with (``baseline.json``), if any."""
+        path = self.directory / BASELINE_FILE
+        if not path.exists():
+            return None
+        try:
+            return read_baseline(path)
+        except AtpError as exc:
+            self.problems.append(f"{exc}; the run is not compared with it")
+            return None
+
+    def results(self, baseline: Baseline | None = None) -> SuiteResults:
+        """The results the directory holds, compared with ``baseline`` (by default, the one
+        the run was made with)."""
         self.problems = []
         runs = self.read_results()
-        return build_suite_results(self.read_header(), runs, self.problems)
+        header = self.read_header()
+        if baseline is None:
+            baseline = self.baseline()
+        return build_suite_results(header, runs, self.problems, baseline)
 
     def events(self, run: RunResult) -> Iterator[Event]:
         """The events of a run, read back from its events file (damaged lines skipped)."""

@@ -24,16 +24,19 @@ import signal
 import threading
 import time
 import uuid
+from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 import anyio.lowlevel
 import msgspec
 
 from atp.core.adapter import Adapter
+from atp.core.adaptive import Adaptive, decide
+from atp.core.baseline import Baseline
 from atp.core.config import ResolvedAgent
 from atp.core.errors import AgentError, AtpError, PluginFailed, StorageError
 from atp.core.evaluator import (
@@ -49,6 +52,7 @@ from atp.core.ledger import ProcessLedger, activate, stop_abandoned
 from atp.core.plugins import HookCall, Plugins, format_exception
 from atp.core.protocol import PROTOCOL_VERSION, ATPRequest, ATPResponse, Context, Event, sane_metrics
 from atp.core.results import (
+    BaselineRef,
     Check,
     Outcome,
     PlannedTest,
@@ -64,7 +68,8 @@ from atp.core.results import (
 from atp.core.scoring import score_run
 from atp.core.secrets import Masker
 from atp.core.service import Recorder, Service
-from atp.core.suite import Assertion, Suite, Test
+from atp.core.stats import Running, Sample
+from atp.core.suite import Assertion, Suite, Test, suite_fingerprint, test_fingerprint
 from atp.core.text import as_text, masking, printable, shorten
 from atp.core.trace import DEFAULT_MAX_EVENT_BYTES, DEFAULT_MAX_EVENTS, DEFAULT_MAX_LOG_BYTES, RunTrace
 
@@ -122,13 +127,15 @@ class Runner:
         run_root: Path,
         masker: Masker | None = None,
         parallel: int = 1,
-        runs: int | None = None,
+        runs: int | Literal["auto"] | None = None,
         deselected: int = 0,
         fail_fast: bool = False,
         evaluator_settings: Callable[[str], dict[str, Any]] | None = None,
         max_events: int = DEFAULT_MAX_EVENTS,
         max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
         max_log_bytes: int = DEFAULT_MAX_LOG_BYTES,
+        baseline: Baseline | None = None,
+        baseline_ref: BaselineRef | None = None,
     ) -> None:
         if parallel < 1:
             raise AtpError("--parallel must be at least 1")
@@ -146,6 +153,10 @@ class Runner:
         self.max_events = max_events
         self.max_event_bytes = max_event_bytes
         self.max_log_bytes = max_log_bytes
+        self.baseline = baseline
+        """The baseline the results are compared with; it also lets adaptive tests stop once
+        the comparison is decided."""
+        self.baseline_ref = baseline_ref
         self.store: RunStore | None = None
         self._evaluators: dict[str, Evaluator] = {}
         self._evaluator_limits: dict[str, float] = {}
@@ -164,6 +175,7 @@ class Runner:
         self._services: dict[str, _Started] = {}
         """The services made for this suite, by key (made and started on first use)."""
         self._services_lock: anyio.Lock | None = None
+        self._schedule: _Schedule | None = None
 
     def _notify(self, hook_name: str, **kwargs: Any) -> None:
         """Call each plugin's implementation of a lifecycle hook; one that raises is named in
@@ -191,8 +203,18 @@ class Runner:
             )
         )
 
+    def plan_of(self, test: Test) -> Adaptive | None:
+        """The test's adaptive plan, when it runs by one (its own ``auto``, or ``--runs=auto``)."""
+        if self.runs == "auto" or (self.runs is None and test.auto):
+            return test.adaptive
+        return None
+
     def runs_of(self, test: Test) -> int:
-        return self.runs if self.runs is not None else test.runs
+        """The runs planned for a test (under an adaptive plan, the most it may take)."""
+        plan = self.plan_of(test)
+        if plan is not None:
+            return plan.max_runs
+        return self.runs if isinstance(self.runs, int) else test.runs
 
     async def run(self) -> SuiteResults:
         """Run everything; returns the results as the run directory holds them."""
@@ -206,6 +228,9 @@ class Runner:
                 tags=list(t.tags),
                 runs=self.runs_of(t),
                 skip=t.skip,
+                pass_rule=t.pass_rule,
+                adaptive=self.plan_of(t),
+                fingerprint=test_fingerprint(t),
             )
             for t in self.tests
         ]
@@ -219,12 +244,13 @@ class Runner:
             started_at=utcnow(),
             deselected=self.deselected,
             tests=planned,
+            suite_fingerprint=suite_fingerprint(self.tests),
+            baseline=self.baseline_ref if self.baseline is not None else None,
         )
         for message in stop_abandoned(self.run_root):
             logger.warning(message)
-        store = self.store = RunStore.create(self.run_root, header, self.masker)
-        # the runs to make, made as they are taken (a list would hold a pair per run)
-        work = ((t, n) for t in self.tests if t.skip is None for n in range(1, self.runs_of(t) + 1))
+        store = self.store = RunStore.create(self.run_root, header, self.masker, self.baseline)
+        schedule = self._schedule = _Schedule(self, self.tests)
         for test in self.tests:
             if test.skip is None:
                 self._remaining[test.id] = self.runs_of(test)
@@ -240,7 +266,7 @@ class Runner:
                     await self._adapter_call("failed to start", adapter.start)
                     started = True
                     self._notify("atp_suite_started", header=header, directory=store.directory)
-                    await self._run_all(adapter, work, total)
+                    await self._run_all(adapter, schedule, total)
                     interrupted = self._stopped_by is not None or self._storage_error is not None
                 finally:
                     if adapter is not None:
@@ -411,8 +437,7 @@ class Runner:
             except Exception as exc:
                 self._hook_failed(self.plugins.owner_name("service", key) or key, f"service {key!r} aclose", _single(exc))
 
-    async def _run_all(self, adapter: Adapter, work: Iterator[tuple[Test, int]], total: int) -> None:
-        items = iter(work)
+    async def _run_all(self, adapter: Adapter, items: _Schedule, total: int) -> None:
         runs = self._runs_scope = anyio.CancelScope()
         async with anyio.create_task_group() as outer:
             if threading.current_thread() is threading.main_thread():
@@ -473,8 +498,12 @@ class Runner:
                 except Exception as exc:
                     logger.warning("adapter %r could not abort its agents: %s", self.agent.type, exc)
 
-    async def _worker(self, adapter: Adapter, items: Iterator[tuple[Test, int]]) -> None:
-        for test, run_number in items:
+    async def _worker(self, adapter: Adapter, items: _Schedule) -> None:
+        while True:
+            item = await items.take()
+            if item is None:
+                return
+            test, run_number = item
             try:
                 await self.run_one(adapter, test, run_number)
             except StorageError as exc:
@@ -500,6 +529,7 @@ class Runner:
                 "test_id": test.id,
                 "run_number": run_number,
                 "total_runs": self.runs_of(test),
+                **({"adaptive": True} if self.plan_of(test) is not None else {}),
                 "suite": self.suite.name,
             },
         )
@@ -679,6 +709,8 @@ class Runner:
             traceback=plugin_traceback,
         )
         store.append(result)
+        if self._schedule is not None:
+            self._schedule.finished(test, result)  # at once after the append: the stored order decides
         if self.fail_fast and outcome != "passed" and not self._failed_fast:
             self._failed_fast = True
             if self._runs_scope is not None:
@@ -792,6 +824,100 @@ class Runner:
             self.plugins.owner("evaluator", name),
             longest,
         )
+
+
+class _AdaptiveState:
+    """An adaptive test's runs so far."""
+
+    __slots__ = ("baseline", "finished", "plan", "running", "started", "stopped")
+
+    def __init__(self, plan: Adaptive, baseline: Sample | None) -> None:
+        self.plan = plan
+        self.baseline = baseline
+        self.running = Running()
+        self.started = 0
+        self.finished = 0
+        self.stopped = False
+
+
+class _Schedule:
+    """The runs to make, in suite order, handed to workers as they ask: a fixed test's runs
+    all at once (made as they are taken: a list would hold a pair per run), an adaptive test's
+    first ``min_runs``, then one more for each finished run until its plan decides to stop.
+    A worker that finds nothing to take while adaptive runs are in flight waits for their
+    decisions."""
+
+    def __init__(self, runner: Runner, tests: list[Test]) -> None:
+        self._runner = runner
+        self._adaptive: dict[str, _AdaptiveState] = {}
+        entries = runner.baseline.tests if runner.baseline is not None and runner.baseline.suite == runner.suite.name else {}
+        for test in tests:
+            plan = runner.plan_of(test)
+            if plan is not None and test.skip is None:
+                entry = entries.get(test.id)
+                self._adaptive[test.id] = _AdaptiveState(plan, entry.sample() if entry is not None else None)
+        self._base = self._first_runs(tests)
+        self._more: deque[Test] = deque()
+        self._in_flight = 0
+        """Adaptive runs started whose decision is still to come."""
+        self._changed: anyio.Event | None = None
+
+    def _first_runs(self, tests: list[Test]) -> Iterator[tuple[Test, int | None]]:
+        for test in tests:
+            if test.skip is not None:
+                continue
+            state = self._adaptive.get(test.id)
+            if state is None:
+                for number in range(1, self._runner.runs_of(test) + 1):
+                    yield test, number
+            else:
+                for _ in range(state.plan.min_runs):
+                    yield test, None
+
+    async def take(self) -> tuple[Test, int] | None:
+        """The next run to make, or ``None`` when there will be no more."""
+        while True:
+            if self._more:
+                test = self._more.popleft()
+                number: int | None = None
+            else:
+                item = next(self._base, None)
+                if item is None:
+                    if self._in_flight == 0:
+                        return None
+                    self._changed = self._changed or anyio.Event()
+                    await self._changed.wait()
+                    continue
+                test, number = item
+            if number is not None:
+                return test, number
+            state = self._adaptive[test.id]
+            if state.stopped:
+                continue
+            state.started += 1
+            self._in_flight += 1
+            return test, state.started
+
+    def finished(self, test: Test, result: RunResult) -> None:
+        """A run was stored: an adaptive test's plan decides whether it runs once more."""
+        state = self._adaptive.get(test.id)
+        if state is None:
+            return
+        state.finished += 1
+        self._in_flight -= 1
+        sample = state.running.add(result.score)
+        if not state.stopped:
+            stop = decide(state.plan, sample, state.baseline)
+            if stop is not None:
+                state.stopped = True
+                left = self._runner._remaining
+                if test.id in left:  # the runs still in flight are the ones still to finish
+                    left[test.id] = state.started - state.finished + 1
+            elif state.started + sum(1 for t in self._more if t.id == test.id) < state.plan.max_runs:
+                self._more.append(test)
+        if self._changed is not None:
+            self._changed.set()
+            self._changed = None
 
 
 _NOTHING: Any = object()

@@ -32,10 +32,11 @@ on an assertion and ``workspace_fixture`` (a folder, relative to the suite file)
 
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path, PurePosixPath
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import msgspec
 
+from atp.core.adaptive import Adaptive
 from atp.core.errors import ConfigError, PluginFailed, SuiteError
 from atp.core.evaluator import Evaluator
 from atp.core.protocol import (
@@ -46,6 +47,7 @@ from atp.core.protocol import (
     Task,
     TimeoutSeconds,
 )
+from atp.core.results import ALL_RUNS, PassRule
 from atp.core.service import Service, ServiceConfigError, ServiceUse
 from atp.core.yamlfile import PathPart, YamlDocument
 
@@ -58,6 +60,10 @@ MAX_BUDGET_USD = 1_000_000.0
 Weight = Annotated[float, msgspec.Meta(ge=0, le=MAX_WEIGHT)]
 WEIGHT_FIELDS = ("quality_weight", "completeness_weight", "efficiency_weight", "cost_weight")
 RunsCount = Annotated[int, msgspec.Meta(ge=1, le=10000)]
+RunsSpec = RunsCount | Literal["auto"]
+"""``runs_per_test``: a number of runs, or ``auto`` (run until the score is known well enough)."""
+AdaptiveRuns = Annotated[int, msgspec.Meta(ge=2, le=10000)]
+Points = Annotated[float, msgspec.Meta(gt=0, le=100)]
 NonEmpty = Annotated[str, msgspec.Meta(min_length=1)]
 
 
@@ -104,6 +110,31 @@ class TaskSpec(_Strict, kw_only=True):
     """A folder, relative to the suite file, copied into a fresh workspace for every run."""
 
 
+class PassRuleSpec(_Strict, kw_only=True):
+    """``pass_rule: {pass_rate: 0.8}`` or ``pass_rule: {min_score: 70}``."""
+
+    pass_rate: Annotated[float, msgspec.Meta(ge=0, le=1)] | None = None
+    min_score: Annotated[float, msgspec.Meta(ge=0, le=100)] | None = None
+
+
+class RunsSettings(_Strict, kw_only=True):
+    """How many times tests run, and when several runs pass: keys of a test and of the
+    suite's defaults (a test's own value wins)."""
+
+    runs_per_test: RunsSpec | None = None
+    min_runs: AdaptiveRuns | None = None
+    """With ``runs_per_test: auto``: the runs before the first decision (default 3)."""
+    max_runs: AdaptiveRuns | None = None
+    """With ``runs_per_test: auto``: the most runs (default 20)."""
+    ci_width: Points | None = None
+    """With ``runs_per_test: auto``: stop once the score's 95% interval is within this many
+    points either side of the mean (default 5)."""
+    min_effect: Points | None = None
+    """With ``runs_per_test: auto`` and a baseline: the smallest change (points) worth finding
+    (default 5)."""
+    pass_rule: Literal["all"] | PassRuleSpec | None = None
+
+
 class AssertionSpec(_Strict, kw_only=True):
     type: NonEmpty
     config: dict[str, Any] = msgspec.field(default_factory=dict)
@@ -112,7 +143,7 @@ class AssertionSpec(_Strict, kw_only=True):
     """When the assertion's checks fail, the run fails, whatever its score."""
 
 
-class TestSpec(_Strict, kw_only=True):
+class TestSpec(RunsSettings, kw_only=True):
     __test__ = False
 
     id: NonEmpty
@@ -123,12 +154,10 @@ class TestSpec(_Strict, kw_only=True):
     constraints: ConstraintsSpec | None = None
     assertions: list[AssertionSpec] = msgspec.field(default_factory=list)
     scoring: ScoringSpec | None = None
-    runs_per_test: RunsCount | None = None
     skip: bool | str | None = None
 
 
-class DefaultsSpec(_Strict, kw_only=True):
-    runs_per_test: RunsCount | None = None
+class DefaultsSpec(RunsSettings, kw_only=True):
     timeout_seconds: TimeoutSeconds | None = None
     constraints: ConstraintsSpec | None = None
     scoring: ScoringSpec | None = None
@@ -179,6 +208,12 @@ class Test(msgspec.Struct, frozen=True, kw_only=True):
     assertions: tuple[Assertion, ...] = ()
     scoring: ScoringWeights = ScoringWeights()
     runs: int = 1
+    """The runs of a fixed count (under ``auto``, the plan's ``max_runs``)."""
+    auto: bool = False
+    """``runs_per_test: auto``: run by :attr:`adaptive` rather than a fixed count."""
+    adaptive: Adaptive = Adaptive()
+    """The adaptive plan's settings, used when the test (or ``--runs=auto``) asks for it."""
+    pass_rule: PassRule = ALL_RUNS
     skip: str | None = None
     workspace_fixture: Path | None = None
     """The folder (an absolute path) whose contents are copied into a fresh workspace for every
@@ -206,7 +241,7 @@ class Suite(msgspec.Struct, kw_only=True):
 class Fallback(msgspec.Struct, kw_only=True):
     """Defaults from outside the suite (the config file), below the suite's own."""
 
-    runs_per_test: int | None = None
+    runs_per_test: int | Literal["auto"] | None = None
     timeout_seconds: int | None = None
 
 
@@ -500,10 +535,69 @@ def _resolve_test(
         constraints=Constraints(**constraints),
         assertions=tuple(assertions),
         scoring=scoring,
-        runs=test.runs_per_test or defaults.runs_per_test or fallback.runs_per_test or 1,
+        **_runs(doc, index, test, defaults, fallback),
         skip=(skip if isinstance(skip, str) else "skipped in the suite") if skip else None,
         workspace_fixture=fixture,
     )
+
+
+def _runs(doc: YamlDocument, index: int, test: TestSpec, defaults: DefaultsSpec, fallback: Fallback) -> dict[str, Any]:
+    """A test's run count, adaptive plan and pass rule, its own values over the defaults'."""
+
+    def pick(name: str) -> Any:
+        own = getattr(test, name)
+        return own if own is not None else getattr(defaults, name)
+
+    runs = pick("runs_per_test") or fallback.runs_per_test or 1
+    settings = {name: pick(name) for name in ("min_runs", "max_runs", "ci_width", "min_effect")}
+    plan = Adaptive(**{name: value for name, value in settings.items() if value is not None})
+    if plan.min_runs > plan.max_runs:
+        at: tuple[PathPart, ...] = ("tests", index, "min_runs") if test.min_runs is not None else ("defaults", "min_runs")
+        raise doc.error(f"min_runs ({plan.min_runs}) is more than max_runs ({plan.max_runs})", at)
+    rule = pick("pass_rule")
+    pass_rule = ALL_RUNS
+    if isinstance(rule, PassRuleSpec):
+        at = ("tests", index, "pass_rule") if test.pass_rule is not None else ("defaults", "pass_rule")
+        given: dict[Literal["pass_rate", "min_score"], float] = {}
+        if rule.pass_rate is not None:
+            given["pass_rate"] = rule.pass_rate
+        if rule.min_score is not None:
+            given["min_score"] = rule.min_score
+        if len(given) != 1:
+            raise doc.error(
+                "pass_rule takes 'all', {pass_rate: 0-1} or {min_score: 0-100}: exactly one of them",
+                at,
+            )
+        ((kind, threshold),) = given.items()
+        pass_rule = PassRule(rule=kind, threshold=threshold)
+    auto = runs == "auto"
+    return {"runs": plan.max_runs if auto else runs, "auto": auto, "adaptive": plan, "pass_rule": pass_rule}
+
+
+def test_fingerprint(test: Test) -> str:
+    """What a test asks and checks, hashed: its task, constraints, assertions and scoring (not
+    its name, tags, run count or pass rule). A baseline keeps it, so a comparison can say that
+    the test changed since."""
+    import hashlib
+
+    content = [
+        test.task,
+        test.constraints,
+        [(a.type, a.config, a.name, a.critical) for a in test.assertions],
+        test.scoring,
+    ]
+    return hashlib.sha256(msgspec.json.encode(content)).hexdigest()[:16]
+
+
+test_fingerprint.__test__ = False  # type: ignore[attr-defined]  # not a pytest test
+
+
+def suite_fingerprint(tests: Iterable[Test]) -> str:
+    """The tests' fingerprints, with their ids, hashed in id order."""
+    import hashlib
+
+    content = sorted((t.id, test_fingerprint(t)) for t in tests)
+    return hashlib.sha256(msgspec.json.encode(content)).hexdigest()[:16]
 
 
 def _workspace_fixture(doc: YamlDocument, at: tuple[PathPart, ...], value: str) -> Path:

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 import click
 
 from atp.cli.app import (
+    RunsType,
     config_option,
     debug_option,
     exit_code,
@@ -64,7 +65,10 @@ class Options:
     agent_name: str | None
     tags: tuple[str, ...]
     test_ids: tuple[str, ...]
-    runs: int | None
+    runs: int | str | None
+    baseline: Path | None
+    correction: str
+    fail_on_regression: bool
     parallel: int | None
     outputs: tuple[str, ...]
     output_file: Path | None
@@ -80,10 +84,13 @@ class Options:
 @click.option("--agent", "agent_name", help="The agent to test, by name (optional when only one is defined).")
 @click.option("--tags", multiple=True, help="Select by tags: smoke,core = either; smoke+fast = both; !slow = not slow.")
 @click.option("--test", "test_ids", multiple=True, help="Run only the test with this id (repeatable).")
-@click.option("--runs", type=click.IntRange(1, 10000), help="Runs per test, overriding the suite.")
+@click.option("--runs", type=RunsType(), help="Runs per test, overriding the suite; 'auto' runs each test until its score is known well enough (docs/statistics.md).")
 @click.option("--parallel", type=click.IntRange(1, 1024), help="How many runs may be in flight at once.")
 @click.option("-x", "--fail-fast", is_flag=True, help="Stop at the first run that does not pass.")
 @click.option("--lf", "--last-failed", "last_failed", is_flag=True, help="Run only the tests that failed in the suite's latest run (all of them if none did).")
+@click.option("--baseline", type=click.Path(path_type=Path, dir_okay=False), help="Compare with this baseline file (atp baseline save) and report regressions.")
+@click.option("--correction", type=click.Choice(["holm", "none"]), default="holm", show_default=True, help="With --baseline: which verdict fails the run, Holm's (corrected for many tests) or each test's own.")
+@click.option("--fail-on-regression", type=click.BOOL, default=True, show_default=True, help="With --baseline: whether a regression fails the run (exit code 1).")
 @click.option("--output", "outputs", multiple=True, help="Reporter: console (default), json, or a plugin's (repeatable).")
 @click.option("--output-file", type=click.Path(path_type=Path, dir_okay=False), help="File for the file-writing reporter (like json).")
 @click.option("--run-dir", type=click.Path(path_type=Path, file_okay=False), help="Where run directories go (default: .atp/runs).")
@@ -197,6 +204,16 @@ def run_suite(suite_path: Path, config: Config, options: Options, *, several: bo
         max_event_bytes=config.spec.limits.max_event_bytes,
         max_log_bytes=config.spec.limits.max_log_bytes,
     )
+    if options.baseline is not None:
+        from atp.core.baseline import read_baseline
+        from atp.core.results import BaselineRef
+
+        runner.baseline = read_baseline(options.baseline)
+        runner.baseline_ref = BaselineRef(
+            file=str(options.baseline),
+            correction="none" if options.correction == "none" else "holm",
+            fail_on_regression=options.fail_on_regression,
+        )
     registered = [loaded.register(r, name=f"atp-cli-reporter-{r.name}-{id(r)}") for r in reporters]
     WarningHandler.clear = list(reporters)
     code: int | None = None

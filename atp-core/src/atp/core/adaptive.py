@@ -1,0 +1,140 @@
+"""Adaptive run counts: run a test until its result is known well enough, then stop.
+
+``runs_per_test: auto`` (or ``--runs=auto``) gives a test an :class:`Adaptive` plan. After each
+finished run the runner asks :func:`decide` whether the test may stop; a decision is taken at
+each *look*, the moment the test has n finished runs (n from ``min_runs`` to ``max_runs``):
+
+- **Without a baseline** for the test: stop once the 95% confidence interval of the mean score
+  is at most ``ci_width`` points either side of the mean, or at ``max_runs``.
+- **With a baseline** (``--baseline``): a group-sequential comparison. At look n, Welch's
+  t-test of the runs so far against the baseline's runs is significant when its p-value is
+  below ``alpha_n``, the share of the 5% error rate that look may spend::
+
+      spend(f) = 0.05 × ln(1 + (e - 1) × f)        (the Pocock-type spending function)
+      alpha_n  = spend(n / max_runs) - spend((n - 1) / max_runs),   alpha_min = spend(min_runs / max_runs)
+
+  The shares add up to 5% over every look up to ``max_runs``, so by the union bound the chance
+  of declaring a regression (or an improvement) that is not there stays at or under 5%, however
+  many looks are taken; testing each look at 5% (the naive repeated t-test) would not. The test
+  also stops, as *equivalent*, once the 95% interval of the difference lies within
+  ``min_effect`` points either way: a change that large is ruled out. Stopping for that reason
+  can only lower the error rate. At ``max_runs`` without either, it stops with no significant
+  change.
+
+The decision is a function of the scores in the order the runs finished, so ``atp report``
+replays it over the stored results (which keep that order) and says the same as the live run.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Literal
+
+import msgspec
+
+from atp.core.stats import ALPHA, Running, Sample, t_quantile, welch
+
+StopReason = Literal["ci_width", "regression", "improvement", "equivalent", "max_runs"]
+
+DEFAULT_MIN_RUNS = 3
+DEFAULT_MAX_RUNS = 20
+DEFAULT_CI_WIDTH = 5.0
+DEFAULT_MIN_EFFECT = 5.0
+
+
+class Adaptive(msgspec.Struct, frozen=True, kw_only=True):
+    """A test's adaptive run count."""
+
+    min_runs: int = DEFAULT_MIN_RUNS
+    max_runs: int = DEFAULT_MAX_RUNS
+    ci_width: float = DEFAULT_CI_WIDTH
+    """The target half-width, in score points, of the 95% confidence interval of the mean."""
+    min_effect: float = DEFAULT_MIN_EFFECT
+    """With a baseline: the smallest change in mean score (points) worth finding; once the
+    interval of the difference rules out a change this large, the test stops as equivalent."""
+
+
+class Stop(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """Why an adaptive test stopped, after how many runs."""
+
+    runs: int
+    reason: StopReason
+    message: str
+    p_value: float | None = None
+    alpha: float | None = None
+    """The significance level of the look that decided (with a baseline)."""
+
+
+def spend(fraction: float, alpha: float = ALPHA) -> float:
+    """The error rate spent by the look at ``fraction`` of the maximum runs (Pocock-type)."""
+    fraction = min(max(fraction, 0.0), 1.0)
+    return alpha * math.log(1.0 + (math.e - 1.0) * fraction)
+
+
+def look_alpha(plan: Adaptive, n: int, alpha: float = ALPHA) -> float:
+    """The significance level of the look at n finished runs."""
+    if n < plan.min_runs or n > plan.max_runs:
+        return 0.0
+    if n == plan.min_runs:
+        return spend(n / plan.max_runs, alpha)
+    return spend(n / plan.max_runs, alpha) - spend((n - 1) / plan.max_runs, alpha)
+
+
+def decide(plan: Adaptive, current: Sample, baseline: Sample | None = None) -> Stop | None:
+    """The decision at the look of ``current.n`` finished runs (their scores' size, mean and
+    variance): a :class:`Stop`, or ``None`` to run on."""
+    n = current.n
+    if n < max(plan.min_runs, 1):
+        return None
+    if baseline is not None and baseline.n >= 2 and n >= 2:
+        difference = welch(current, baseline)
+        level = look_alpha(plan, n)
+        low, high = difference.ci_95
+        if difference.p_value < level:
+            worse = difference.delta < 0
+            return Stop(
+                runs=n,
+                reason="regression" if worse else "improvement",
+                message=(
+                    f"{'regression' if worse else 'improvement'} of {difference.delta:+.1f} points decided "
+                    f"after {n} runs (p = {difference.p_value:.2g} < {level:.2g}, this look's share of 5%)"
+                ),
+                p_value=difference.p_value,
+                alpha=level,
+            )
+        if -plan.min_effect < low and high < plan.min_effect:
+            return Stop(
+                runs=n,
+                reason="equivalent",
+                message=(
+                    f"no change of {plan.min_effect:g} points or more (95% interval of the difference "
+                    f"{low:+.1f} to {high:+.1f}) after {n} runs"
+                ),
+                p_value=difference.p_value,
+                alpha=level,
+            )
+    elif n >= 2:
+        half = t_quantile(1 - ALPHA / 2, n - 1) * math.sqrt(current.variance / n)
+        if half <= plan.ci_width:
+            return Stop(
+                runs=n,
+                reason="ci_width",
+                message=f"95% interval ±{half:.1f} ≤ ±{plan.ci_width:g} points after {n} runs",
+            )
+    if n >= plan.max_runs:
+        verdict = "with no significant change" if baseline is not None and baseline.n >= 2 else "before the interval was narrow enough"
+        return Stop(runs=n, reason="max_runs", message=f"reached max_runs ({plan.max_runs}) {verdict}")
+    return None
+
+
+def replay(plan: Adaptive, scores: Sequence[float], baseline: Sample | None = None) -> Stop | None:
+    """The first look that stopped, over scores in the order their runs finished: what the
+    runner decided live (runs in flight when it stopped finish, and come after)."""
+    running = Running()
+    for score in scores:
+        current = running.add(score)
+        stop = decide(plan, current, baseline)
+        if stop is not None:
+            return stop
+    return None

@@ -1,0 +1,375 @@
+"""Statistics over an agent's runs (design section 6): descriptive statistics with the 95%
+confidence interval of the mean, stability, pass@k and pass^k, Welch's t-test, the paired
+t-test and Holm's correction.
+
+Everything here is plain Python on the standard library. Student's t distribution, the one
+distribution the stdlib lacks, is computed from the regularised incomplete beta function
+(a continued fraction evaluated by the modified Lentz method); the tests hold every figure to
+SciPy's on the same data. So statistics cost microseconds, and ATP's start-up and install pay
+nothing for a numerical library (importing ``scipy.special`` alone takes about 150 ms).
+
+Edge cases give defined values, never NaN:
+
+- one value: ``std``, ``ci_95`` and ``cv`` are ``None`` (a spread needs two runs);
+- identical values (``std`` 0): the interval is the mean itself, ``cv`` is 0, stable;
+- mean 0 with a spread: ``cv`` is ``None`` (undefined) and the stability level is ``None``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from functools import lru_cache
+from statistics import NormalDist, fmean, median
+from typing import Literal
+
+import msgspec
+
+Stability = Literal["stable", "moderate", "unstable", "critical"]
+
+CONFIDENCE = 0.95
+"""The level of every confidence interval ATP reports."""
+ALPHA = 0.05
+"""The significance level of every test ATP makes."""
+STABILITY_LEVELS: tuple[tuple[float, Stability], ...] = (
+    (0.05, "stable"),
+    (0.15, "moderate"),
+    (0.30, "unstable"),
+)
+"""Design 6.2: CV below 0.05 stable, below 0.15 moderate, below 0.30 unstable, else critical."""
+STABILITY_MEANING: dict[Stability, str] = {
+    "stable": "consistent results",
+    "moderate": "acceptable variance",
+    "unstable": "results may be unreliable",
+    "critical": "unpredictable behaviour",
+}
+
+
+class Stats(msgspec.Struct, kw_only=True):
+    """Descriptive statistics of one quantity over a test's runs."""
+
+    n: int
+    mean: float
+    std: float | None
+    """The sample standard deviation (n - 1 in the denominator); ``None`` for one value."""
+    min: float
+    max: float
+    median: float
+    ci_95: tuple[float, float] | None
+    """The 95% confidence interval of the mean (Student's t, n - 1 degrees of freedom);
+    ``None`` for one value."""
+    cv: float | None
+    """The coefficient of variation, std / |mean|: 0 when every value is the same; ``None``
+    for one value or a mean of 0 with a spread."""
+    stability: Stability | None
+    """The level of design 6.2 for ``cv``; ``None`` where ``cv`` is."""
+
+    @property
+    def half_width(self) -> float | None:
+        """Half the width of the 95% confidence interval."""
+        if self.ci_95 is None:
+            return None
+        return (self.ci_95[1] - self.ci_95[0]) / 2
+
+
+def stability(cv: float | None) -> Stability | None:
+    """The stability level of a coefficient of variation (design 6.2)."""
+    if cv is None:
+        return None
+    for bound, level in STABILITY_LEVELS:
+        if cv < bound:
+            return level
+    return "critical"
+
+
+def describe(values: Sequence[float]) -> Stats:
+    """The statistics of one or more finite values."""
+    n = len(values)
+    if n == 0:
+        raise ValueError("describe() needs at least one value")
+    mean = fmean(values)
+    low, high, middle = min(values), max(values), median(values)
+    if n == 1:
+        return Stats(n=1, mean=mean, std=None, min=low, max=high, median=middle, ci_95=None, cv=None, stability=None)
+    if low == high:  # exactly: no rounding makes a spread out of identical values
+        mean = low
+        std = 0.0
+    else:
+        std = math.sqrt(max(sum((v - mean) ** 2 for v in values) / (n - 1), 0.0))
+    half = t_quantile(1 - ALPHA / 2, n - 1) * std / math.sqrt(n)
+    cv: float | None
+    if std == 0.0:
+        cv = 0.0
+    elif mean == 0.0:
+        cv = None
+    else:
+        cv = std / abs(mean)
+    return Stats(
+        n=n,
+        mean=mean,
+        std=std,
+        min=low,
+        max=high,
+        median=middle,
+        ci_95=(mean - half, mean + half),
+        cv=cv,
+        stability=stability(cv),
+    )
+
+
+# --- pass@k and pass^k ---------------------------------------------------------------------
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """The chance that at least one of k runs passes, estimated without bias from n runs of
+    which c passed: 1 - C(n-c, k) / C(n, k)."""
+    _check_nck(n, c, k)
+    if n - c < k:
+        return 1.0
+    return 1.0 - math.comb(n - c, k) / math.comb(n, k)
+
+
+def pass_hat_k(n: int, c: int, k: int) -> float:
+    """The chance that all of k runs pass (pass^k), estimated without bias from n runs of
+    which c passed: C(c, k) / C(n, k)."""
+    _check_nck(n, c, k)
+    return math.comb(c, k) / math.comb(n, k)
+
+
+def _check_nck(n: int, c: int, k: int) -> None:
+    if not (0 <= c <= n and 1 <= k <= n):
+        raise ValueError(f"need 0 <= c <= n and 1 <= k <= n (n={n}, c={c}, k={k})")
+
+
+def k_values(n: int) -> list[int]:
+    """The k for which pass@k and pass^k are reported from n runs: 1, 3, 5, 10, 20, 50, 100
+    up to n, and n itself."""
+    return sorted({k for k in (1, 3, 5, 10, 20, 50, 100) if k <= n} | ({n} if n >= 1 else set()))
+
+
+# --- Student's t -----------------------------------------------------------------------------
+
+_TINY = 1e-300
+_EPSILON = 1e-15
+_MAX_TERMS = 1000
+_NORMAL = NormalDist()
+
+
+def _beta_fraction(a: float, b: float, x: float) -> float:
+    """The continued fraction of the regularised incomplete beta function (modified Lentz)."""
+    c = 1.0
+    d = 1.0 - (a + b) * x / (a + 1.0)
+    d = 1.0 / (d if abs(d) > _TINY else _TINY)
+    result = d
+    for m in range(1, _MAX_TERMS + 1):
+        two_m = 2 * m
+        even = m * (b - m) * x / ((a + two_m - 1.0) * (a + two_m))
+        d = 1.0 + even * d
+        d = 1.0 / (d if abs(d) > _TINY else _TINY)
+        c = 1.0 + even / c
+        c = c if abs(c) > _TINY else _TINY
+        result *= d * c
+        odd = -(a + m) * (a + b + m) * x / ((a + two_m) * (a + two_m + 1.0))
+        d = 1.0 + odd * d
+        d = 1.0 / (d if abs(d) > _TINY else _TINY)
+        c = 1.0 + odd / c
+        c = c if abs(c) > _TINY else _TINY
+        step = d * c
+        result *= step
+        if abs(step - 1.0) < _EPSILON:
+            break
+    return result
+
+
+def incomplete_beta(a: float, b: float, x: float) -> float:
+    """The regularised incomplete beta function I_x(a, b), for a, b > 0 and 0 <= x <= 1."""
+    if x <= 0.0:
+        return 0.0
+    if x >= 1.0:
+        return 1.0
+    log_front = (
+        math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
+    )
+    front = math.exp(log_front)
+    if x < (a + 1.0) / (a + b + 2.0):
+        return front * _beta_fraction(a, b, x) / a
+    return 1.0 - front * _beta_fraction(b, a, 1.0 - x) / b
+
+
+def t_two_sided(t: float, df: float) -> float:
+    """P(|T| >= |t|) for Student's t with ``df`` degrees of freedom (the two-sided p-value)."""
+    if math.isinf(t):
+        return 0.0
+    if df > 1e7:
+        return 2.0 * _NORMAL.cdf(-abs(t))
+    return min(1.0, incomplete_beta(df / 2.0, 0.5, df / (df + t * t)))
+
+
+def t_cdf(t: float, df: float) -> float:
+    """P(T <= t) for Student's t with ``df`` degrees of freedom."""
+    tail = t_two_sided(t, df) / 2.0
+    return tail if t < 0 else 1.0 - tail
+
+
+@lru_cache(maxsize=4096)
+def t_quantile(p: float, df: float) -> float:
+    """The ``p`` quantile of Student's t with ``df`` degrees of freedom (0 < p < 1): found by
+    bisection on :func:`t_cdf` to full precision (cached; a run's statistics ask for few)."""
+    if not 0.0 < p < 1.0:
+        raise ValueError(f"a quantile needs 0 < p < 1, not {p}")
+    if p == 0.5:
+        return 0.0
+    if p < 0.5:
+        return -t_quantile(1.0 - p, df)
+    # upper tail: find t > 0 with P(T > t) = 1 - p, working on the tail for precision
+    tail = 1.0 - p
+    low, high = 0.0, max(1.0, _NORMAL.inv_cdf(p))
+    while t_two_sided(high, df) / 2.0 > tail:
+        low, high = high, high * 2.0
+        if high > 1e300:
+            return math.inf
+    for _ in range(200):
+        middle = (low + high) / 2.0
+        if middle in (low, high):
+            break
+        if t_two_sided(middle, df) / 2.0 > tail:
+            low = middle
+        else:
+            high = middle
+    return (low + high) / 2.0
+
+
+# --- tests of a difference -------------------------------------------------------------------
+
+
+class Sample(msgspec.Struct, frozen=True):
+    """What a test of a difference needs of one side: its size, mean and sample variance."""
+
+    n: int
+    mean: float
+    variance: float
+
+    @classmethod
+    def of(cls, values: Sequence[float]) -> Sample:
+        n = len(values)
+        mean = fmean(values) if values else 0.0
+        if n > 1 and min(values) != max(values):
+            variance = sum((v - mean) ** 2 for v in values) / (n - 1)
+        else:
+            variance = 0.0
+        return cls(n=n, mean=mean, variance=variance)
+
+    @classmethod
+    def from_stats(cls, stats: Stats) -> Sample:
+        return cls(n=stats.n, mean=stats.mean, variance=(stats.std or 0.0) ** 2)
+
+
+class Running:
+    """The size, mean and variance of values added one at a time (Welford's method)."""
+
+    __slots__ = ("_high", "_low", "_squares", "mean", "n")
+
+    def __init__(self) -> None:
+        self.n = 0
+        self.mean = 0.0
+        self._squares = 0.0
+        self._low = math.inf
+        self._high = -math.inf
+
+    def add(self, value: float) -> Sample:
+        self.n += 1
+        step = value - self.mean
+        self.mean += step / self.n
+        self._squares += step * (value - self.mean)
+        self._low, self._high = min(self._low, value), max(self._high, value)
+        return self.sample()
+
+    def sample(self) -> Sample:
+        spread = self.n > 1 and self._low != self._high
+        return Sample(n=self.n, mean=self.mean, variance=max(self._squares / (self.n - 1), 0.0) if spread else 0.0)
+
+
+class Difference(msgspec.Struct, kw_only=True):
+    """The difference ``current - reference`` of two means and its test."""
+
+    delta: float
+    """current mean - reference mean."""
+    t: float | None
+    df: float | None
+    p_value: float
+    ci_95: tuple[float, float]
+    """The 95% confidence interval of ``delta``."""
+    note: str | None = None
+    """Why the test is degenerate, when it is (no variance on either side)."""
+
+
+def welch(current: Sample, reference: Sample, confidence: float = CONFIDENCE) -> Difference:
+    """Welch's t-test of ``current.mean - reference.mean`` (unequal variances, Welch-Satterthwaite
+    degrees of freedom), two-sided. Each side needs at least 2 values."""
+    if current.n < 2 or reference.n < 2:
+        raise ValueError("Welch's t-test needs at least 2 values on each side")
+    delta = current.mean - reference.mean
+    va, vb = current.variance / current.n, reference.variance / reference.n
+    se2 = va + vb
+    if se2 <= 0.0:
+        same = delta == 0.0
+        return Difference(
+            delta=delta,
+            t=None,
+            df=None,
+            p_value=1.0 if same else 0.0,
+            ci_95=(delta, delta),
+            note=(
+                "every run scored the same on both sides"
+                if same
+                else "every run scored the same on each side, and the sides differ: the difference is exact"
+            ),
+        )
+    se = math.sqrt(se2)
+    df = se2 * se2 / (
+        (va * va / (current.n - 1) if va else 0.0) + (vb * vb / (reference.n - 1) if vb else 0.0)
+    )
+    t = delta / se
+    half = t_quantile(1 - (1 - confidence) / 2, df) * se
+    return Difference(delta=delta, t=t, df=df, p_value=t_two_sided(t, df), ci_95=(delta - half, delta + half))
+
+
+def paired(differences: Sequence[float], confidence: float = CONFIDENCE) -> Difference:
+    """The paired t-test of the mean of ``differences`` (one per shared task) against 0."""
+    n = len(differences)
+    if n < 2:
+        raise ValueError("the paired t-test needs at least 2 pairs")
+    sample = Sample.of(differences)
+    delta = sample.mean
+    if sample.variance == 0.0:
+        same = delta == 0.0
+        return Difference(
+            delta=delta,
+            t=None,
+            df=float(n - 1),
+            p_value=1.0 if same else 0.0,
+            ci_95=(delta, delta),
+            note="every pair differs by the same amount" if not same else "every pair is equal",
+        )
+    se = math.sqrt(sample.variance / n)
+    t = delta / se
+    df = float(n - 1)
+    half = t_quantile(1 - (1 - confidence) / 2, df) * se
+    return Difference(delta=delta, t=t, df=df, p_value=t_two_sided(t, df), ci_95=(delta - half, delta + half))
+
+
+def holm(p_values: Sequence[float]) -> list[float]:
+    """Holm's step-down adjustment of a family of p-values (in their order): a test is
+    significant after correction when its adjusted p-value is below the level."""
+    m = len(p_values)
+    order = sorted(range(m), key=lambda i: p_values[i])
+    adjusted = [0.0] * m
+    running = 0.0
+    for rank, index in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * p_values[index]))
+        adjusted[index] = running
+    return adjusted
+
+
+def normal_quantile(p: float) -> float:
+    return _NORMAL.inv_cdf(p)
