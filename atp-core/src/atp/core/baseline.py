@@ -254,7 +254,8 @@ def compare(
     )
     if baseline.suite != suite:
         summary.problems.append(
-            f"the baseline is of suite {baseline.suite!r}, this run of suite {suite!r}: nothing was compared"
+            f"the baseline is of another suite ({baseline.suite!r}; this run is of {suite!r}): nothing was "
+            f"compared. Save a baseline of this suite with 'atp baseline save'"
         )
         reason = f"the baseline is of another suite ({baseline.suite!r})"
         return summary, {t.id: _not_compared(reason, None, t.scores) for t in tests}
