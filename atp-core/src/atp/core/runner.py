@@ -744,7 +744,10 @@ class Runner:
         if keep:
             runs = self._finished_runs.pop(result.test_id)
             planned = self._planned[result.test_id]
-            self._notify("atp_test_finished", result=make_test_result(planned, runs, False))
+            entry = None
+            if self.baseline is not None and self.baseline.suite == self.suite.name:
+                entry = self.baseline.tests.get(result.test_id)
+            self._notify("atp_test_finished", result=make_test_result(planned, runs, False, baseline=entry))
 
     def _evaluator(self, name: str) -> Evaluator:
         evaluator = self._evaluators.get(name)
