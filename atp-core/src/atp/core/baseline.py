@@ -66,7 +66,7 @@ class BaselineTest(msgspec.Struct, kw_only=True, omit_defaults=True):
         return Sample(n=self.n_runs, mean=self.mean_score, variance=self.std**2)
 
 
-class Baseline(msgspec.Struct, kw_only=True, omit_defaults=True):
+class Baseline(msgspec.Struct, kw_only=True):
     format: str = BASELINE_FORMAT
     version: str = BASELINE_VERSION
     created_at: datetime | None = None
@@ -193,15 +193,16 @@ def compare_test(test: Compared, reference: BaselineTest | None) -> TestComparis
             sides.append(f"the baseline has {reference.n_runs} run{'s' if reference.n_runs != 1 else ''}")
         if len(scores) < 2:
             sides.append(f"this run has {len(scores)}")
+        advice = "run with --runs=2 or more" if len(scores) < 2 else "save the baseline with --runs=2 or more"
         return _not_compared(
-            f"a comparison needs at least 2 runs on each side ({' and '.join(sides)}); "
-            f"run with --runs=2 or more",
+            f"a comparison needs at least 2 runs on each side ({' and '.join(sides)}); {advice}",
             reference,
             scores,
         )
     current = Sample.of(scores)
     difference = welch(current, sample)
-    method: Literal["welch", "welch-summary", "sequential"] = "welch" if reference.runs else "welch-summary"
+    raw = bool(reference.runs) and len(reference.runs) == reference.n_runs
+    method: Literal["welch", "welch-summary", "sequential"] = "welch" if raw else "welch-summary"
     verdict = _verdict(difference, difference.p_value < ALPHA)
     reason = difference.note
     if test.adaptive is not None:
