@@ -21,6 +21,14 @@ each *look*, the moment the test has n finished runs (n from ``min_runs`` to ``m
   can only lower the error rate. At ``max_runs`` without either, it stops with no significant
   change.
 
+  Over a suite, ``alpha`` (5%) is shared too: with Holm's correction (the default), each of the
+  m adaptive tests compared with the baseline spends 5%/m (Bonferroni, which for sequential
+  tests is what Holm's first step is), so a suite of unchanged tests fails at most 5% of the time.
+
+Until a test has ``SAME_SCORE_RUNS`` (10) runs, runs that all scored the same decide nothing:
+a few equal scores are no evidence that the score does not vary (a test that passes 80% of the
+time passes its first three runs half the time).
+
 The decision is a function of the scores in the order the runs finished, so ``atp report``
 replays it over the stored results (which keep that order) and says the same as the live run.
 """
@@ -41,6 +49,10 @@ DEFAULT_MIN_RUNS = 3
 DEFAULT_MAX_RUNS = 20
 DEFAULT_CI_WIDTH = 5.0
 DEFAULT_MIN_EFFECT = 5.0
+SAME_SCORE_RUNS = 10
+"""Runs that all scored the same decide nothing before there are this many: a spread of 0 from
+a few runs (three passes of a test that passes 80% of the time, half the time) is no evidence
+of a spread of 0, and taking it as one would stop too early and declare false changes."""
 
 
 class Adaptive(msgspec.Struct, frozen=True, kw_only=True):
@@ -81,15 +93,17 @@ def look_alpha(plan: Adaptive, n: int, alpha: float = ALPHA) -> float:
     return spend(n / plan.max_runs, alpha) - spend((n - 1) / plan.max_runs, alpha)
 
 
-def decide(plan: Adaptive, current: Sample, baseline: Sample | None = None) -> Stop | None:
+def decide(plan: Adaptive, current: Sample, baseline: Sample | None = None, alpha: float = ALPHA) -> Stop | None:
     """The decision at the look of ``current.n`` finished runs (their scores' size, mean and
     variance): a :class:`Stop`, or ``None`` to run on."""
     n = current.n
     if n < max(plan.min_runs, 1):
         return None
+    if current.variance == 0.0 and n < min(SAME_SCORE_RUNS, plan.max_runs):
+        return None  # a few equal scores (three passes of a pass/fail test) prove no precision
     if baseline is not None and baseline.n >= 2 and n >= 2:
         difference = welch(current, baseline)
-        level = look_alpha(plan, n)
+        level = look_alpha(plan, n, alpha)
         low, high = difference.ci_95
         if difference.p_value < level:
             worse = difference.delta < 0
@@ -98,7 +112,7 @@ def decide(plan: Adaptive, current: Sample, baseline: Sample | None = None) -> S
                 reason="regression" if worse else "improvement",
                 message=(
                     f"{'regression' if worse else 'improvement'} of {difference.delta:+.1f} points decided "
-                    f"after {n} runs (p = {difference.p_value:.2g} < {level:.2g}, this look's share of 5%)"
+                    f"after {n} runs (p = {difference.p_value:.2g} < {level:.2g}, this look's share of {alpha:.2g})"
                 ),
                 p_value=difference.p_value,
                 alpha=level,
@@ -128,13 +142,15 @@ def decide(plan: Adaptive, current: Sample, baseline: Sample | None = None) -> S
     return None
 
 
-def replay(plan: Adaptive, scores: Sequence[float], baseline: Sample | None = None) -> Stop | None:
+def replay(
+    plan: Adaptive, scores: Sequence[float], baseline: Sample | None = None, alpha: float = ALPHA
+) -> Stop | None:
     """The first look that stopped, over scores in the order their runs finished: what the
     runner decided live (runs in flight when it stopped finish, and come after)."""
     running = Running()
     for score in scores:
         current = running.add(score)
-        stop = decide(plan, current, baseline)
+        stop = decide(plan, current, baseline, alpha)
         if stop is not None:
             return stop
     return None

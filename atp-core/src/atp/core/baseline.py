@@ -152,6 +152,12 @@ class BaselineComparison(msgspec.Struct, kw_only=True, omit_defaults=True):
         return self.regressions_holm if self.correction == "holm" else self.regressions
 
 
+def sequential_alpha(compared: int, correction: Correction) -> float:
+    """The error rate each adaptive test compared with a baseline may spend: 5%, or with Holm's
+    correction over ``compared`` such tests, 5%/``compared`` (Bonferroni: Holm's first step)."""
+    return ALPHA / compared if correction == "holm" and compared > 1 else ALPHA
+
+
 class Compared(msgspec.Struct, kw_only=True):
     """What the comparison needs of one test of the run."""
 
@@ -180,7 +186,7 @@ def _verdict(difference: Difference, significant: bool) -> Verdict:
     return "regression" if difference.delta < 0 else "improvement"
 
 
-def compare_test(test: Compared, reference: BaselineTest | None) -> TestComparison:
+def compare_test(test: Compared, reference: BaselineTest | None, alpha: float = ALPHA) -> TestComparison:
     """One test against its baseline entry (Holm's correction is applied over the suite by
     :func:`compare`)."""
     scores = test.scores
@@ -206,7 +212,7 @@ def compare_test(test: Compared, reference: BaselineTest | None) -> TestComparis
     verdict = _verdict(difference, difference.p_value < ALPHA)
     reason = difference.note
     if test.adaptive is not None:
-        stop: Stop | None = replay(test.adaptive, scores, sample)
+        stop: Stop | None = replay(test.adaptive, scores, sample, alpha)
         method = "sequential"
         verdict = "no_change"
         if stop is not None and stop.reason == "regression":
@@ -260,7 +266,9 @@ def compare(
         )
         reason = f"the baseline is of another suite ({baseline.suite!r})"
         return summary, {t.id: _not_compared(reason, None, t.scores) for t in tests}
-    results = {t.id: compare_test(t, baseline.tests.get(t.id)) for t in tests}
+    adaptive = sum(1 for t in tests if t.adaptive is not None and t.id in baseline.tests)
+    alpha = sequential_alpha(adaptive, correction)
+    results = {t.id: compare_test(t, baseline.tests.get(t.id), alpha) for t in tests}
     ran = {t.id for t in tests}
     summary.not_in_run = [test_id for test_id in baseline.tests if test_id not in ran]
     family = [test_id for test_id, c in results.items() if c.p_value is not None and c.method != "sequential"]

@@ -39,11 +39,12 @@ from atp.core.baseline import (
     compare,
     encode_baseline,
     read_baseline,
+    sequential_alpha,
 )
 from atp.core.errors import AtpError, StorageError
 from atp.core.protocol import Artifact, Event, Metrics, ResponseStatus
 from atp.core.secrets import Masker
-from atp.core.stats import Stats, describe, k_values, pass_at_k, pass_hat_k
+from atp.core.stats import ALPHA, Stats, describe, k_values, pass_at_k, pass_hat_k
 from atp.core.trace import TraceSummary, read_events
 
 RESULTS_FORMAT = "atp-results"
@@ -385,13 +386,15 @@ def make_test_result(
     interrupted: bool,
     stopped_by: str | None = None,
     baseline: BaselineTest | None = None,
+    alpha: float = ALPHA,
 ) -> TestResult:
     """A planned test and its runs (in the order they finished), with the status, score and
     statistics they add up to; an adaptive test's stop is replayed (against the test's
     ``baseline`` entry, when there is one)."""
     stop = None
     if planned.adaptive is not None and runs:
-        stop = replay(planned.adaptive, [r.score for r in runs], baseline.sample() if baseline is not None else None)
+        sample = baseline.sample() if baseline is not None else None
+        stop = replay(planned.adaptive, [r.score for r in runs], sample, alpha)
     runs = sorted(runs, key=lambda r: r.run_number)
     if runs:
         status = status_of_runs(runs, planned.pass_rule)
@@ -444,12 +447,16 @@ def build_suite_results(
     for run in runs:
         by_test.setdefault(run.test_id, []).append(run)
     entries = baseline.tests if baseline is not None and baseline.suite == header.suite else {}
+    alpha = sequential_alpha(
+        sum(1 for p in header.tests if p.adaptive is not None and p.skip is None and p.id in entries),
+        header.baseline.correction if header.baseline is not None else "holm",
+    )
     scores: dict[str, list[float]] = {}
     tests = []
     for planned in header.tests:
         mine = by_test.pop(planned.id, [])
         scores[planned.id] = [r.score for r in mine]
-        tests.append(make_test_result(planned, mine, interrupted, header.stopped_by, entries.get(planned.id)))
+        tests.append(make_test_result(planned, mine, interrupted, header.stopped_by, entries.get(planned.id), alpha))
     for test_id, stray in by_test.items():
         problems.append(
             f"{len(stray)} result(s) for test {test_id!r}, which this run did not plan: not counted"

@@ -36,7 +36,7 @@ import msgspec
 
 from atp.core.adapter import Adapter
 from atp.core.adaptive import Adaptive, decide
-from atp.core.baseline import Baseline
+from atp.core.baseline import Baseline, sequential_alpha
 from atp.core.config import ResolvedAgent
 from atp.core.errors import AgentError, AtpError, PluginFailed, StorageError
 from atp.core.evaluator import (
@@ -68,7 +68,7 @@ from atp.core.results import (
 from atp.core.scoring import score_run
 from atp.core.secrets import Masker
 from atp.core.service import Recorder, Service
-from atp.core.stats import Running, Sample
+from atp.core.stats import ALPHA, Running, Sample
 from atp.core.suite import Assertion, Suite, Test, suite_fingerprint, test_fingerprint
 from atp.core.text import as_text, masking, printable, shorten
 from atp.core.trace import DEFAULT_MAX_EVENT_BYTES, DEFAULT_MAX_EVENTS, DEFAULT_MAX_LOG_BYTES, RunTrace
@@ -744,10 +744,14 @@ class Runner:
         if keep:
             runs = self._finished_runs.pop(result.test_id)
             planned = self._planned[result.test_id]
-            entry = None
+            entry, alpha = None, ALPHA
             if self.baseline is not None and self.baseline.suite == self.suite.name:
                 entry = self.baseline.tests.get(result.test_id)
-            self._notify("atp_test_finished", result=make_test_result(planned, runs, False, baseline=entry))
+            if self._schedule is not None:
+                alpha = self._schedule.alpha
+            self._notify(
+                "atp_test_finished", result=make_test_result(planned, runs, False, baseline=entry, alpha=alpha)
+            )
 
     def _evaluator(self, name: str) -> Evaluator:
         evaluator = self._evaluators.get(name)
@@ -859,6 +863,11 @@ class _Schedule:
             if plan is not None and test.skip is None:
                 entry = entries.get(test.id)
                 self._adaptive[test.id] = _AdaptiveState(plan, entry.sample() if entry is not None else None)
+        reference = runner.baseline_ref
+        self.alpha = sequential_alpha(
+            sum(1 for test_id in self._adaptive if test_id in entries),
+            reference.correction if reference is not None else "holm",
+        )
         self._base = self._first_runs(tests)
         self._more: deque[Test] = deque()
         self._in_flight = 0
@@ -910,7 +919,7 @@ class _Schedule:
         self._in_flight -= 1
         sample = state.running.add(result.score)
         if not state.stopped:
-            stop = decide(state.plan, sample, state.baseline)
+            stop = decide(state.plan, sample, state.baseline, self.alpha)
             if stop is not None:
                 state.stopped = True
                 left = self._runner._remaining
