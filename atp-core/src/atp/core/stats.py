@@ -211,32 +211,44 @@ def t_cdf(t: float, df: float) -> float:
     return tail if t < 0 else 1.0 - tail
 
 
+def t_density(t: float, df: float) -> float:
+    """The density of Student's t with ``df`` degrees of freedom at ``t``."""
+    log_norm = math.lgamma((df + 1.0) / 2.0) - math.lgamma(df / 2.0) - 0.5 * math.log(df * math.pi)
+    return math.exp(log_norm - (df + 1.0) / 2.0 * math.log1p(t * t / df))
+
+
 @lru_cache(maxsize=4096)
 def t_quantile(p: float, df: float) -> float:
-    """The ``p`` quantile of Student's t with ``df`` degrees of freedom (0 < p < 1): found by
-    bisection on :func:`t_cdf` to full precision (cached; a run's statistics ask for few)."""
+    """The ``p`` quantile of Student's t with ``df`` degrees of freedom (0 < p < 1): Newton's
+    method on the upper tail from the normal quantile, kept inside a bracket that bisection
+    narrows when a step would leave it (cached; few distinct ones are asked for)."""
     if not 0.0 < p < 1.0:
         raise ValueError(f"a quantile needs 0 < p < 1, not {p}")
     if p == 0.5:
         return 0.0
     if p < 0.5:
         return -t_quantile(1.0 - p, df)
-    # upper tail: find t > 0 with P(T > t) = 1 - p, working on the tail for precision
-    tail = 1.0 - p
-    low, high = 0.0, max(1.0, _NORMAL.inv_cdf(p))
-    while t_two_sided(high, df) / 2.0 > tail:
-        low, high = high, high * 2.0
-        if high > 1e300:
-            return math.inf
-    for _ in range(200):
-        middle = (low + high) / 2.0
-        if middle in (low, high):
-            break
-        if t_two_sided(middle, df) / 2.0 > tail:
-            low = middle
+    tail = 1.0 - p  # find t > 0 with P(T > t) = tail, working on the tail for precision
+    if df > 1e7:
+        return _NORMAL.inv_cdf(p)
+    low, high = 0.0, math.inf
+    t = max(_NORMAL.inv_cdf(p), 1e-8)
+    for _ in range(100):
+        excess = t_two_sided(t, df) / 2.0 - tail
+        if excess == 0.0:
+            return t
+        if excess > 0.0:
+            low = t
         else:
-            high = middle
-    return (low + high) / 2.0
+            high = t
+        step = excess / t_density(t, df)
+        following = t + step
+        if not low < following < high:
+            following = (low + high) / 2.0 if math.isfinite(high) else t * 2.0
+        if abs(following - t) <= 1e-15 * following:
+            return following
+        t = following
+    return t
 
 
 # --- tests of a difference -------------------------------------------------------------------
