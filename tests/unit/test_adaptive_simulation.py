@@ -5,9 +5,12 @@ With a baseline (a group-sequential comparison):
 
 - no true difference: how often a regression or an improvement is declared (the false-alarm
   rate, at most 5 %), against the naive repeated t-test (p < 0.05 at every look), which the
-  rule exists to replace;
-- a true difference of 10 points (sigma 8): how often it is found (the power);
-- the mean number of runs, against the fixed design of ``max_runs`` runs.
+  rule exists to replace; the same for scores that are pass/fail (100 or 40);
+- a true difference of 10 points (sigma 8): how often it is found (the power), alone and as one
+  of 50 adaptive tests of a suite (each then spends 5 %/50);
+- the mean number of runs, against the fixed design of ``max_runs`` runs;
+- suites of 50 unchanged tests: how often one fails the build, with fixed runs (Holm) and
+  under ``runs_per_test: auto``.
 
 Without a baseline (the CI-width stop): the runs taken, the half-width reached, and how often
 the interval reported at the stop holds the true mean.
@@ -17,8 +20,8 @@ Print the table that docs/statistics.md quotes with::
     .venv/bin/python -m tests.unit.test_adaptive_simulation [--tests 2000] [--seed 1]
 
 Speed: a look with a baseline makes a Welch test, whose confidence interval needs a quantile of
-Student's t at a fractional number of degrees of freedom; ``atp.core.stats.t_quantile`` finds it
-by bisection (about 0.3 ms each). The simulation makes some 200,000 of them, so it runs with
+Student's t at a fractional number of degrees of freedom, which ``atp.core.stats.t_quantile``
+computes in plain Python (about 60 µs each). The simulation makes some 300,000 of them, so it runs with
 ``t_quantile`` replaced by SciPy's ``stdtrit`` (the same value to 1e-12), and
 ``test_the_fast_quantile_changes_no_decision`` replays a share of the tests with the kernel's
 own function to show that every decision is the same.
@@ -38,8 +41,8 @@ from functools import cache
 import pytest
 
 from atp.core import adaptive, stats
-from atp.core.adaptive import Adaptive, replay
-from atp.core.baseline import Baseline, BaselineRun, BaselineTest, Compared, compare
+from atp.core.adaptive import SAME_SCORE_RUNS, Adaptive, decide, replay
+from atp.core.baseline import Baseline, BaselineRun, BaselineTest, Compared, compare, sequential_alpha
 from atp.core.stats import ALPHA, Running, Sample, describe, welch
 
 PLAN = Adaptive()  # the defaults: min_runs 3, max_runs 20, ci_width 5, min_effect 5
@@ -83,7 +86,11 @@ class Scenario:
     """The baseline's runs, drawn uniformly per test from this range."""
     change: bool = False
     """Whether there is a true difference (then declared regressions are found, not false)."""
+    alpha: float = ALPHA
+    """The error rate the test may spend: 5 %, or its share in a suite (sequential_alpha)."""
 
+
+IN_A_SUITE = sequential_alpha(SUITE_TESTS, "holm")  # 5 % / 50 = 0.1 %
 
 SCENARIOS = {
     s.key: s
@@ -92,11 +99,17 @@ SCENARIOS = {
         Scenario(
             "normal-worse", "normal 70 ± 8 → 60 ± 8 (−10)", normal(60, 8), 60, normal(70, 8), change=True
         ),
+        Scenario(
+            "normal-worse-suite",
+            f"the same, one of {SUITE_TESTS} adaptive tests (α 0.1 %)",
+            normal(60, 8),
+            60,
+            normal(70, 8),
+            change=True,
+            alpha=IN_A_SUITE,
+        ),
         Scenario("steady-same", "normal 70 ± 4, no change", normal(70, 4), 70, normal(70, 4)),
         Scenario("passfail-same", "pass/fail 100|40, p 0.8, no change", pass_fail(0.8), 88, pass_fail(0.8)),
-        Scenario(
-            "passfail-worse", "pass/fail, p 0.8 → 0.6 (−12)", pass_fail(0.6), 76, pass_fail(0.8), change=True
-        ),
         Scenario(
             "passfail-same-20",
             "pass/fail, p 0.8, no change, baseline 20 runs",
@@ -105,11 +118,15 @@ SCENARIOS = {
             pass_fail(0.8),
             baseline_runs=(20, 20),
         ),
+        Scenario(
+            "passfail-worse", "pass/fail, p 0.8 → 0.6 (−12)", pass_fail(0.6), 76, pass_fail(0.8), change=True
+        ),
         Scenario("ci-sigma2", "normal 70 ± 2", normal(70, 2), 70),
         Scenario("ci-sigma4", "normal 70 ± 4", normal(70, 4), 70),
         Scenario("ci-sigma8", "normal 70 ± 8", normal(70, 8), 70),
         Scenario("ci-sigma12", "normal 70 ± 12", normal(70, 12), 70),
         Scenario("ci-passfail", "pass/fail 100|40, p 0.8", pass_fail(0.8), 88),
+        Scenario("ci-passfail-90", "pass/fail 100|40, p 0.9", pass_fail(0.9), 94),
     )
 }
 WITH_BASELINE = [k for k, s in SCENARIOS.items() if s.baseline is not None]
@@ -124,11 +141,14 @@ class Outcome:
     naive: int = 0
     """Tests where a Welch test at p < 0.05 at any look (min_runs to max_runs) was significant."""
     fixed: int = 0
-    """Tests where one Welch test after max_runs runs was significant (p < 0.05)."""
+    """Tests where one Welch test after max_runs runs was significant (p below the scenario's
+    alpha)."""
     covered: int = 0
     """Without a baseline: tests whose reported 95% interval holds the true mean."""
     half_widths: list[float] = field(default_factory=list)
     at_min_runs: int = 0
+    equal_early: int = 0
+    """Tests stopped before SAME_SCORE_RUNS runs that had all scored the same."""
 
     def rate(self, *reasons: str) -> float:
         return sum(self.reasons[r] for r in reasons) / self.tests
@@ -186,17 +206,19 @@ def naive_repeated_test(scores: list[float], baseline: Sample) -> bool:
 def simulate(scenario: Scenario, tests: int = TESTS, seed: int = SEED) -> Outcome:
     outcome = Outcome(tests=tests)
     for baseline, scores in draws(scenario, tests, seed):
-        stop = replay(PLAN, scores, baseline)
+        stop = replay(PLAN, scores, baseline, scenario.alpha)
         assert stop is not None  # max_runs scores always end in a stop
+        taken = scores[: stop.runs]
         outcome.reasons[stop.reason] += 1
         outcome.runs += stop.runs
         outcome.at_min_runs += stop.runs == PLAN.min_runs
+        outcome.equal_early += stop.runs < SAME_SCORE_RUNS and min(taken) == max(taken)
         if baseline is not None:
             if not scenario.change:
                 outcome.naive += naive_repeated_test(scores, baseline)
-            outcome.fixed += welch(Sample.of(scores), baseline).p_value < ALPHA
+            outcome.fixed += welch(Sample.of(scores), baseline).p_value < scenario.alpha
         else:
-            figures = describe(scores[: stop.runs])
+            figures = describe(taken)
             assert figures.ci_95 is not None and figures.half_width is not None
             outcome.covered += figures.ci_95[0] <= scenario.true_mean <= figures.ci_95[1]
             outcome.half_widths.append(figures.half_width)
@@ -221,7 +243,8 @@ class SuiteOutcome:
 def simulate_suites(suites: int, seed: int) -> SuiteOutcome:
     """Suites of unchanged tests (normal 70 ± 8, baselines of 10-20 runs) compared with their
     baselines as ATP compares a run: with 20 fixed runs per test (Welch, Holm over the suite),
-    and under runs_per_test: auto with the runs the rule took (its sequential verdicts)."""
+    and under runs_per_test: auto with the runs the rule took live (each test spending its share
+    of 5 %) and its sequential verdicts."""
     rng = random.Random(f"{seed}/suites")
     draw = normal(70, 8)
     outcome = SuiteOutcome(suites=suites)
@@ -236,7 +259,7 @@ def simulate_suites(suites: int, seed: int) -> SuiteOutcome:
                 runs=[BaselineRun(score=v) for v in saved],
             )
             scores = [draw(rng) for _ in range(PLAN.max_runs)]
-            stop = replay(PLAN, scores, Sample.of(saved))
+            stop = replay(PLAN, scores, Sample.of(saved), IN_A_SUITE)
             assert stop is not None
             fixed.append(Compared(id=f"t{i}", scores=scores))
             auto.append(Compared(id=f"t{i}", scores=scores[: stop.runs], adaptive=PLAN))
@@ -252,6 +275,11 @@ def simulate_suites(suites: int, seed: int) -> SuiteOutcome:
 def suite_outcome(suites: int = SUITES, seed: int = SEED) -> SuiteOutcome:
     with fast_quantile():
         return simulate_suites(suites, seed)
+
+
+def margin99(rate: float, trials: int) -> float:
+    """The one-sided 99 % binomial margin of a rate measured over ``trials``."""
+    return 2.33 * math.sqrt(rate * (1 - rate) / trials)
 
 
 # --- with a baseline -------------------------------------------------------------------------
@@ -279,6 +307,10 @@ def test_a_true_difference_of_10_points_is_found_in_most_tests() -> None:
     power = result.rate("regression")
     assert power >= 0.6  # measured 66 % in 12.2 runs on average (20 runs and one Welch test: 92 %)
     assert result.rate("improvement") == 0.0
+    # as one of 50 adaptive tests the test spends 0.1 %, and finds the change less often
+    in_a_suite = outcome("normal-worse-suite")
+    assert 0.2 <= in_a_suite.rate("regression") < power
+    assert in_a_suite.rate("improvement") == 0.0
 
 
 def test_fewer_runs_than_the_fixed_design_on_average() -> None:
@@ -290,38 +322,47 @@ def test_fewer_runs_than_the_fixed_design_on_average() -> None:
     assert outcome("steady-same").false_alarms <= 0.05
 
 
-def test_pass_fail_scores_with_a_baseline_of_10_to_20_runs() -> None:
-    result = outcome("passfail-same")
-    # measured 4.7 % (4.7 % over 20,000; nearly all at the look at 3 runs, see the next test):
-    # held to the bound plus the 99 % binomial margin at 2,000 tests,
-    # 2.58 * sqrt(0.05 * 0.95 / 2000) = 1.3 points
-    assert result.false_alarms <= 0.05 + 2.58 * math.sqrt(0.05 * 0.95 / TESTS)
-
-
-def test_pass_fail_scores_against_a_20_run_baseline_raise_at_most_5_percent_false_alarms() -> None:
-    result = outcome("passfail-same-20")
-    assert result.false_alarms <= 0.05
-
-
-def test_holm_keeps_an_unchanged_suite_of_fixed_runs_from_failing() -> None:
-    result = suite_outcome()
-    # measured 2.5 % of 200 suites of 50 unchanged tests; held to 5 % plus the 99 % binomial
-    # margin at 200 suites, 2.58 * sqrt(0.05 * 0.95 / 200) = 4 points
-    assert result.failing["fixed"] / result.suites <= 0.05 + 2.58 * math.sqrt(0.05 * 0.95 / SUITES)
-
-
-def test_holm_keeps_an_unchanged_suite_of_adaptive_tests_from_failing() -> None:
-    result = suite_outcome()
-    assert result.failing["auto"] / result.suites <= 0.05 + 2.58 * math.sqrt(0.05 * 0.95 / SUITES)
+@pytest.mark.parametrize("key", ["passfail-same", "passfail-same-20"])
+def test_pass_fail_scores_raise_at_most_5_percent_false_alarms(key: str) -> None:
+    # Before runs that all scored the same were made to decide nothing until SAME_SCORE_RUNS,
+    # three passes were taken as an exact mean: 4.7 % here with a baseline of 10-20 runs, and
+    # 10 % against 20-run baselines. Measured now: 0.3 % and 0.4 %. Held to 5 % plus the 99 %
+    # binomial margin at 2,000 tests (1.1 points).
+    assert outcome(key).false_alarms <= 0.05 + margin99(0.05, TESTS)
+    assert outcome(key).equal_early == 0
 
 
 def test_three_passes_are_no_improvement_over_a_70_percent_baseline() -> None:
     # 14 passes (100) and 6 failures (40) of 20: an ordinary baseline for a pass rate of 0.8
     # (20 % of such baselines have 6 failures or more). Three passes say little more: Fisher's
-    # exact test of 3/3 against 14/20 gives p = 0.54. The rule declares an improvement at the
-    # first look (Welch, p = 0.010 < 0.011), because the 3 runs' variance is 0.
-    stop = adaptive.decide(PLAN, Sample.of([100.0] * 3), Sample.of([100.0] * 14 + [40.0] * 6))
-    assert stop is None or stop.reason not in ("regression", "improvement")
+    # exact test of 3/3 against 14/20 gives p = 0.54. Welch's test, taking the 3 runs' variance
+    # of 0 as exact, gives p = 0.010, under the first look's 0.011.
+    stop = decide(PLAN, Sample.of([100.0] * 3), Sample.of([100.0] * 14 + [40.0] * 6))
+    assert stop is None
+
+
+def test_holm_keeps_an_unchanged_suite_of_fixed_runs_from_failing() -> None:
+    result = suite_outcome()
+    # 200 suites of 50 unchanged tests, 20 runs each, Holm over the suite: measured 4.0 % (2.6 %
+    # over 1,000 suites). Held to 5 % plus the 99 % binomial margin at 200 suites (3.6 points).
+    assert result.failing["fixed"] / result.suites <= 0.05 + margin99(0.05, SUITES)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "kernel: each of 50 adaptive tests spends 5%/50 = 0.1%, but Welch's test at the look of 3 "
+        "runs is far from its nominal level so far out in the tail (16x at 0.023%): an unchanged test "
+        "is declared changed 0.42% of the time (100,000 tests), and 9.0% of unchanged suites "
+        "fail (1,000 suites; 60% before each test's share was cut). The pooled-variance t-test "
+        "at the looks measured 0.115%; min_runs 5 gave 0.13%"
+    ),
+)
+def test_holm_keeps_an_unchanged_suite_of_adaptive_tests_from_failing() -> None:
+    result = suite_outcome()
+    # the same suites under runs_per_test: auto, each test spending its share, 5 %/50: measured
+    # 8.5 % of 200 suites. The point estimate is held to 5 %.
+    assert result.failing["auto"] / result.suites <= 0.05
 
 
 def test_the_fast_quantile_changes_no_decision() -> None:
@@ -332,9 +373,9 @@ def test_the_fast_quantile_changes_no_decision() -> None:
     for key in WITH_BASELINE + WITHOUT_BASELINE:
         scenario = SCENARIOS[key]
         tested = list(draws(scenario, 60, SEED))
-        own = [replay(PLAN, scores, baseline) for baseline, scores in tested]
+        own = [replay(PLAN, scores, baseline, scenario.alpha) for baseline, scores in tested]
         with fast_quantile():
-            fast = [replay(PLAN, scores, baseline) for baseline, scores in tested]
+            fast = [replay(PLAN, scores, baseline, scenario.alpha) for baseline, scores in tested]
         assert fast == own, key
 
 
@@ -357,12 +398,19 @@ def test_the_ci_width_stop_reaches_the_target_with_fewer_runs_for_steady_tests()
     assert outcome("ci-sigma4").mean_runs < 0.3 * PLAN.max_runs
 
 
+def test_equal_scores_stop_nothing_before_same_score_runs() -> None:
+    for key in ("ci-passfail", "ci-passfail-90"):
+        assert outcome(key).equal_early == 0, key
+        assert outcome(key).at_min_runs == 0, key
+
+
 @pytest.mark.xfail(
     strict=True,
     reason=(
-        "kernel: a pass/fail test whose first 3 runs all pass has std 0 and a zero-width interval, "
-        "so the CI-width rule stops at 3 runs (0.8³ = 51 % of tests at a pass rate of 0.8), "
-        "reporting an interval that does not hold the true mean: 45 % of the intervals hold it"
+        "kernel: a pass/fail test that passes its first SAME_SCORE_RUNS (10) runs has std 0 and a "
+        "zero-width interval, and the CI-width rule stops there (0.8^10 = 11 % of tests at a pass "
+        "rate of 0.8, 35 % at 0.9): the interval reported holds the true mean in 85 % of tests "
+        "(65 % at 0.9); never stopping on a spread of 0 gives 92 % (88 %), and no saving of runs"
     ),
 )
 def test_the_interval_of_a_pass_fail_test_stopped_by_the_ci_width_rule_holds_the_mean() -> None:
@@ -383,7 +431,7 @@ def percent(value: float) -> str:
     return f"{value * 100:5.1f} %"
 
 
-def table(tests: int = TESTS, seed: int = SEED) -> str:
+def table(tests: int = TESTS, seed: int = SEED, suites: int = SUITES) -> str:
     plan = (
         f"Adaptive(min_runs={PLAN.min_runs}, max_runs={PLAN.max_runs}, ci_width={PLAN.ci_width:g}, "
         f"min_effect={PLAN.min_effect:g}); {tests} simulated tests per row, seed {seed}"
@@ -407,18 +455,18 @@ def table(tests: int = TESTS, seed: int = SEED) -> str:
         "",
         "  regress./improv./equiv./max_runs: how the adaptive rule stopped; runs: the mean runs taken;",
         "  naive: a Welch test at p < 0.05 at every look (3 to 20 runs) declared a change;",
-        "  fixed 20: one Welch test at p < 0.05 after 20 runs declared a change.",
+        "  fixed 20: one Welch test after 20 runs declared a change (p < 0.05; in a suite, p < 0.001).",
         "",
-        f"A suite of {SUITE_TESTS} unchanged tests (normal 70 ± 8) compared with its baseline, {SUITES} suites:",
+        f"Suites of {SUITE_TESTS} unchanged tests (normal 70 ± 8) compared with their baselines, {suites} suites:",
     ]
-    suites = suite_outcome(SUITES, seed)
+    result_suites = suite_outcome(suites, seed)
     for design, label in (
         ("fixed", "20 runs per test, Welch, Holm over the suite"),
-        ("auto", "runs_per_test: auto"),
+        ("auto", "runs_per_test: auto, each test spending 0.1 %"),
     ):
         lines.append(
-            f"  {label:<46} {percent(suites.failing[design] / suites.suites)} of the suites fail "
-            f"({suites.regressions[design] / suites.suites:.2f} regressions per suite)"
+            f"  {label:<46} {percent(result_suites.failing[design] / suites)} of the suites fail "
+            f"({result_suites.regressions[design] / suites:.3f} regressions per suite)"
         )
     lines += [
         "",
@@ -449,9 +497,10 @@ def table(tests: int = TESTS, seed: int = SEED) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description="Print the adaptive run-count simulation's figures.")
     parser.add_argument("--tests", type=int, default=TESTS, help="simulated tests per scenario")
+    parser.add_argument("--suites", type=int, default=SUITES, help="simulated suites of 50 tests")
     parser.add_argument("--seed", type=int, default=SEED)
     options = parser.parse_args()
-    print(table(options.tests, options.seed))
+    print(table(options.tests, options.seed, options.suites))
 
 
 if __name__ == "__main__":
