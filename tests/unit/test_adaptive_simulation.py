@@ -21,8 +21,8 @@ Print the table that docs/statistics.md quotes with::
 
 Speed: a look with a baseline makes a Welch test, whose confidence interval needs a quantile of
 Student's t at a fractional number of degrees of freedom, which ``atp.core.stats.t_quantile``
-computes in plain Python (about 60 µs each). The simulation makes some 300,000 of them, so it runs with
-``t_quantile`` replaced by SciPy's ``stdtrit`` (the same value to 1e-12), and
+computes in plain Python (about 60 µs each). The simulation makes some 300,000 of them, so it
+runs with ``t_quantile`` replaced by SciPy's ``stdtrit`` (the same value to 1e-12), and
 ``test_the_fast_quantile_changes_no_decision`` replays a share of the tests with the kernel's
 own function to show that every decision is the same.
 """
