@@ -189,7 +189,8 @@ def test_config_file_defines_agent_and_defaults(tmp_path: Path) -> None:
     suite = write(tmp_path / "s.yaml", "test_suite: s\ntests:\n  - id: t\n    task: {description: x}\n")
     result = atp("test", f"--suite={suite}", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
-    assert "Runs per test: 2" in result.stdout and "2/2 runs passed, σ=0.0" in result.stdout
+    assert "Runs per test: 2" in result.stdout and "(σ=0.0)" in result.stdout
+    assert "pass@1 1.00, pass@2 1.00" in result.stdout, "verbose from the config: both runs counted"
     listed = atp("list-agents", cwd=tmp_path)
     assert listed.stdout.startswith("from-config  type=cli  ") and "atp.config.yaml:3" in listed.stdout
 

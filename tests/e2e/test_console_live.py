@@ -110,7 +110,7 @@ def test_a_crashing_agent_shows_its_error_once_and_folds_what_follows(tmp_path: 
     result = atp("test", f"--suite={suite}", "--runs=3", cwd=tmp_path)
     assert result.returncode == 1, result.stdout + result.stderr
     body = result.stdout[result.stdout.index("Tests:"):].splitlines()
-    assert body[1].startswith("  ✗ crashes    0.0/100  time ") and body[1].endswith("  0/3 runs passed, σ=0.0")
+    assert body[1].startswith("  ✗ crashes    0.0/100  (σ=0.0)   time ") and body[1].endswith("  0/3 runs passed")
     # the agent's error first (the adapter may add the end of its stderr), then the follow-ons
     assert body[2].startswith("    - runs 1-3: failed: agent exited with code 3 without writing a response")
     assert body[3] == (

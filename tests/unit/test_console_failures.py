@@ -120,7 +120,7 @@ def test_a_failure_seen_in_several_runs_is_shown_once_with_its_runs(tmp_path: Pa
             run(4, checks=[other])]
     out = render(*results_of(tmp_path, runs))
     body = out[out.index("Tests:"):].splitlines()
-    assert body[1].startswith("  ✗ t   25.0/100  time 2.00s  1/4 runs passed, σ=50.0")
+    assert body[1] == "  ✗ t   25.0/100  (σ=50.0)  time 2.00s  1/4 runs passed, critical"
     assert body[2:4] == [
         "    - runs 1,3: contains:report.md: expected text 'Slack'; not found in 120 characters",
         "    - run 4: contains:report.md: expected text 'Slack'; not found in 99 characters",
@@ -132,7 +132,7 @@ def test_a_failure_seen_in_several_runs_is_shown_once_with_its_runs(tmp_path: Pa
 
 def test_a_test_with_runs_missing_says_so(tmp_path: Path) -> None:
     out = render(*results_of(tmp_path, [run(1, "passed")], {"t": 3}))
-    assert "  ✓ t  100.0/100  time 0.50s  1/1 run passed, 2 not run" in out
+    assert "  ✓ t  100.0/100            time 0.50s  1/1 run passed, 2 not run\n" in out  # one run: no spread
 
 
 def test_verbose_shows_the_response_of_each_run_that_did_not_pass(tmp_path: Path) -> None:

@@ -63,7 +63,7 @@ def test_console_layout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None
                          "Agent: research (cli)", "Runs per test: 1, 2"]
     body = out[out.index("Tests:"):]
     assert body.splitlines()[1:5] == [
-        "  ✓ basic_search      85.0/100  time 1.20s  2/2 runs passed, σ=4.2",
+        "  ✓ basic_search      85.0/100  (σ=4.2)   time 1.20s",  # every run passed: no count
         "  ✗ unknown_company    0.0/100  time 2.00s",
         "    - timeout: timed out after 2 s; the agent was stopped",
         "    - sections:report.md: missing ['Summary']",
@@ -107,7 +107,7 @@ def test_console_falls_back_to_ascii(tmp_path: Path) -> None:
     ConsoleReporter(ReportOptions(stream=stream)).report(results, store)
     stream.flush()
     text = raw.getvalue().decode("ascii")
-    assert "  PASS basic_search" in text and "2/2 runs passed, sd=4.2" in text and "FAIL unknown_company" in text
+    assert "  PASS basic_search      85.0/100  (sd=4.2)   time 1.20s" in text and "FAIL unknown_company" in text
 
 
 def test_progress_line_only_on_a_terminal(tmp_path: Path) -> None:

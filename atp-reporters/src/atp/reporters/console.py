@@ -1,11 +1,21 @@
 """The ``console`` reporter: results for a person at a terminal (the default output).
 
-One line per test (✓/✗, score, time, how many runs passed) with its failures under it, and a
-summary ``X passed, Y failed, Z skipped``. A failure seen in several runs of a test is shown
+One line per test (✓/✗, score, time) with its failures under it, and a summary ``X passed, Y
+failed, Z skipped``. A test of several runs shows its score's spread (``σ=…``, the kernel's
+sample standard deviation), how many runs passed when not all did or its pass rule is not
+``all`` (with the rule), its stability level when not ``stable``, and for an adaptive run count
+how many runs it took and why it stopped. With a baseline, each test's verdict follows its line
+and a ``Baseline:`` line the summary; with several runs, the suite's pass@1 and pass^k and its
+unstable tests follow it too. Every figure is the kernel's (``TestResult.statistics``,
+``TestResult.baseline``, ``SuiteResults.statistics``): none is computed here, and one that is
+undefined is shown as ``—`` or left out, never as NaN. A failure seen in several runs of a test is shown
 once, with the runs it happened in; when the agent itself failed (crashed, timed out, gave no
 response), the checks that failed only because it produced no artifacts are folded into one
-line. ``--verbose`` adds every check, warnings, score breakdowns and, for each run that did not
-pass, the agent's response (status, every artifact with a preview) and the end of its log.
+line. ``--verbose`` adds, per test, the score's 95% confidence interval, median, min, max and
+coefficient of variation, the means of the score components (and which did not count) and of
+the metrics, pass@k and pass^k, the 95% interval of the difference from the baseline; and every
+check, warnings, score breakdowns and, for each run that did not pass, the agent's response
+(status, every artifact with a preview) and the end of its log.
 Colour only on a terminal, never with ``NO_COLOR`` set.
 
 During a live ``atp test`` the header is printed before the first run starts. On a terminal a
@@ -18,9 +28,9 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import math
 import os
 import re
-import statistics
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -29,10 +39,21 @@ from typing import TextIO
 
 import msgspec
 
+from atp.core.adaptive import Adaptive
+from atp.core.baseline import BaselineComparison, TestComparison
 from atp.core.hookspecs import hookimpl
 from atp.core.protocol import Artifact, FileArtifact, StructuredArtifact
 from atp.core.reporter import Reporter, ReportOptions
-from atp.core.results import Check, RunHeader, RunResult, RunStore, SuiteResults, TestResult
+from atp.core.results import (
+    METRIC_NAMES,
+    Check,
+    PassRule,
+    RunHeader,
+    RunResult,
+    RunStore,
+    SuiteResults,
+    TestResult,
+)
 from atp.core.text import printable as safe
 from atp.core.text import shorten
 
@@ -56,6 +77,54 @@ as one string)."""
 _NO_ARTIFACTS = re.compile(r"\bno artifacts?\b", re.IGNORECASE)
 
 _STATUS_PHRASE = {"timeout": "timed out", "cancelled": "was cancelled", "partial": "stopped part way"}
+
+_STABILITY_COLORS = {"moderate": "dim", "unstable": "yellow", "critical": "red"}
+_VERDICTS = {
+    "regression": "regression",
+    "improvement": "improvement",
+    "no_change": "no significant change",
+    "not_compared": "not compared",
+}
+_VERDICT_COLORS = {"regression": "red", "improvement": "green", "no_change": "dim", "not_compared": "dim"}
+_METHODS = {
+    "welch": "Welch's t-test on the runs' scores",
+    "welch-summary": "Welch's t-test from the baseline's summary statistics",
+    "sequential": "the adaptive run count's sequential rule",
+}
+COMPONENTS = ("quality", "completeness", "efficiency", "cost")
+_NOT_COUNTED = {
+    "quality": "no quality checks",
+    "completeness": "no checks",
+    "efficiency": "no max_steps, or steps unknown",
+    "cost": "no token or cost limit, or usage unknown",
+}
+"""Why a score component did not count in any run: the conditions under which it counts
+(docs/statistics.md), as the reporter cannot tell which of them was missing."""
+MAX_IDS_SHOWN = 20
+"""Test ids listed on one summary line (unstable tests, tests not in the run); the rest are counted."""
+_ASCII = str.maketrans({"±": "+/-", "≤": "<=", "≥": ">=", "—": "-", "σ": "sd", "…": "...", "→": "->"})
+
+
+def finite(value: float | None) -> bool:
+    return value is not None and math.isfinite(value)
+
+
+def p_text(value: float | None) -> str:
+    """A p-value to two significant figures (``0.003``, ``0.03``, ``1``); ``—`` when undefined."""
+    if not finite(value):
+        return "—"
+    assert value is not None
+    return "0" if value == 0.0 else f"{value:.2g}"
+
+
+def runs_label(runs: int, adaptive: Adaptive | None) -> str:
+    """How many runs a test has planned: ``5``, or ``auto (3-20)`` for an adaptive run count."""
+    return f"auto ({adaptive.min_runs}-{adaptive.max_runs})" if adaptive is not None else str(runs)
+
+
+def _labels(planned: set[tuple[int, Adaptive | None]]) -> list[str]:
+    ordered = sorted(planned, key=lambda p: (p[1] is not None, p[0], p[1].min_runs if p[1] else 0))
+    return list(dict.fromkeys(runs_label(runs, adaptive) for runs, adaptive in ordered))
 
 
 def use_color(stream: TextIO, forced: bool | None = None) -> bool:
@@ -175,10 +244,12 @@ class StatusLine:
     it) nothing is written again, and a failing stream closes it quietly.
     """
 
-    def __init__(self, stream: TextIO, paint: Callable[[str], str], total: int) -> None:
+    def __init__(self, stream: TextIO, paint: Callable[[str], str], total: int, up_to: bool = False) -> None:
         self.stream = stream
         self.paint = paint
         self.total = total
+        self.up_to = up_to
+        """``total`` is a most (adaptive run counts): tests may stop sooner."""
         self.done = 0
         self.running = 0
         self.failed = 0
@@ -197,10 +268,8 @@ class StatusLine:
 
     def text(self) -> str:
         elapsed = clock(time.monotonic() - self.started)
-        return (
-            f"running: {self.done}/{self.total} runs done, {self.running} in progress, "
-            f"{self.failed} failed, {elapsed} elapsed"
-        )
+        done = f"{self.done} of at most {self.total}" if self.up_to else f"{self.done}/{self.total}"
+        return f"running: {done} runs done, {self.running} in progress, {self.failed} failed, {elapsed} elapsed"
 
     def run_started(self) -> None:
         with self._lock:
@@ -275,7 +344,8 @@ class ConsoleReporter(Reporter):
         super().__init__(options)
         self.stream = options.stream
         self.color = use_color(self.stream, options.color)
-        fancy = _can_encode(self.stream, "✓✗σ…")
+        fancy = _can_encode(self.stream, "✓✗σ…±≤≥—")
+        self.fancy = fancy
         self.symbols = {
             "passed": "✓" if fancy else "PASS",
             "failed": "✗" if fancy else "FAIL",
@@ -289,6 +359,8 @@ class ConsoleReporter(Reporter):
         self._width = 0
         self._lines_shown = False
         self._progress_off = False
+        self._holm = True
+        """Which verdict counts in :meth:`_verdict`: Holm's, unless the run's correction is ``none``."""
 
     def paint(self, text: str, color: str) -> str:
         if not self.color:
@@ -307,19 +379,21 @@ class ConsoleReporter(Reporter):
         try:
             planned = [t for t in header.tests if t.skip is None]
             self._width = max((len(safe(t.id)) for t in header.tests), default=0)
-            runs = {t.runs for t in planned}
-            lines = self._header(header.suite, header.agent, header.agent_type, runs, directory)
+            labels = _labels({(t.runs, t.adaptive) for t in planned})
+            lines = self._header(header.suite, header.agent, header.agent_type, labels, directory)
             live = self.live
             total = sum(t.runs for t in planned)
+            up_to = any(t.adaptive is not None for t in planned)
             if not live and planned:
-                lines.append(f"Running {plural(len(planned), 'test')} ({plural(total, 'run')}):")
+                most = "up to " if up_to else ""
+                lines.append(f"Running {plural(len(planned), 'test')} ({most}{plural(total, 'run')}):")
             self._write("\n".join(lines) + "\n")
             if self._progress_off:  # the stream failed: the report prints everything
                 return
             self._header_shown = directory
             self._lines_shown = not live and bool(planned)
             if live:
-                self.status = StatusLine(self.stream, lambda text: self.paint(text, "dim"), total)
+                self.status = StatusLine(self.stream, lambda text: self.paint(text, "dim"), total, up_to)
                 self.status.start()
         except Exception:
             self._stop_progress()
@@ -382,25 +456,26 @@ class ConsoleReporter(Reporter):
 
     # --- the report --------------------------------------------------------------------------
 
-    def _header(self, suite: str, agent: str, agent_type: str, runs: set[int], directory: Path) -> list[str]:
+    def _header(self, suite: str, agent: str, agent_type: str, runs: list[str], directory: Path) -> list[str]:
         out = [self.paint("ATP Test Results", "bold"), "================", ""]
         out.append(f"Suite: {safe(suite)}")
         out.append(f"Agent: {safe(agent)} ({safe(agent_type)})")
         if runs:
-            out.append(f"Runs per test: {', '.join(str(r) for r in sorted(runs))}")
+            out.append(f"Runs per test: {', '.join(runs)}")
         out.append(f"Run directory: {safe(shown_path(directory))}")
         out.append("")
         return out
 
     def report(self, results: SuiteResults, store: RunStore) -> None:
         self._stop_progress()
+        self._holm = results.baseline is None or results.baseline.correction == "holm"
         out: list[str] = []
         if self._header_shown is not None and self._header_shown == store.directory:
             if self._lines_shown:
                 out.append("")
         else:
-            runs = {t.planned_runs for t in results.tests if t.skip_reason is None}
-            out.extend(self._header(results.suite, results.agent, results.agent_type, runs, store.directory))
+            labels = _labels({(t.planned_runs, t.adaptive) for t in results.tests if t.skip_reason is None})
+            out.extend(self._header(results.suite, results.agent, results.agent_type, labels, store.directory))
         out.append("Tests:")
         width = max((len(safe(t.id)) for t in results.tests), default=0)
         for test in results.tests:
@@ -412,9 +487,36 @@ class ConsoleReporter(Reporter):
         for problem in results.problems:
             out.append(self.paint(f"Problem: {safe(problem)}", "red"))
         out.append(self._summary(results))
+        out.extend(self._suite_statistics(results))
+        if results.baseline is not None:
+            out.extend(self._baseline_summary(results.baseline, results.tests))
         out.append(f"Total time: {seconds(results.duration_seconds)}")
         self.stream.write("\n".join(out) + "\n")
         self.stream.flush()
+
+    def text(self, text: str) -> str:
+        """ATP's own wording for this stream: ``±``, ``≤``, ``σ``, ``—`` spelt in ASCII when
+        the stream cannot encode them."""
+        return text if self.fancy else text.translate(_ASCII)
+
+    def number(self, value: float | None, spec: str = ".1f") -> str:
+        """A figure, or ``—`` when it is undefined (``None``; never NaN)."""
+        if not finite(value):
+            return self.text("—")
+        return format(value, spec)
+
+    def interval(self, bounds: tuple[float, float] | None, spec: str = ".1f") -> str:
+        if bounds is None:
+            return self.text("—")
+        return f"[{self.number(bounds[0], spec)}, {self.number(bounds[1], spec)}]"
+
+    def rule(self, rule: PassRule) -> str:
+        """A pass rule in brief: ``≥80%``, ``mean ≥60``."""
+        if rule.rule == "pass_rate":
+            return self.text(f"≥{(rule.threshold or 0.0) * 100:g}%")
+        if rule.rule == "min_score":
+            return self.text(f"mean ≥{rule.threshold or 0.0:g}")
+        return "all runs pass"
 
     def _test_line(self, test: TestResult, width: int) -> str:
         mark = self.paint(self.symbols[test.status], _TEST_COLORS[test.status])
@@ -424,26 +526,157 @@ class ConsoleReporter(Reporter):
         ran = len(test.runs)
         time_part = f"time {seconds(test.duration_seconds)}"
         line = f"  {mark} {test_id}  {test.score:5.1f}/100  "
-        if ran <= 1 and test.planned_runs <= 1:
+        if ran <= 1 and test.planned_runs <= 1 and test.adaptive is None:
             return line + time_part
-        passed = sum(r.outcome == "passed" for r in test.runs)
-        runs_part = f"{passed}/{plural(ran, 'run')} passed"
-        if ran > 1:
-            runs_part += f", {self.sigma}={statistics.stdev(r.score for r in test.runs):.1f}"
-        if ran < test.planned_runs:
-            runs_part += self.paint(f", {test.planned_runs - ran} not run", "yellow")
-        return f"{line}{time_part:<10}  {runs_part}"
+        stats = test.statistics
+        std = stats.score.std if stats is not None and ran > 1 else None
+        spread = f"({self.sigma}={std:.1f})" if finite(std) else ""
+        spread = spread.ljust(len(self.sigma) + 7)  # "(sd=12.3)" at most: the column lines up
+        passed = stats.passed_runs if stats is not None else sum(r.outcome == "passed" for r in test.runs)
+        decided = test.adaptive is not None and test.stop is not None
+        unfinished = ran < test.planned_runs and not decided
+        parts = []
+        if passed < ran or test.pass_rule.rule != "all" or unfinished:
+            runs_part = f"{passed}/{plural(ran, 'run')} passed"
+            if test.pass_rule.rule != "all":
+                runs_part += f" (rule: {self.rule(test.pass_rule)})"
+            parts.append(runs_part)
+        if test.adaptive is not None and test.stop is not None:
+            parts.append(self._took(test))
+        elif test.adaptive is not None and unfinished:
+            parts.append(self.paint("not finished: stopped before its rule decided", "yellow"))
+        elif unfinished:
+            parts.append(self.paint(f"{test.planned_runs - ran} not run", "yellow"))
+        level = stats.score.stability if stats is not None and finite(std) else None
+        if level is not None and level != "stable":
+            parts.append(self.paint(level, _STABILITY_COLORS.get(level, "yellow")))
+        return f"{line}{spread}  {time_part:<10}  {', '.join(parts)}".rstrip()
+
+    def _took(self, test: TestResult) -> str:
+        """How many runs an adaptive test took and why it stopped: ``took 7 runs (95% interval
+        ±4.3 ≤ ±5 points)``; runs already started when it decided finish, and are counted."""
+        stop = test.stop
+        assert stop is not None
+        why = safe(stop.message.replace(f" after {stop.runs} runs", "", 1))
+        ran = len(test.runs)
+        if ran > stop.runs:
+            return self.text(f"took {plural(ran, 'run')} (decided after {stop.runs}: {why})")
+        return self.text(f"took {plural(stop.runs, 'run')} ({why})")
 
     def _test(self, test: TestResult, width: int) -> list[str]:
         lines = [self._test_line(test, width)]
         if test.status == "skipped":
             return lines
+        if test.baseline is not None:
+            lines.extend(self._verdict(test.baseline))
         if self.options.verbose:
+            lines.extend(self._statistics(test))
             many = len(test.runs) > 1
             for run in test.runs:
                 lines.extend(self._run_verbose(run, f"run {run.run_number}: " if many else ""))
         else:
             lines.extend(self._failures(test))
+        return lines
+
+    # --- statistics (--verbose) and the comparison with the baseline ---
+
+    def _statistics(self, test: TestResult) -> list[str]:
+        """The test's statistics as the kernel took them: the score's interval, median, range
+        and CV; the components' and metrics' means; pass@k and pass^k."""
+        stats = test.statistics
+        if stats is None:
+            return []
+        lines = []
+        score = stats.score
+        if score.n > 1:
+            cv = f"CV {self.number(score.cv, '.2f')}"
+            if score.stability is not None:
+                cv += f" ({score.stability})"
+            lines.append(
+                f"score: 95% CI {self.interval(score.ci_95)}, median {self.number(score.median)}, "
+                f"min {self.number(score.min)}, max {self.number(score.max)}, {cv}"
+            )
+        if test.pass_rule.rule != "all":
+            lines.append(f"pass rule: {safe(test.pass_rule.describe())}")
+        counted = []
+        for name, component in stats.components.items():
+            text = f"{safe(name)} {self.number(component.mean, '.2f')}"
+            if component.n < stats.runs:
+                text += f" ({component.n} of {stats.runs} runs)"
+            counted.append(text)
+        missing = [f"{name} ({_NOT_COUNTED[name]})" for name in COMPONENTS if name not in stats.components]
+        if counted or missing:
+            text = f"components (mean): {', '.join(counted) or 'none counted'}"
+            if missing:
+                text += f"; not counted: {', '.join(missing)}"
+            lines.append(text)
+        metrics = [self._metric(name, stats.metrics[name].mean) for name in METRIC_NAMES if name in stats.metrics]
+        if metrics:
+            lines.append(f"metrics (mean): {', '.join(metrics)}")
+        if stats.runs > 1 and stats.pass_at_k:
+            at_k = ", ".join(f"pass@{k} {self.number(v, '.2f')}" for k, v in sorted(stats.pass_at_k.items()))
+            hat_k = ", ".join(f"pass^{k} {self.number(v, '.2f')}" for k, v in sorted(stats.pass_hat_k.items()) if k > 1)
+            lines.append(f"{at_k}; {hat_k}" if hat_k else at_k)
+        return [self.paint(self.text(f"    {line}"), "dim") for line in lines]
+
+    def _metric(self, name: str, mean: float) -> str:
+        if not finite(mean):
+            return f"{name} {self.text('—')}"
+        if name == "total_tokens":
+            return f"{mean:,.0f} tokens"
+        if name == "total_steps":
+            return f"{mean:,.1f} steps"
+        if name == "tool_calls":
+            return f"{mean:,.1f} tool calls"
+        if name == "llm_calls":
+            return f"{mean:,.1f} LLM calls"
+        if name == "wall_time_seconds":
+            return f"wall time {seconds(mean)}"
+        if name == "cost_usd":
+            return f"cost ${mean:.4f}"
+        return f"{safe(name)} {mean:g}"
+
+    def _verdict(self, comparison: TestComparison) -> list[str]:
+        """The test against the baseline, in one line (two with ``--verbose``): the verdict
+        that counts (Holm's unless the run's correction is ``none``), the change, the p-values,
+        and the other verdict when it differs."""
+        if comparison.verdict == "not_compared":
+            reason = safe(comparison.reason or "no reason given")
+            return [self.paint(f"    baseline: not compared: {reason}", "dim")]
+        holm = self._holm
+        main = comparison.verdict_holm if holm and comparison.verdict_holm is not None else comparison.verdict
+        other = comparison.verdict if holm else comparison.verdict_holm
+        change = self.number(comparison.delta, "+.1f")
+        if finite(comparison.delta_percent):
+            change += f" ({comparison.delta_percent:+.1f}%)"
+        p = f"p={p_text(comparison.p_value)}"
+        if comparison.p_holm is not None:
+            p += f", Holm p={p_text(comparison.p_holm)}"
+        color = _VERDICT_COLORS[main]
+        if comparison.method == "sequential":
+            text = f"{_VERDICTS[main]} {change} by the sequential rule (Welch {p})"
+        elif holm and other != main and other in ("regression", "improvement"):
+            text = f"{_VERDICTS[main]} {change} after Holm's correction; {other} before it ({p})"
+            color = "yellow"
+        elif not holm and other is not None and other != main and main in ("regression", "improvement"):
+            text = f"{_VERDICTS[main]} {change} ({p}); not significant after Holm's correction"
+        else:
+            text = f"{_VERDICTS[main]} {change} {p}"
+        if comparison.changed:
+            text += "; the test changed since the baseline was saved"
+            color = "yellow" if color == "dim" else color
+        lines = [self.paint(self.text(f"    baseline: {text}"), color)]
+        if self.options.verbose:
+            detail = (
+                f"      95% CI of the difference {self.interval(comparison.ci_95, '+.1f')}; baseline "
+                f"{self.number(comparison.baseline_mean)} ({plural(comparison.baseline_runs, 'run')}), this run "
+                f"{self.number(comparison.current_mean)} ({plural(comparison.current_runs, 'run')})"
+            )
+            if comparison.method is not None:
+                detail += f"; {_METHODS.get(comparison.method, comparison.method)}"
+            lines.append(self.paint(self.text(detail), "dim"))
+            if comparison.reason:
+                lines.append(self.paint(self.text(f"      note: {safe(comparison.reason)}"), "dim"))
         return lines
 
     # --- failures, folded and grouped (the default) ---
@@ -543,6 +776,74 @@ class ConsoleReporter(Reporter):
             extra.append(self.paint(f"{plural(len(results.problems), 'problem')} with the run directory", "red"))
         tail = f"; {', '.join(extra)}" if extra else ""
         return f"Summary: {', '.join(parts)}{rate}{tail}"
+
+    def _suite_statistics(self, results: SuiteResults) -> list[str]:
+        """When tests ran several runs: the suite's pass@1 and pass^k (for the largest k every
+        test's runs allow) and the tests whose score is unstable."""
+        stats = results.statistics
+        if stats is None or not any(len(t.runs) > 1 for t in results.tests):
+            return []
+        lines = []
+        ran = sum(1 for t in results.tests if t.statistics is not None)
+        parts = []
+        if 1 in stats.pass_at_k:
+            parts.append(f"pass@1 {self.number(stats.pass_at_k[1], '.2f')}")
+        ks = [k for k in stats.pass_hat_k if k > 1]
+        if ks:
+            k = max(ks)
+            parts.append(f"pass^{k} {self.number(stats.pass_hat_k[k], '.2f')}")
+        if parts:
+            lines.append(f"Pass rates: {', '.join(parts)} (mean over {plural(ran, 'test')})")
+        if stats.unstable:
+            levels = {t.id: t.statistics.score.stability for t in results.tests if t.statistics is not None}
+            shown = [f"{safe(i)} ({levels.get(i) or '?'})" for i in stats.unstable[:MAX_IDS_SHOWN]]
+            more = len(stats.unstable) - len(shown)
+            listing = ", ".join(shown) + (f" and {more} more" if more > 0 else "")
+            lines.append(self.paint(f"Unstable: {listing}", "yellow"))
+        return lines
+
+    def _baseline_summary(self, comparison: BaselineComparison, tests: list[TestResult]) -> list[str]:
+        """The run against its baseline: what was compared and found, what the baseline has
+        that the run did not run, and what kept a comparison from being made."""
+        holm = comparison.correction == "holm"
+        regressions = comparison.regressions_holm if holm else comparison.regressions
+        improvements = comparison.improvements_holm if holm else comparison.improvements
+        unchanged = max(comparison.compared - regressions - improvements, 0)
+        not_compared = sum(1 for t in tests if t.baseline is not None and t.baseline.verdict == "not_compared")
+        about = []
+        if comparison.agent:
+            about.append(safe(comparison.agent))
+        if comparison.created_at is not None:
+            about.append(f"{comparison.created_at:%Y-%m-%d %H:%M %Z}".rstrip())
+        name = safe(comparison.file) if comparison.file else "the baseline"
+        label = f"Baseline: {name}" + (f" ({', '.join(about)})" if about else "")
+        counts = [
+            self.paint(plural(regressions, "regression"), "red") if regressions else plural(0, "regression"),
+            self.paint(plural(improvements, "improvement"), "green") if improvements else plural(0, "improvement"),
+            f"{unchanged} unchanged",
+            f"{not_compared} not compared",
+        ]
+        line = f"{label}: {', '.join(counts)}"
+        raw = (comparison.regressions, comparison.improvements)
+        if holm and raw != (regressions, improvements):
+            line += (
+                f" (with Holm's correction; without it {plural(raw[0], 'regression')}, "
+                f"{plural(raw[1], 'improvement')})"
+            )
+        if regressions:
+            if comparison.fail_on_regression:
+                line += self.paint("; regressions fail the run", "red")
+            else:
+                line += "; regressions do not fail the run (--fail-on-regression=false)"
+        lines = [line]
+        if comparison.not_in_run:
+            shown = ", ".join(safe(i) for i in comparison.not_in_run[:MAX_IDS_SHOWN])
+            more = len(comparison.not_in_run) - MAX_IDS_SHOWN
+            shown += f" and {more} more" if more > 0 else ""
+            lines.append(self.paint(f"  in the baseline but not in this run: {shown}", "yellow"))
+        for problem in comparison.problems:
+            lines.append(self.paint(f"  Problem with the baseline: {safe(problem)}", "red"))
+        return lines
 
 
 def _describe(artifact: Artifact) -> tuple[str, str, str | None]:

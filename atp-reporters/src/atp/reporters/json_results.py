@@ -3,7 +3,10 @@
 ``atp test --output=json --output-file=results.json`` writes it to a file (without
 ``--output-file``, to stdout). The format is documented in docs/results-format.md and described
 by the JSON Schema docs/results.schema.json, generated from :class:`atp.core.results.SuiteResults`.
-Each run carries its event trace under ``events``.
+Each run carries its event trace under ``events``. The figures are the kernel's, written as the
+results hold them: each test's ``statistics`` (score, components, metrics, pass@k, pass^k),
+``pass_rule``, an adaptive test's ``adaptive`` plan and ``stop``, and with a baseline its
+``baseline`` comparison; the suite's ``statistics`` and ``baseline`` summary.
 """
 
 from __future__ import annotations
