@@ -24,6 +24,7 @@ BUILTIN_COMMANDS = {
     "validate": ("atp.cli.commands.validate", "validate_command", "Check that an agent speaks ATP: probes, events, refusals."),
     "report": ("atp.cli.commands.report", "report_command", "Render the results of a run directory."),
     "baseline": ("atp.cli.commands.baseline", "baseline_command", "Save a baseline of an agent's scores, or compare a run with one."),
+    "compare": ("atp.cli.commands.compare", "compare_command", "Run a suite against several agents, interleaved, and compare their scores."),
     "plugins": ("atp.cli.commands.info", "plugins_command", "List installed plugins and what they register."),
     "list-agents": ("atp.cli.commands.info", "list_agents_command", "List the agents defined in the config and a suite."),
     "list-evaluators": ("atp.cli.commands.info", "list_evaluators_command", "List the assertion types evaluators provide."),
