@@ -4,8 +4,10 @@ t-test and Holm's correction.
 
 Everything here is plain Python on the standard library. Student's t distribution, the one
 distribution the stdlib lacks, is computed from the regularised incomplete beta function
-(a continued fraction evaluated by the modified Lentz method); the tests hold every figure to
-SciPy's on the same data. So statistics cost microseconds, and ATP's start-up and install pay
+(a continued fraction evaluated by the modified Lentz method), and from the normal
+distribution by the Cornish-Fisher expansion above 100,000 degrees of freedom; the tests hold
+every figure to SciPy's on the same data (relative 1e-9), near t = 0 and at a billion degrees
+of freedom too. So statistics cost microseconds, and ATP's start-up and install pay
 nothing for a numerical library (importing ``scipy.special`` alone takes about 150 ms).
 
 Edge cases give defined values, never NaN:
@@ -196,53 +198,111 @@ def incomplete_beta(a: float, b: float, x: float) -> float:
     return 1.0 - front * _beta_fraction(b, a, 1.0 - x) / b
 
 
+_LARGE_DF = 1e5
+"""From this many degrees of freedom, Student's t is computed from the normal distribution by
+the Cornish-Fisher expansion (to within 1e-13 of SciPy there); below it, from the beta function."""
+_HALF_LOG_PI = 0.5 * math.log(math.pi)
+
+
+def _log_gamma_ratio(a: float) -> float:
+    """ln Γ(a + 1/2) - ln Γ(a), without the cancellation of two large log-gammas for large a."""
+    if a < 1e3:
+        return math.lgamma(a + 0.5) - math.lgamma(a)
+    return 0.5 * math.log(a) - 1.0 / (8.0 * a) + 1.0 / (192.0 * a**3)
+
+
+def _cornish_fisher(x: float, df: float) -> float:
+    """The t quantile whose normal quantile is ``x`` (Abramowitz and Stegun 26.7.5, four terms)."""
+    x2 = x * x
+    g1 = (x2 + 1.0) * x / 4.0
+    g2 = ((5.0 * x2 + 16.0) * x2 + 3.0) * x / 96.0
+    g3 = (((3.0 * x2 + 19.0) * x2 + 17.0) * x2 - 15.0) * x / 384.0
+    g4 = ((((79.0 * x2 + 776.0) * x2 + 1482.0) * x2 - 1920.0) * x2 - 945.0) * x / 92160.0
+    return x + (g1 + (g2 + (g3 + g4 / df) / df) / df) / df
+
+
+def _t_split(t: float, df: float) -> tuple[float, float]:
+    """``(P(|T| >= |t|), P(|T| < |t|))``: the smaller of the two is computed directly, so each
+    keeps its precision (the other is 1 minus it)."""
+    t = abs(t)
+    if t == 0.0:
+        return 1.0, 0.0
+    if math.isinf(t):
+        return 0.0, 1.0
+    if df >= _LARGE_DF:
+        # Solve t = cornish_fisher(z) for the normal deviate z (Newton from z = t).
+        z = t
+        for _ in range(50):
+            following = z - (_cornish_fisher(z, df) - t) / (1.0 + (3.0 * z * z + 1.0) / (4.0 * df))
+            if following == z:
+                break
+            z = following
+        z /= math.sqrt(2.0)
+        return (math.erfc(z), math.erf(z)) if z > 0.5 else (1.0 - math.erf(z), math.erf(z))
+    # I_x(df/2, 1/2) with x = df / (df + t^2) is the outer probability and I_{1-x}(1/2, df/2) the
+    # inner one; the logarithms of x and 1 - x are taken from q = t^2 / df, never from x itself.
+    a = df / 2.0
+    q = t * t / df
+    log_q = 2.0 * math.log(t) - math.log(df)  # q itself may underflow
+    log_front = _log_gamma_ratio(a) - _HALF_LOG_PI - a * math.log1p(q) + 0.5 * (log_q - math.log1p(q))
+    front = math.exp(log_front)
+    x = 1.0 / (1.0 + q)
+    if x < (a + 1.0) / (a + 2.5):
+        outer = front * _beta_fraction(a, 0.5, x) / a
+        return outer, 1.0 - outer
+    inner = front * _beta_fraction(0.5, a, q / (1.0 + q)) / 0.5
+    return 1.0 - inner, inner
+
+
 def t_two_sided(t: float, df: float) -> float:
     """P(|T| >= |t|) for Student's t with ``df`` degrees of freedom (the two-sided p-value)."""
-    if math.isinf(t):
-        return 0.0
-    if df > 1e7:
-        return 2.0 * _NORMAL.cdf(-abs(t))
-    return min(1.0, incomplete_beta(df / 2.0, 0.5, df / (df + t * t)))
+    return min(1.0, _t_split(t, df)[0])
 
 
 def t_cdf(t: float, df: float) -> float:
     """P(T <= t) for Student's t with ``df`` degrees of freedom."""
-    tail = t_two_sided(t, df) / 2.0
-    return tail if t < 0 else 1.0 - tail
+    outer, inner = _t_split(t, df)
+    if t < 0:
+        return outer / 2.0
+    return 0.5 + inner / 2.0
 
 
 def t_density(t: float, df: float) -> float:
     """The density of Student's t with ``df`` degrees of freedom at ``t``."""
-    log_norm = math.lgamma((df + 1.0) / 2.0) - math.lgamma(df / 2.0) - 0.5 * math.log(df * math.pi)
+    log_norm = _log_gamma_ratio(df / 2.0) - 0.5 * math.log(df * math.pi)
     return math.exp(log_norm - (df + 1.0) / 2.0 * math.log1p(t * t / df))
 
 
 @lru_cache(maxsize=4096)
 def t_quantile(p: float, df: float) -> float:
-    """The ``p`` quantile of Student's t with ``df`` degrees of freedom (0 < p < 1): Newton's
-    method on the upper tail from the normal quantile, kept inside a bracket that bisection
-    narrows when a step would leave it (cached; few distinct ones are asked for)."""
+    """The ``p`` quantile of Student's t with ``df`` degrees of freedom (0 < p < 1).
+
+    Newton's method from the normal quantile, on whichever of P(T > t) and P(0 < T < t) is the
+    smaller (for precision), kept inside a bracket that bisection narrows when a step would
+    leave it; from :data:`_LARGE_DF` degrees of freedom, the Cornish-Fisher expansion. Cached:
+    few distinct ones are asked for."""
     if not 0.0 < p < 1.0:
         raise ValueError(f"a quantile needs 0 < p < 1, not {p}")
     if p == 0.5:
         return 0.0
     if p < 0.5:
         return -t_quantile(1.0 - p, df)
-    tail = 1.0 - p  # find t > 0 with P(T > t) = tail, working on the tail for precision
-    if df > 1e7:
-        return _NORMAL.inv_cdf(p)
+    if df >= _LARGE_DF:
+        return _cornish_fisher(_NORMAL.inv_cdf(p), df)
+    centre = p <= 0.75
+    target = p - 0.5 if centre else 1.0 - p  # both exact in binary
     low, high = 0.0, math.inf
-    t = max(_NORMAL.inv_cdf(p), 1e-8)
-    for _ in range(100):
-        excess = t_two_sided(t, df) / 2.0 - tail
+    t = max(_NORMAL.inv_cdf(p), 1e-300)
+    for _ in range(200):
+        outer, inner = _t_split(t, df)
+        excess = (target - inner / 2.0) if centre else (outer / 2.0 - target)
         if excess == 0.0:
             return t
         if excess > 0.0:
             low = t
         else:
             high = t
-        step = excess / t_density(t, df)
-        following = t + step
+        following = t + excess / t_density(t, df)
         if not low < following < high:
             following = (low + high) / 2.0 if math.isfinite(high) else t * 2.0
         if abs(following - t) <= 1e-15 * following:
