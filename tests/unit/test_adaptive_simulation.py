@@ -262,7 +262,7 @@ def simulate_suites(suites: int, seed: int) -> SuiteOutcome:
             stop = replay(PLAN, scores, Sample.of(saved), IN_A_SUITE)
             assert stop is not None
             fixed.append(Compared(id=f"t{i}", scores=scores))
-            auto.append(Compared(id=f"t{i}", scores=scores[: stop.runs], adaptive=PLAN))
+            auto.append(Compared(id=f"t{i}", scores=scores[: stop.runs], adaptive=PLAN, stop=stop))
         baseline = Baseline(suite="s", tests=entries)
         for design, tests in (("fixed", fixed), ("auto", auto)):
             summary, _ = compare(baseline, "s", tests)
@@ -377,6 +377,28 @@ def test_the_fast_quantile_changes_no_decision() -> None:
         with fast_quantile():
             fast = [replay(PLAN, scores, baseline, scenario.alpha) for baseline, scores in tested]
         assert fast == own, key
+
+
+def test_the_equivalence_stop_is_the_interval_of_the_difference_within_min_effect() -> None:
+    # decide() tells the interval is within ±min_effect from a p-value, without its quantile:
+    # the stop must be exactly the one the interval itself gives.
+    rng = random.Random(f"{SEED}/equivalence")
+    plan = Adaptive(min_runs=3, max_runs=20, min_effect=5.0)
+    stops = Counter[str]()
+    for _ in range(3000):
+        n = rng.randint(3, 19)
+        spread = rng.choice((1.0, 3.0, 8.0))
+        current = Sample.of([rng.gauss(70 + rng.uniform(-6, 6), spread) for _ in range(n)])
+        baseline = Sample.of([rng.gauss(70, spread) for _ in range(rng.randint(2, 20))])
+        difference = welch(current, baseline)
+        low, high = difference.ci_95
+        significant = difference.p_value < adaptive.look_alpha(plan, n)
+        stop = decide(plan, current, baseline)
+        expected = None if significant else ("equivalent" if low > -5.0 and high < 5.0 else None)
+        got = stop.reason if stop is not None and stop.reason == "equivalent" else None
+        assert got == expected, (current, baseline, difference)
+        stops[stop.reason if stop is not None else "none"] += 1
+    assert stops["equivalent"] > 300 and stops["none"] > 300, stops  # both sides were exercised
 
 
 # --- without a baseline ----------------------------------------------------------------------

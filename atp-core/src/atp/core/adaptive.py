@@ -41,7 +41,7 @@ from typing import Literal
 
 import msgspec
 
-from atp.core.stats import ALPHA, Running, Sample, t_quantile, welch
+from atp.core.stats import ALPHA, CONFIDENCE, Running, Sample, t_quantile, t_two_sided, welch, welch_terms
 
 StopReason = Literal["ci_width", "regression", "improvement", "equivalent", "max_runs"]
 
@@ -102,32 +102,9 @@ def decide(plan: Adaptive, current: Sample, baseline: Sample | None = None, alph
     if current.variance == 0.0 and n < min(SAME_SCORE_RUNS, plan.max_runs):
         return None  # a few equal scores (three passes of a pass/fail test) prove no precision
     if baseline is not None and baseline.n >= 2 and n >= 2:
-        difference = welch(current, baseline)
-        level = look_alpha(plan, n, alpha)
-        low, high = difference.ci_95
-        if difference.p_value < level:
-            worse = difference.delta < 0
-            return Stop(
-                runs=n,
-                reason="regression" if worse else "improvement",
-                message=(
-                    f"{'regression' if worse else 'improvement'} of {difference.delta:+.1f} points decided "
-                    f"after {n} runs (p = {difference.p_value:.2g} < {level:.2g}, this look's share of {alpha:.2g})"
-                ),
-                p_value=difference.p_value,
-                alpha=level,
-            )
-        if -plan.min_effect < low and high < plan.min_effect:
-            return Stop(
-                runs=n,
-                reason="equivalent",
-                message=(
-                    f"no change of {plan.min_effect:g} points or more (95% interval of the difference "
-                    f"{low:+.1f} to {high:+.1f}) after {n} runs"
-                ),
-                p_value=difference.p_value,
-                alpha=level,
-            )
+        stop = _compared(plan, current, baseline, look_alpha(plan, n, alpha), alpha)
+        if stop is not None:
+            return stop
     elif n >= 2:
         half = t_quantile(1 - ALPHA / 2, n - 1) * math.sqrt(current.variance / n)
         if half <= plan.ci_width:
@@ -139,6 +116,44 @@ def decide(plan: Adaptive, current: Sample, baseline: Sample | None = None, alph
     if n >= plan.max_runs:
         verdict = "with no significant change" if baseline is not None and baseline.n >= 2 else "before the interval was narrow enough"
         return Stop(runs=n, reason="max_runs", message=f"reached max_runs ({plan.max_runs}) {verdict}")
+    return None
+
+
+def _compared(plan: Adaptive, current: Sample, baseline: Sample, level: float, alpha: float) -> Stop | None:
+    """The look's decision against the baseline: a significant change at ``level``, or
+    equivalence (the difference's 95% interval within ``min_effect`` points either way).
+
+    The interval is only computed for a test that stops: it lies within ``±min_effect`` exactly
+    when ``|delta| + q se < min_effect`` (q the t quantile), that is when the two-sided p-value
+    of ``(min_effect - |delta|) / se`` is below 1 - 95%, which costs no quantile."""
+    n = current.n
+    delta, se, df = welch_terms(current, baseline)
+    p_value = (1.0 if delta == 0.0 else 0.0) if df is None else t_two_sided(delta / se, df)
+    if p_value < level:
+        worse = delta < 0
+        return Stop(
+            runs=n,
+            reason="regression" if worse else "improvement",
+            message=(
+                f"{'regression' if worse else 'improvement'} of {delta:+.1f} points decided "
+                f"after {n} runs (p = {p_value:.2g} < {level:.2g}, this look's share of {alpha:.2g})"
+            ),
+            p_value=p_value,
+            alpha=level,
+        )
+    margin = plan.min_effect - abs(delta)
+    if margin > 0 and (df is None or t_two_sided(margin / se, df) < 1.0 - CONFIDENCE):
+        low, high = welch(current, baseline).ci_95
+        return Stop(
+            runs=n,
+            reason="equivalent",
+            message=(
+                f"no change of {plan.min_effect:g} points or more (95% interval of the difference "
+                f"{low:+.1f} to {high:+.1f}) after {n} runs"
+            ),
+            p_value=p_value,
+            alpha=level,
+        )
     return None
 
 

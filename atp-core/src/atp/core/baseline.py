@@ -31,7 +31,7 @@ from typing import Literal
 import msgspec
 
 from atp.core import files
-from atp.core.adaptive import Adaptive, Stop, replay
+from atp.core.adaptive import Adaptive, Stop
 from atp.core.errors import AtpError
 from atp.core.stats import ALPHA, Difference, Sample, holm, welch
 
@@ -166,6 +166,10 @@ class Compared(msgspec.Struct, kw_only=True):
     """In the order the runs finished."""
     fingerprint: str | None = None
     adaptive: Adaptive | None = None
+    stop: Stop | None = None
+    """An adaptive test's stop: the sequential rule replayed over ``scores`` (with this
+    baseline and the share of 5% :func:`sequential_alpha` gives it) by the caller, who knows
+    how many adaptive tests the run planned; ``None`` when the rule never stopped it."""
 
 
 def _not_compared(reason: str, baseline: BaselineTest | None, current: Sequence[float]) -> TestComparison:
@@ -186,7 +190,7 @@ def _verdict(difference: Difference, significant: bool) -> Verdict:
     return "regression" if difference.delta < 0 else "improvement"
 
 
-def compare_test(test: Compared, reference: BaselineTest | None, alpha: float = ALPHA) -> TestComparison:
+def compare_test(test: Compared, reference: BaselineTest | None) -> TestComparison:
     """One test against its baseline entry (Holm's correction is applied over the suite by
     :func:`compare`)."""
     scores = test.scores
@@ -212,7 +216,7 @@ def compare_test(test: Compared, reference: BaselineTest | None, alpha: float = 
     verdict = _verdict(difference, difference.p_value < ALPHA)
     reason = difference.note
     if test.adaptive is not None:
-        stop: Stop | None = replay(test.adaptive, scores, sample, alpha)
+        stop = test.stop
         method = "sequential"
         verdict = "no_change"
         if stop is not None and stop.reason == "regression":
@@ -266,9 +270,7 @@ def compare(
         )
         reason = f"the baseline is of another suite ({baseline.suite!r})"
         return summary, {t.id: _not_compared(reason, None, t.scores) for t in tests}
-    adaptive = sum(1 for t in tests if t.adaptive is not None and t.id in baseline.tests)
-    alpha = sequential_alpha(adaptive, correction)
-    results = {t.id: compare_test(t, baseline.tests.get(t.id), alpha) for t in tests}
+    results = {t.id: compare_test(t, baseline.tests.get(t.id)) for t in tests}
     ran = {t.id for t in tests}
     summary.not_in_run = [test_id for test_id in baseline.tests if test_id not in ran]
     family = [test_id for test_id, c in results.items() if c.p_value is not None and c.method != "sequential"]

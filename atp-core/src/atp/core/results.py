@@ -478,7 +478,7 @@ def build_suite_results(
             baseline,
             header.suite,
             [
-                Compared(id=p.id, scores=scores[p.id], fingerprint=p.fingerprint, adaptive=p.adaptive)
+                Compared(id=p.id, scores=scores[p.id], fingerprint=p.fingerprint, adaptive=p.adaptive, stop=t.stop)
                 for p, t in zip(header.tests, tests, strict=True)
                 if t.runs
             ],

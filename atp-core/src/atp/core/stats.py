@@ -277,10 +277,10 @@ def t_density(t: float, df: float) -> float:
 def t_quantile(p: float, df: float) -> float:
     """The ``p`` quantile of Student's t with ``df`` degrees of freedom (0 < p < 1).
 
-    Newton's method from the normal quantile, on whichever of P(T > t) and P(0 < T < t) is the
-    smaller (for precision), kept inside a bracket that bisection narrows when a step would
-    leave it; from :data:`_LARGE_DF` degrees of freedom, the Cornish-Fisher expansion. Cached:
-    few distinct ones are asked for."""
+    Halley's method from the Cornish-Fisher approximation, on whichever of P(T > t) and
+    P(0 < T < t) is the smaller (for precision), kept inside a bracket that bisection narrows
+    when a step would leave it; from :data:`_LARGE_DF` degrees of freedom, the Cornish-Fisher
+    expansion itself. Cached: few distinct ones are asked for."""
     if not 0.0 < p < 1.0:
         raise ValueError(f"a quantile needs 0 < p < 1, not {p}")
     if p == 0.5:
@@ -292,7 +292,7 @@ def t_quantile(p: float, df: float) -> float:
     centre = p <= 0.75
     target = p - 0.5 if centre else 1.0 - p  # both exact in binary
     low, high = 0.0, math.inf
-    t = max(_NORMAL.inv_cdf(p), 1e-300)
+    t = max(_cornish_fisher(_NORMAL.inv_cdf(p), df), 1e-300)
     for _ in range(200):
         outer, inner = _t_split(t, df)
         excess = (target - inner / 2.0) if centre else (outer / 2.0 - target)
@@ -302,7 +302,9 @@ def t_quantile(p: float, df: float) -> float:
             low = t
         else:
             high = t
-        following = t + excess / t_density(t, df)
+        step = excess / t_density(t, df)  # Newton's step, then Halley's correction of it
+        correction = 1.0 - step * (df + 1.0) * t / (2.0 * (df + t * t))
+        following = t + (step / correction if correction > 0.5 else step)
         if not low < following < high:
             following = (low + high) / 2.0 if math.isfinite(high) else t * 2.0
         if abs(following - t) <= 1e-15 * following:
@@ -375,15 +377,27 @@ class Difference(msgspec.Struct, kw_only=True):
     """Why the test is degenerate, when it is (no variance on either side)."""
 
 
-def welch(current: Sample, reference: Sample, confidence: float = CONFIDENCE) -> Difference:
-    """Welch's t-test of ``current.mean - reference.mean`` (unequal variances, Welch-Satterthwaite
-    degrees of freedom), two-sided. Each side needs at least 2 values."""
+def welch_terms(current: Sample, reference: Sample) -> tuple[float, float, float | None]:
+    """``(delta, se, df)`` of Welch's t-test of ``current.mean - reference.mean``: the
+    difference, its standard error and the Welch-Satterthwaite degrees of freedom (``None``
+    when ``se`` is 0: neither side varies). Each side needs at least 2 values."""
     if current.n < 2 or reference.n < 2:
         raise ValueError("Welch's t-test needs at least 2 values on each side")
     delta = current.mean - reference.mean
     va, vb = current.variance / current.n, reference.variance / reference.n
     se2 = va + vb
     if se2 <= 0.0:
+        return delta, 0.0, None
+    df = se2 * se2 / ((va * va / (current.n - 1) if va else 0.0) + (vb * vb / (reference.n - 1) if vb else 0.0))
+    return delta, math.sqrt(se2), df
+
+
+def welch(current: Sample, reference: Sample, confidence: float = CONFIDENCE) -> Difference:
+    """Welch's t-test of ``current.mean - reference.mean`` (unequal variances, Welch-Satterthwaite
+    degrees of freedom), two-sided, with the confidence interval of the difference. Each side
+    needs at least 2 values."""
+    delta, se, df = welch_terms(current, reference)
+    if df is None:
         same = delta == 0.0
         return Difference(
             delta=delta,
@@ -397,10 +411,6 @@ def welch(current: Sample, reference: Sample, confidence: float = CONFIDENCE) ->
                 else "every run scored the same on each side, and the sides differ: the difference is exact"
             ),
         )
-    se = math.sqrt(se2)
-    df = se2 * se2 / (
-        (va * va / (current.n - 1) if va else 0.0) + (vb * vb / (reference.n - 1) if vb else 0.0)
-    )
     t = delta / se
     half = t_quantile(1 - (1 - confidence) / 2, df) * se
     return Difference(delta=delta, t=t, df=df, p_value=t_two_sided(t, df), ci_95=(delta - half, delta + half))
