@@ -292,7 +292,7 @@ def test_a_baseline_of_another_suite_is_a_problem_and_compares_nothing(tmp_path:
 
 def test_an_adaptive_test_compared_sequentially_says_so(tmp_path: Path) -> None:
     plan = Adaptive(min_runs=3, max_runs=20)
-    results = results_of([planned("auto", 20, adaptive=plan)], runs_of("auto", [60, 61, 59]),
+    results = results_of([planned("auto", 20, adaptive=plan)], runs_of("auto", [60, 60.5, 59.5]),
                          baseline_of(auto=[80, 82, 78, 81, 79, 80, 81, 79, 80, 80]))
     out = render(results, tmp_path)
     assert results.tests[0].stop is not None and results.tests[0].stop.reason == "regression"

@@ -10,12 +10,14 @@ each *look*, the moment the test has n finished runs (n from ``min_runs`` to ``m
   t-test of the runs so far against the baseline's runs is significant when its p-value is
   below ``alpha_n``, the share of the 5% error rate that look may spend::
 
-      spend(f) = 0.05 × ln(1 + (e - 1) × f)        (the Pocock-type spending function)
+      spend(f) = 2 - 2 Φ(z / sqrt(f)),  z = 1.96       (the O'Brien-Fleming type, Lan and DeMets)
       alpha_n  = spend(n / max_runs) - spend((n - 1) / max_runs),   alpha_min = spend(min_runs / max_runs)
 
   The shares add up to 5% over every look up to ``max_runs``, so by the union bound the chance
   of declaring a regression (or an improvement) that is not there stays at or under 5%, however
-  many looks are taken; testing each look at 5% (the naive repeated t-test) would not. The test
+  many looks are taken; testing each look at 5% (the naive repeated t-test) would not. This
+  type spends almost nothing at the first looks (4e-7 at 3 runs of 20), where Welch's test of
+  a few runs is least accurate so far out in the tail, and most of the 5% late. The test
   also stops, as *equivalent*, once the 95% interval of the difference lies within
   ``min_effect`` points either way: a change that large is ruled out. Stopping for that reason
   can only lower the error rate. At ``max_runs`` without either, it stops with no significant
@@ -37,6 +39,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from functools import lru_cache
+from statistics import NormalDist
 from typing import Literal
 
 import msgspec
@@ -79,9 +83,19 @@ class Stop(msgspec.Struct, kw_only=True, omit_defaults=True):
 
 
 def spend(fraction: float, alpha: float = ALPHA) -> float:
-    """The error rate spent by the look at ``fraction`` of the maximum runs (Pocock-type)."""
-    fraction = min(max(fraction, 0.0), 1.0)
-    return alpha * math.log(1.0 + (math.e - 1.0) * fraction)
+    """The error rate spent by the look at ``fraction`` of the maximum runs (the O'Brien-Fleming
+    type spending function of Lan and DeMets): ``2 - 2 Φ(z / sqrt(fraction))``, z the normal
+    quantile of ``1 - alpha / 2``; ``alpha`` itself at ``fraction`` 1."""
+    if fraction <= 0.0:
+        return 0.0
+    if fraction >= 1.0:
+        return alpha
+    return math.erfc(_z(alpha) / math.sqrt(2.0 * fraction))
+
+
+@lru_cache(maxsize=64)
+def _z(alpha: float) -> float:
+    return NormalDist().inv_cdf(1.0 - alpha / 2.0)
 
 
 def look_alpha(plan: Adaptive, n: int, alpha: float = ALPHA) -> float:
