@@ -23,6 +23,7 @@ BUILTIN_COMMANDS = {
     "test": ("atp.cli.commands.test", "test_command", "Run a suite against an agent."),
     "validate": ("atp.cli.commands.validate", "validate_command", "Check that an agent speaks ATP: probes, events, refusals."),
     "report": ("atp.cli.commands.report", "report_command", "Render the results of a run directory."),
+    "view": ("atp.cli.commands.view", "view_command", "Browse the stored runs in a browser: reports and each test's trend."),
     "baseline": ("atp.cli.commands.baseline", "baseline_command", "Save a baseline of an agent's scores, or compare a run with one."),
     "compare": ("atp.cli.commands.compare", "compare_command", "Run a suite against several agents, interleaved, and compare their scores."),
     "plugins": ("atp.cli.commands.info", "plugins_command", "List installed plugins and what they register."),
