@@ -18,6 +18,7 @@ import click
 import msgspec
 
 from atp.cli.app import RunsType, config_option, debug_option
+from atp.cli.tables import p_text, table
 from atp.core.hookspecs import hookimpl
 from atp.core.text import printable
 
@@ -395,7 +396,7 @@ def _print_comparison(
         for test_id, comparison in tests.items()
     ]
     if rows:
-        lines.extend(_table([list(COLUMNS), *rows]))
+        lines.extend(table([list(COLUMNS), *rows], RIGHT))
     else:
         lines.append("No test of the run finished a run: nothing to compare.")
     lines.append("")
@@ -448,8 +449,8 @@ def _row(
         _number(comparison.delta, signed=True),
         _number(comparison.delta_percent, signed=True, suffix="%"),
         f"[{comparison.ci_95[0]:+.1f}, {comparison.ci_95[1]:+.1f}]" if comparison.ci_95 is not None else "—",
-        _p(comparison.p_value),
-        _p(comparison.p_holm),
+        p_text(comparison.p_value),
+        p_text(comparison.p_holm),
         shown,
     ]
 
@@ -465,28 +466,6 @@ def _number(value: float | None, *, signed: bool = False, suffix: str = "") -> s
     if value is None:
         return "—"
     return f"{value:+.1f}{suffix}" if signed else f"{value:.1f}{suffix}"
-
-
-def _p(value: float | None) -> str:
-    if value is None:
-        return "—"
-    if value == 0.0:
-        return "0"
-    return f"{value:.3f}" if value >= 0.001 else f"{value:.1e}"
-
-
-def _table(rows: list[list[str]]) -> list[str]:
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    lines = []
-    for number, row in enumerate(rows):
-        cells = [
-            cell.rjust(width) if i in RIGHT else cell.ljust(width)
-            for i, (cell, width) in enumerate(zip(row, widths, strict=True))
-        ]
-        lines.append(("  " + "  ".join(cells)).rstrip())
-        if number == 0:
-            lines.append("  " + "  ".join("-" * width for width in widths))
-    return lines
 
 
 def _summary_line(summary: BaselineComparison, tests: dict[str, TestComparison]) -> str:

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from atp.cli.app import RunsType, config_option, debug_option
+from atp.cli.tables import p_text, table
 from atp.core.runner import Interrupted, Runner
 from atp.core.text import printable
 
@@ -512,28 +513,6 @@ def _delta(pair: PairTest | PairResult) -> str:
     return f"{pair.delta or 0.0:+.1f}{' ' + MARK if pair.significant else ''}"
 
 
-def _p(value: float | None) -> str:
-    if value is None:
-        return "—"
-    if value == 0.0:
-        return "0"
-    return f"{value:.3f}" if value >= 0.001 else f"{value:.1e}"
-
-
-def _table(rows: list[list[str]], right: frozenset[int]) -> list[str]:
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    lines = []
-    for number, row in enumerate(rows):
-        cells = [
-            cell.rjust(width) if i in right else cell.ljust(width)
-            for i, (cell, width) in enumerate(zip(row, widths, strict=True))
-        ]
-        lines.append(("  " + "  ".join(cells)).rstrip())
-        if number == 0:
-            lines.append("  " + "  ".join("-" * width for width in widths))
-    return lines
-
-
 def _console(comparison: AgentComparison, suite_file: str) -> str:
     from atp.core.comparison import verdict_text
 
@@ -556,7 +535,7 @@ def _console(comparison: AgentComparison, suite_file: str) -> str:
     rows.append(
         ["(mean over tests)", *(_mean(s) for s in comparison.agent_totals), *(_delta(p) for p in comparison.overall)]
     )
-    lines.extend(printable(line) for line in _table(rows, right))
+    lines.extend(printable(line) for line in table(rows, right))
     family = sum(1 for row in comparison.tests for p in row.pairs if p.p_value is not None)
     lines.append("")
     lines.append(
@@ -585,11 +564,11 @@ def _console(comparison: AgentComparison, suite_file: str) -> str:
             str(pair.tests),
             "—" if pair.delta is None else f"{pair.delta:+.1f}",
             f"[{pair.ci_95[0]:+.1f}, {pair.ci_95[1]:+.1f}]" if pair.ci_95 is not None else "—",
-            _p(pair.p_value),
-            _p(pair.p_holm),
+            p_text(pair.p_value),
+            p_text(pair.p_holm),
             verdict,
         ])
-    lines.extend(printable(line) for line in _table(overall_rows, frozenset({1, 2, 4, 5})))
+    lines.extend(printable(line) for line in table(overall_rows, frozenset({1, 2, 4, 5})))
     notes = [
         f"  {row.id}, {p.a} - {p.b}: {p.reason}" for row in comparison.tests for p in row.pairs if p.reason
     ] + [f"  overall, {p.a} - {p.b}: {p.reason}" for p in comparison.overall if p.reason]
