@@ -12,6 +12,8 @@ from atp.core.hookspecs import hookimpl
 def atp_register_reporters(register: Any) -> None:
     from atp.reporters.console import ConsoleReporter
     from atp.reporters.json_results import JsonReporter
+    from atp.reporters.junit import JunitReporter
 
     register(ConsoleReporter)
     register(JsonReporter)
+    register(JunitReporter)

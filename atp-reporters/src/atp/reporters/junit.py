@@ -1,0 +1,307 @@
+"""The ``junit`` reporter: JUnit XML, the test report GitHub Actions, GitLab CI and Jenkins read.
+
+``atp test --output=junit:report.xml`` (or ``--output=junit --output-file=report.xml``) writes
+it; without a file it goes to stdout. The document is valid against the Apache Ant JUnit schema
+(tests/fixtures/JUnit.xsd), the strictest of the dialects those tools accept:
+
+- ``<testsuites>`` holds one ``<testsuite>`` for the run's suite and agent;
+- a ``<testcase>`` per test: ``classname`` is ``<suite>.<agent>`` and ``name`` the test's id,
+  so a CI system tracks the same test across runs; ``time`` is the test's duration;
+- a test that failed on its checks has a ``<failure>`` whose message names the failed checks
+  and whose text holds each failed run's checks with their details and the tail of the agent's
+  log; a test with a run the agent broke (it crashed, timed out, broke the protocol or answered
+  with an error) has an ``<error>`` of type ``timeout`` or ``agent-error``, and one whose checks
+  could not be made (ATP's ``error`` status) of type ``evaluation-error``; a skipped test has
+  ``<skipped>`` with the reason (a test an interrupted run did not reach is one);
+- the schema allows properties and logs only on the suite, so ``<properties>`` holds the run's
+  own (``atp.run_id``, ``atp.suite``, ``atp.agent``...) and each test's figures as
+  ``<test id>.score``, ``.runs``, ``.passed_runs``, ``.pass_rate``, ``.stability``,
+  ``.ci_95`` and ``.baseline``; ``<system-err>`` holds every run's agent log (masked as stored),
+  each under a header naming the test and run; ``<system-out>`` the run's summary.
+
+Agent text is untrusted: the XML writer escapes markup, and characters XML cannot carry
+(control characters, lone surrogates) are written as visible escapes.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import socket
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING
+
+from atp.core.reporter import Reporter, write_file
+from atp.core.text import printable
+
+if TYPE_CHECKING:
+    from xml.etree.ElementTree import Element
+
+    from atp.core.results import Check, RunResult, RunStore, SuiteResults, TestResult
+
+LOG_LIMIT = 64 * 1024
+"""The most of one run's agent log put in ``<system-err>`` (its end: where a crash shows)."""
+DETAIL_LIMIT = 4 * 1024
+"""The most of one check's details put in a failure's text."""
+LOG_TAIL_LINES = 20
+"""The lines of a failed run's log tail put in its failure's text."""
+
+_NOT_XML = re.compile("[\ud800-\udfff\ufffe\uffff]")
+
+
+def xml_text(text: str) -> str:
+    """``text`` with what XML 1.0 cannot hold (control characters, lone surrogates, U+FFFE/F)
+    written as visible escapes; newlines and tabs kept."""
+    text = printable(text, newlines=True)
+    return _NOT_XML.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+def _seconds(value: float) -> str:
+    return f"{value:.3f}" if math.isfinite(value) and value > 0 else "0.000"
+
+
+def _timestamp(value: datetime) -> str:
+    """UTC, to the second, without a zone: the schema's pattern."""
+    if value.tzinfo is not None:
+        value = value.astimezone(timezone.utc)
+    return value.strftime("%Y-%m-%dT%H:%M:%S")
+
+
+def _figure(value: float) -> str:
+    return f"{value:.4g}" if math.isfinite(value) else str(value)
+
+
+def _cut(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    return f"[{len(text) - limit} characters before cut]\n" + text[-limit:]
+
+
+def _check_lines(check: Check) -> list[str]:
+    import msgspec
+
+    lines = [f"  - {check.name} (score {_figure(check.score)}): {check.message}"]
+    if check.details:
+        try:
+            details = msgspec.json.format(msgspec.json.encode(check.details), indent=2).decode()
+        except (TypeError, ValueError):
+            details = repr(check.details)
+        if len(details) > DETAIL_LIMIT:
+            details = details[:DETAIL_LIMIT] + f"\n[{len(details) - DETAIL_LIMIT} characters cut]"
+        lines.extend("      " + line for line in details.splitlines())
+    return lines
+
+
+def _log_tail(run: RunResult) -> list[str]:
+    tail = run.log_tail[-LOG_TAIL_LINES:]
+    if not tail:
+        return []
+    return ["  agent log (last lines):", *("    " + line for line in tail)]
+
+
+def _run_head(test: TestResult, run: RunResult) -> str:
+    where = f"run {run.run_number}" if test.planned_runs > 1 or len(test.runs) > 1 else "the run"
+    return f"{where}: {run.outcome}, status {run.status}, score {_figure(run.score)}"
+
+
+def failure_text(test: TestResult) -> tuple[str, str]:
+    """The message and the text of a failed test's ``<failure>``."""
+    failed = test.failed_checks
+    if failed:
+        first = failed[0]
+        message = f"{first.name}: {first.message}"
+        others = len({c.name for c in failed}) - 1
+        if others > 0:
+            message += f" (and {others} more failed check{'s' if others > 1 else ''})"
+    else:
+        message = f"score {_figure(test.score)}"
+    failed_runs = [r for r in test.runs if r.outcome != "passed"]
+    if len(test.runs) > 1:
+        message = (
+            f"{len(failed_runs)} of {len(test.runs)} runs failed "
+            f"(the test passes when {test.pass_rule.describe()}): {message}"
+        )
+    lines: list[str] = []
+    for run in failed_runs or test.runs:
+        lines.append(_run_head(test, run))
+        for check in run.failed_checks:
+            lines.extend(_check_lines(check))
+        lines.extend(_log_tail(run))
+    return message, "\n".join(lines)
+
+
+def agent_errors(test: TestResult) -> list[RunResult]:
+    """The runs of a test that did not pass because of the agent rather than a check: it
+    crashed, timed out, broke the protocol or answered with an error (``RunResult.error``),
+    or a check could not be made (the run's outcome is ``error``)."""
+    return [r for r in test.runs if r.outcome == "error" or (r.outcome == "failed" and r.error)]
+
+
+def error_text(test: TestResult, errored: list[RunResult]) -> tuple[str, str, str]:
+    """The type, message and text of an ``<error>``: ``timeout`` when a run timed out,
+    ``evaluation-error`` when a check could not be made, ``agent-error`` otherwise."""
+    if any(r.status == "timeout" for r in errored):
+        kind = "timeout"
+        first = next(r for r in errored if r.status == "timeout")
+    elif test.status == "error":
+        kind = "evaluation-error"
+        first = next((r for r in errored if r.outcome == "error"), errored[0])
+    else:
+        kind, first = "agent-error", errored[0]
+    message = first.error or f"the run ended with status {first.status}"
+    if len(test.runs) > 1:
+        message = f"{len(errored)} of {len(test.runs)} runs errored: {message}"
+    lines: list[str] = []
+    for run in errored:
+        lines.append(_run_head(test, run))
+        if run.error:
+            lines.extend("  " + line for line in run.error.splitlines())
+        for check in run.failed_checks:
+            lines.extend(_check_lines(check))
+        if run.traceback:
+            lines.extend("  " + line for line in run.traceback.splitlines())
+        lines.extend(_log_tail(run))
+    return kind, message, "\n".join(lines)
+
+
+def test_properties(test: TestResult) -> list[tuple[str, str]]:
+    """A test's figures as ``(name, value)`` properties, each name prefixed by the test's id."""
+    found = [(f"{test.id}.status", test.status), (f"{test.id}.runs", str(len(test.runs)))]
+    if test.runs:
+        found.append((f"{test.id}.score", _figure(test.score)))
+    stats = test.statistics
+    if stats is not None:
+        found.append((f"{test.id}.passed_runs", str(stats.passed_runs)))
+        found.append((f"{test.id}.pass_rate", _figure(stats.pass_rate)))
+        if stats.score.stability is not None:
+            found.append((f"{test.id}.stability", stats.score.stability))
+        if stats.score.ci_95 is not None:
+            low, high = stats.score.ci_95
+            found.append((f"{test.id}.ci_95", f"{_figure(low)}..{_figure(high)}"))
+    if test.baseline is not None:
+        verdict = test.baseline.verdict_holm or test.baseline.verdict
+        found.append((f"{test.id}.baseline", verdict))
+    return found
+
+
+test_properties.__test__ = False  # type: ignore[attr-defined]  # not a pytest test
+
+
+def suite_properties(results: SuiteResults) -> list[tuple[str, str]]:
+    found = [
+        ("atp.run_id", results.run_id),
+        ("atp.suite", results.suite),
+        ("atp.agent", results.agent),
+        ("atp.agent_type", results.agent_type),
+        ("atp.results_format", f"{results.format} {results.format_version}"),
+    ]
+    if results.interrupted:
+        found.append(("atp.interrupted", results.stopped_by or "true"))
+    stats = results.statistics
+    if stats is not None and stats.score is not None:
+        found.append(("atp.score", _figure(stats.score.mean)))
+    if results.baseline is not None:
+        found.append(("atp.baseline", results.baseline.file or "yes"))
+    return found
+
+
+def summary_text(results: SuiteResults) -> str:
+    s = results.summary
+    lines = [
+        f"ATP run {results.run_id}: suite {results.suite}, agent {results.agent} ({results.agent_type})",
+        f"{s.total} tests: {s.passed} passed, {s.failed} failed, {s.errors} errors, {s.skipped} skipped",
+    ]
+    if results.interrupted:
+        lines.append(f"the run was interrupted ({results.stopped_by or 'stopped'}); tests not run are skipped")
+    lines.extend(f"problem: {p}" for p in results.problems)
+    lines.extend(f"plugin failure: {f.plugin} in {f.where}: {f.message}" for f in results.plugin_failures)
+    return "\n".join(lines) + "\n"
+
+
+def logs_text(results: SuiteResults, store: RunStore) -> str:
+    """Every run's stored agent log, each under a header; a long log keeps its end."""
+    parts: list[str] = []
+    for test in results.tests:
+        for run in test.runs:
+            log = store.log(run)
+            if not log:
+                continue
+            parts.append(f"===== {test.id} run {run.run_number} (agent stderr) =====\n")
+            parts.append(_cut(log, LOG_LIMIT))
+            if not log.endswith("\n"):
+                parts.append("\n")
+    return "".join(parts)
+
+
+def _testcase(parent: Element, results: SuiteResults, test: TestResult) -> str:
+    """Add the ``<testcase>`` of ``test``; returns what it is: ``passed``, ``skipped``,
+    ``failure`` or ``error``."""
+    from xml.etree.ElementTree import SubElement
+
+    case = SubElement(
+        parent,
+        "testcase",
+        name=xml_text(test.id),
+        classname=xml_text(f"{results.suite}.{results.agent}"),
+        time=_seconds(test.duration_seconds),
+    )
+    if test.status == "skipped":
+        SubElement(case, "skipped", message=xml_text(test.skip_reason or "skipped"))
+        return "skipped"
+    if test.status == "passed":
+        return "passed"
+    errored = agent_errors(test)
+    if errored or test.status == "error":
+        kind, message, text = error_text(test, errored or test.runs)
+        node = SubElement(case, "error", message=xml_text(message), type=kind)
+        node.text = xml_text(text)
+        return "error"
+    message, text = failure_text(test)
+    node = SubElement(case, "failure", message=xml_text(message), type="assertion")
+    node.text = xml_text(text)
+    return "failure"
+
+
+def document(results: SuiteResults, store: RunStore) -> bytes:
+    """The JUnit XML of ``results``, as UTF-8 with its declaration."""
+    from xml.etree.ElementTree import Element, SubElement, tostring
+
+    root = Element("testsuites")
+    suite = SubElement(
+        root,
+        "testsuite",
+        name=xml_text(results.suite) or "suite",
+        package=xml_text(f"{results.suite}.{results.agent}"),
+        id="0",
+        timestamp=_timestamp(results.started_at),
+        hostname=xml_text(socket.gethostname()) or "localhost",
+        time=_seconds(results.duration_seconds),
+    )
+    properties = SubElement(suite, "properties")
+    for name, value in suite_properties(results) + [p for t in results.tests for p in test_properties(t)]:
+        SubElement(properties, "property", name=xml_text(name), value=xml_text(value))
+    kinds = [_testcase(suite, results, test) for test in results.tests]
+    suite.set("tests", str(len(kinds)))
+    suite.set("failures", str(kinds.count("failure")))
+    suite.set("errors", str(kinds.count("error")))
+    suite.set("skipped", str(kinds.count("skipped")))
+    SubElement(suite, "system-out").text = xml_text(summary_text(results))
+    SubElement(suite, "system-err").text = xml_text(logs_text(results, store))
+    body: bytes = tostring(root, encoding="utf-8", xml_declaration=False)
+    return b'<?xml version="1.0" encoding="UTF-8"?>\n' + body + b"\n"
+
+
+class JunitReporter(Reporter):
+    name = "junit"
+    summary = "JUnit XML for CI systems (GitHub Actions, GitLab CI, Jenkins)"
+    file_extension = ".xml"
+
+    def report(self, results: SuiteResults, store: RunStore) -> None:
+        data = document(results, store)
+        target = self.options.output_file
+        if target is None:
+            stream = self.options.stream
+            stream.write(data.decode())
+            stream.flush()
+            return
+        write_file(target, data)
