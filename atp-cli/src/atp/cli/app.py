@@ -94,11 +94,41 @@ class RunsType(click.ParamType):
         return number
 
 
-def split_outputs(values: Sequence[str]) -> list[str]:
-    names: list[str] = []
+class Output:
+    """One ``--output``: a reporter's name and, with ``NAME:FILE``, the file it writes
+    (``-`` for standard output)."""
+
+    __slots__ = ("file", "name")
+
+    def __init__(self, name: str, file: Path | None = None) -> None:
+        self.name = name
+        self.file = file
+
+    def __repr__(self) -> str:
+        return f"{self.name}:{self.file}" if self.file is not None else self.name
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Output) and (self.name, self.file) == (other.name, other.file)
+
+    def __hash__(self) -> int:
+        return hash((self.name, self.file))
+
+
+def split_outputs(values: Sequence[str]) -> list[Output]:
+    """The ``--output`` values: each a comma-separated list of ``NAME`` or ``NAME:FILE``."""
+    outputs: list[Output] = []
     for value in values:
-        names.extend(n.strip() for n in value.split(",") if n.strip())
-    return names
+        for piece in value.split(","):
+            name, colon, file = piece.strip().partition(":")
+            name = name.strip()
+            if not name:
+                if piece.strip():
+                    raise ConfigError(f"--output={piece.strip()} names no reporter; write NAME or NAME:FILE")
+                continue
+            if colon and not file.strip():
+                raise ConfigError(f"--output={piece.strip()} names no file; write {name}:FILE or {name}")
+            outputs.append(Output(name, Path(file.strip()) if colon else None))
+    return outputs
 
 
 STDOUT = Path("-")
@@ -106,43 +136,79 @@ STDOUT = Path("-")
 
 def make_reporters(
     loaded: Plugins,
-    names: Sequence[str],
+    outputs: Sequence[Output],
     output_file: Path | None,
     verbose: bool,
     inputs: Sequence[Path] = (),
+    rename: Callable[[Path], Path] | None = None,
 ) -> list[Reporter]:
-    """The reporters for ``--output`` names. ``--output-file`` goes to the first reporter that
-    writes files (``-`` means stdout); the console report is added unless another reporter
-    writes to stdout. ``inputs`` (the suite, the config) must not be written over."""
+    """The reporters for the ``--output`` values. A file-writing reporter writes the file its
+    ``NAME:FILE`` gives; ``--output-file`` goes to the first one given none; the others write
+    to stdout (``-`` means stdout too), and only one may. The console report is added unless
+    a reporter writes to stdout. ``inputs`` (the suite, the config) must not be written over;
+    ``rename`` makes each file's name (one file per suite when several run)."""
     from atp.core.reporter import ReportOptions
 
-    if not names:
-        names = ["console"]
-    classes = [loaded.reporter(name) for name in dict.fromkeys(names)]
-    file_target = next((c for c in classes if c.file_extension is not None), None)
-    if output_file is not None and file_target is None:
-        raise ConfigError("--output-file needs an --output that writes a file (like json)")
-    if output_file == STDOUT:
-        output_file = None
-    elif output_file is not None:
-        check_output_file(output_file, inputs)
+    if not outputs:
+        outputs = [Output("console")]
+    outputs = list(dict.fromkeys(outputs))
+    classes = {o.name: loaded.reporter(o.name) for o in outputs}
+    targets: list[tuple[Output, Path | None, str]] = []  # (output, file, how the file was named)
+    for output in outputs:
+        cls = classes[output.name]
+        if output.file is not None and cls.file_extension is None:
+            raise ConfigError(
+                f"--output={output!r}: the {output.name} reporter writes to the terminal and takes no file"
+            )
+        targets.append((output, output.file, f"--output={output!r}"))
+    if output_file is not None:
+        free = next(
+            (i for i, (o, f, _) in enumerate(targets) if f is None and classes[o.name].file_extension is not None),
+            None,
+        )
+        if free is None:
+            given = any(f is not None for _, f, _ in targets)
+            raise ConfigError(
+                "--output-file needs an --output that writes a file (like json)"
+                + ("; every one names its own file already" if given else "")
+            )
+        targets[free] = (targets[free][0], output_file, f"--output-file {output_file}")
     reporters: list[Reporter] = []
-    stdout_taken = False
-    for cls in classes:
-        target = output_file if cls is file_target else None
+    stdout_writers: list[str] = []
+    seen: dict[Path, str] = {}
+    for output, target, how in targets:
+        cls = classes[output.name]
+        if target == STDOUT:
+            target = None
+        elif target is not None:
+            if rename is not None:
+                target = rename(target)
+            check_output_file(target, inputs, how)
+            key = Path(target).resolve()
+            if key in seen:
+                raise ConfigError(f"{how} and {seen[key]} would both write {target}; give each its own file")
+            seen[key] = how
         if cls.file_extension is not None and target is None:
-            stdout_taken = True
+            stdout_writers.append(output.name)
         reporters.append(cls(ReportOptions(output_file=target, verbose=verbose, stream=sys.stdout)))
-    if not stdout_taken and not any(r.name == "console" for r in reporters) and "console" in loaded.reporters:
+    if len(stdout_writers) > 1:
+        first, second = stdout_writers[:2]
+        raise ConfigError(
+            f"the {first} and {second} reports would both go to standard output; give them files "
+            f"(--output={first}:FILE --output={second}:FILE)"
+        )
+    if not stdout_writers and not any(r.name == "console" for r in reporters) and "console" in loaded.reporters:
         console = loaded.reporter("console")
         reporters.insert(0, console(ReportOptions(verbose=verbose, stream=sys.stdout)))
     return reporters
 
 
-def check_output_file(output_file: Path, inputs: Sequence[Path]) -> None:
-    """Refuse an ``--output-file`` that is one of the command's input files or a folder."""
+def check_output_file(output_file: Path, inputs: Sequence[Path], how: str | None = None) -> None:
+    """Refuse an output file that is one of the command's input files or a folder; ``how``
+    names it as the user did (``--output-file x.json``, ``--output=json:x.json``)."""
+    how = how or f"--output-file {output_file}"
     if output_file.is_dir():
-        raise ConfigError(f"--output-file {output_file} is a directory; name a file in it")
+        raise ConfigError(f"{how} is a directory; name a file in it")
     for path in inputs:
         same = False
         try:
@@ -150,7 +216,7 @@ def check_output_file(output_file: Path, inputs: Sequence[Path]) -> None:
         except OSError:
             same = output_file.resolve() == path.resolve()
         if same:
-            raise ConfigError(f"--output-file {output_file} is the input file {path}; it would be overwritten")
+            raise ConfigError(f"{how} is the input file {path}; it would be overwritten")
 
 
 def render(reporters: Sequence[Reporter], results: SuiteResults, store: RunStore) -> int | None:

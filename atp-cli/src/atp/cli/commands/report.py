@@ -22,8 +22,8 @@ from atp.core.text import printable
 
 @click.command("report")
 @click.argument("run_dir", required=False, type=click.Path(path_type=Path, file_okay=False))
-@click.option("--output", "outputs", multiple=True, help="Reporter: console (default), json, or a plugin's (repeatable).")
-@click.option("--output-file", type=click.Path(path_type=Path, dir_okay=False), help="File for the file-writing reporter (like json).")
+@click.option("--output", "outputs", multiple=True, help="Reporter: console (default), json, junit, html or a plugin's; NAME:FILE writes a file (repeatable).")
+@click.option("--output-file", type=click.Path(path_type=Path, dir_okay=False), help="File for the file-writing reporter given none (like --output=json).")
 @click.option("-v", "--verbose", is_flag=True, help="Show every check, agent errors, warnings and log tails.")
 @config_option
 @debug_option

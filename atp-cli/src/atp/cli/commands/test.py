@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 import click
 
 from atp.cli.app import (
+    STDOUT,
     RunsType,
     config_option,
     debug_option,
@@ -91,8 +92,8 @@ class Options:
 @click.option("--baseline", type=click.Path(path_type=Path, dir_okay=False), help="Compare with this baseline file (atp baseline save) and report regressions.")
 @click.option("--correction", type=click.Choice(["holm", "none"]), default="holm", show_default=True, help="With --baseline: which verdict fails the run, Holm's (corrected for many tests) or each test's own.")
 @click.option("--fail-on-regression", type=click.BOOL, default=True, show_default=True, help="With --baseline: whether a regression fails the run (exit code 1).")
-@click.option("--output", "outputs", multiple=True, help="Reporter: console (default), json, or a plugin's (repeatable).")
-@click.option("--output-file", type=click.Path(path_type=Path, dir_okay=False), help="File for the file-writing reporter (like json).")
+@click.option("--output", "outputs", multiple=True, help="Reporter: console (default), json, junit, html or a plugin's; NAME:FILE writes a file (repeatable).")
+@click.option("--output-file", type=click.Path(path_type=Path, dir_okay=False), help="File for the file-writing reporter given none (like --output=json).")
 @click.option("--run-dir", type=click.Path(path_type=Path, file_okay=False), help="Where run directories go (default: .atp/runs).")
 @click.option("-v", "--verbose", is_flag=True, help="Show every check, each failed run's response, warnings and log tails.")
 @config_option
@@ -116,8 +117,10 @@ def test_command(
     options = Options(**values)
     config = load_config(config_path)
     suites = find_suites([*suite_paths, *paths])
-    if len(suites) > 1 and options.output_file is not None and str(options.output_file) == "-":
-        raise click.UsageError("--output-file=- takes one suite; name a file (one per suite is written)")
+    if len(suites) > 1 and (
+        str(options.output_file) == "-" or any(o.file == STDOUT for o in split_outputs(options.outputs))
+    ):
+        raise click.UsageError("an output to stdout (-) takes one suite; name a file (one per suite is written)")
     handler = WarningHandler()
     handler.setFormatter(PrintableFormatter("atp: warning: %(message)s"))
     logging.basicConfig(handlers=[handler], level=logging.WARNING)
@@ -183,10 +186,10 @@ def run_suite(suite_path: Path, config: Config, options: Options, *, several: bo
         [default_outputs] if isinstance(default_outputs, str) else default_outputs
     )
     inputs = [suite_path] + ([config.path] if config.path is not None else [])
-    output_file = options.output_file
-    if several and output_file is not None:
-        output_file = output_file.with_name(f"{output_file.stem}.{_file_part(suite.name)}{output_file.suffix}")
-    reporters = make_reporters(loaded, names, output_file, options.verbose or config.spec.reporting.verbose, inputs)
+    rename = (lambda file: file.with_name(f"{file.stem}.{_file_part(suite.name)}{file.suffix}")) if several else None
+    reporters = make_reporters(
+        loaded, names, options.output_file, options.verbose or config.spec.reporting.verbose, inputs, rename
+    )
     warn_problems(loaded.problems())
     runner = Runner(
         loaded,
