@@ -123,3 +123,26 @@ def test_a_crashing_agent_shows_its_error_once_and_folds_what_follows(tmp_path: 
     assert "    run 2: response: status failed, no artifacts" in verbose.stdout
     assert "    ✗ run 3: contains:report.md: expected artifact 'report.md'; the agent produced no artifacts" in verbose.stdout
     assert "      | RuntimeError: the agent broke" in verbose.stdout
+
+
+def test_quiet_shows_only_what_did_not_pass_and_the_summary(tmp_path: Path) -> None:
+    tests = (
+        "  - id: fine\n    task: {description: x}\n"
+        "  - id: broken\n    task: {description: x}\n"
+        "    assertions: [{type: contains, config: {pattern: 'not there at all'}}]\n"
+    )
+    suite = suite_for(tmp_path, behave_agent("ok"), tests)
+    code, out = on_a_terminal(["test", f"--suite={suite}", "--quiet"], tmp_path)
+    assert code == 1, out
+    plain = re.sub(r"\x1b\[[0-9;]*[mK]", "", out).replace("\r", "")
+    assert "running:" not in plain and "ATP Test Results" not in plain  # no progress, no header
+    lines = plain.splitlines()
+    assert lines[0].split()[:2] == ["✗", "broken"]
+    assert any("not there at all" in line for line in lines)  # the failure's evidence
+    assert "fine" not in plain
+    assert re.fullmatch(r"Summary: 1 passed, 1 failed, 0 skipped \(50.0%\) in [0-9.ms]+", lines[-1]), lines[-1]
+    # atp report -q says the same; -q with -v is a usage error
+    report = atp("report", "-q", cwd=tmp_path)
+    assert report.returncode == 1 and report.stdout.splitlines()[-1] == lines[-1]
+    both = atp("report", "-q", "-v", cwd=tmp_path)
+    assert both.returncode == 2 and "--verbose and --quiet cannot be used together" in both.stderr

@@ -5,16 +5,15 @@ JUnit schema with a real XML Schema validator and read back with ``junitparser``
 from __future__ import annotations
 
 import sys
-from xml.etree import ElementTree
 from pathlib import Path
+from xml.etree import ElementTree
 
+import junitparser
 import pytest
+import xmlschema
 
 from tests.conftest import FIXTURES, write
 from tests.e2e.test_atp_command import atp
-
-xmlschema = pytest.importorskip("xmlschema")
-junitparser = pytest.importorskip("junitparser")
 
 SCHEMA = FIXTURES / "junit" / "JUnit.xsd"
 HOSTILE = "</failure>]]><script>alert(1)</script>\x1b[2J\x00\ufffe&amp;"

@@ -77,6 +77,23 @@ def config_option(func: F) -> F:
     )(func)
 
 
+def verbosity_options(func: F) -> F:
+    """``-v/--verbose`` and ``-q/--quiet`` on a command that reports results."""
+    func = click.option(
+        "-q", "--quiet", is_flag=True,
+        help="Only the tests that did not pass and the summary; no progress display.",
+    )(func)
+    return click.option(
+        "-v", "--verbose", is_flag=True,
+        help="Show every check, each failed run's response, warnings and log tails.",
+    )(func)
+
+
+def check_verbosity(verbose: bool, quiet: bool) -> None:
+    if verbose and quiet:
+        raise click.UsageError("--verbose and --quiet cannot be used together")
+
+
 class RunsType(click.ParamType):
     """``--runs``: a number of runs per test (1-10000), or ``auto``."""
 
@@ -141,6 +158,7 @@ def make_reporters(
     verbose: bool,
     inputs: Sequence[Path] = (),
     rename: Callable[[Path], Path] | None = None,
+    quiet: bool = False,
 ) -> list[Reporter]:
     """The reporters for the ``--output`` values. A file-writing reporter writes the file its
     ``NAME:FILE`` gives; ``--output-file`` goes to the first one given none; the others write
@@ -190,7 +208,7 @@ def make_reporters(
             seen[key] = how
         if cls.file_extension is not None and target is None:
             stdout_writers.append(output.name)
-        reporters.append(cls(ReportOptions(output_file=target, verbose=verbose, stream=sys.stdout)))
+        reporters.append(cls(ReportOptions(output_file=target, verbose=verbose, quiet=quiet, stream=sys.stdout)))
     if len(stdout_writers) > 1:
         first, second = stdout_writers[:2]
         raise ConfigError(
@@ -199,7 +217,7 @@ def make_reporters(
         )
     if not stdout_writers and not any(r.name == "console" for r in reporters) and "console" in loaded.reporters:
         console = loaded.reporter("console")
-        reporters.insert(0, console(ReportOptions(verbose=verbose, stream=sys.stdout)))
+        reporters.insert(0, console(ReportOptions(verbose=verbose, quiet=quiet, stream=sys.stdout)))
     return reporters
 
 

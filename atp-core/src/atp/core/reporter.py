@@ -22,18 +22,22 @@ from atp.core.results import RunStore, SuiteResults
 
 
 class ReportOptions:
-    __slots__ = ("color", "output_file", "stream", "verbose")
+    __slots__ = ("color", "output_file", "quiet", "stream", "verbose")
 
     def __init__(
         self,
         *,
         output_file: Path | None = None,
         verbose: bool = False,
+        quiet: bool = False,
         stream: TextIO | None = None,
         color: bool | None = None,
     ) -> None:
         self.output_file = output_file
         self.verbose = verbose
+        self.quiet = quiet
+        """Say as little as is useful (``--quiet``): for a terminal report, only what did not
+        pass and the summary; a file's content does not change."""
         self.stream: TextIO = stream if stream is not None else sys.stdout
         self.color = color
 

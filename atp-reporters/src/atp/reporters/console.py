@@ -16,7 +16,8 @@ coefficient of variation, the means of the score components (and which did not c
 the metrics, pass@k and pass^k, the 95% interval of the difference from the baseline; and every
 check, warnings, score breakdowns and, for each run that did not pass, the agent's response
 (status, every artifact with a preview) and the end of its log.
-Colour only on a terminal, never with ``NO_COLOR`` set.
+``--quiet`` prints only the tests that did not pass, with their failures, and the summary
+lines: no header, no progress. Colour only on a terminal, never with ``NO_COLOR`` set.
 
 During a live ``atp test`` the header is printed before the first run starts. On a terminal a
 status line (runs done, in progress, failed, elapsed time) is rewritten in place, refreshed
@@ -376,6 +377,9 @@ class ConsoleReporter(Reporter):
 
     @hookimpl
     def atp_suite_started(self, header: RunHeader, directory: Path) -> None:
+        if self.options.quiet:  # no header, no progress: the report says what did not pass
+            self._progress_off = True
+            return
         try:
             planned = [t for t in header.tests if t.skip is None]
             self._width = max((len(safe(t.id)) for t in header.tests), default=0)
@@ -470,6 +474,9 @@ class ConsoleReporter(Reporter):
         self._stop_progress()
         self._holm = results.baseline is None or results.baseline.correction == "holm"
         out: list[str] = []
+        if self.options.quiet:
+            self._quiet_report(results)
+            return
         if self._header_shown is not None and self._header_shown == store.directory:
             if self._lines_shown:
                 out.append("")
@@ -491,6 +498,23 @@ class ConsoleReporter(Reporter):
         if results.baseline is not None:
             out.extend(self._baseline_summary(results.baseline, results.tests))
         out.append(f"Total time: {seconds(results.duration_seconds)}")
+        self.stream.write("\n".join(out) + "\n")
+        self.stream.flush()
+
+    def _quiet_report(self, results: SuiteResults) -> None:
+        """``--quiet``: the tests that did not pass with their failures, then the summary."""
+        shown = [t for t in results.tests if t.status in ("failed", "error")]
+        width = max((len(safe(t.id)) for t in shown), default=0)
+        out: list[str] = []
+        for test in shown:
+            out.extend(self._test(test, width))
+        if shown:
+            out.append("")
+        for problem in results.problems:
+            out.append(self.paint(f"Problem: {safe(problem)}", "red"))
+        out.append(f"{self._summary(results)} in {seconds(results.duration_seconds)}")
+        if results.baseline is not None:
+            out.extend(self._baseline_summary(results.baseline, results.tests))
         self.stream.write("\n".join(out) + "\n")
         self.stream.flush()
 

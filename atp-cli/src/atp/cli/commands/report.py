@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from atp.cli.app import (
+    check_verbosity,
     config_option,
     debug_option,
     exit_code,
@@ -15,6 +16,7 @@ from atp.cli.app import (
     render,
     show_tracebacks,
     split_outputs,
+    verbosity_options,
 )
 from atp.cli.main import EXIT_FAILED, debugging
 from atp.core.text import printable
@@ -24,7 +26,7 @@ from atp.core.text import printable
 @click.argument("run_dir", required=False, type=click.Path(path_type=Path, file_okay=False))
 @click.option("--output", "outputs", multiple=True, help="Reporter: console (default), json, junit, html or a plugin's; NAME:FILE writes a file (repeatable).")
 @click.option("--output-file", type=click.Path(path_type=Path, dir_okay=False), help="File for the file-writing reporter given none (like --output=json).")
-@click.option("-v", "--verbose", is_flag=True, help="Show every check, agent errors, warnings and log tails.")
+@verbosity_options
 @config_option
 @debug_option
 def report_command(
@@ -32,6 +34,7 @@ def report_command(
     outputs: tuple[str, ...],
     output_file: Path | None,
     verbose: bool,
+    quiet: bool,
     config_path: Path | None,
 ) -> int:
     """Render the results in RUN_DIR (default: the newest run in .atp/runs).
@@ -49,7 +52,8 @@ def report_command(
     store = RunStore.open(run_dir)
     results = store.results()
     inputs = [run_dir / name for name in RUN_FILES]
-    reporters = make_reporters(loaded, split_outputs(outputs), output_file, verbose, inputs)
+    check_verbosity(verbose, quiet)
+    reporters = make_reporters(loaded, split_outputs(outputs), output_file, verbose, inputs, quiet=quiet)
     failed = render(reporters, results, store)
     for problem in store.problems:
         click.echo(f"atp: warning: {printable(problem)}", err=True)

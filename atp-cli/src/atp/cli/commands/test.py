@@ -11,6 +11,7 @@ import click
 from atp.cli.app import (
     STDOUT,
     RunsType,
+    check_verbosity,
     config_option,
     debug_option,
     exit_code,
@@ -19,6 +20,7 @@ from atp.cli.app import (
     render,
     show_tracebacks,
     split_outputs,
+    verbosity_options,
     warn_problems,
 )
 
@@ -75,6 +77,7 @@ class Options:
     output_file: Path | None
     run_dir: Path | None
     verbose: bool
+    quiet: bool
     fail_fast: bool
     last_failed: bool
 
@@ -95,7 +98,7 @@ class Options:
 @click.option("--output", "outputs", multiple=True, help="Reporter: console (default), json, junit, html or a plugin's; NAME:FILE writes a file (repeatable).")
 @click.option("--output-file", type=click.Path(path_type=Path, dir_okay=False), help="File for the file-writing reporter given none (like --output=json).")
 @click.option("--run-dir", type=click.Path(path_type=Path, file_okay=False), help="Where run directories go (default: .atp/runs).")
-@click.option("-v", "--verbose", is_flag=True, help="Show every check, each failed run's response, warnings and log tails.")
+@verbosity_options
 @config_option
 @debug_option
 def test_command(
@@ -115,6 +118,7 @@ def test_command(
     from atp.core.config import load_config
 
     options = Options(**values)
+    check_verbosity(options.verbose, options.quiet)
     config = load_config(config_path)
     suites = find_suites([*suite_paths, *paths])
     if len(suites) > 1 and (
@@ -188,7 +192,13 @@ def run_suite(suite_path: Path, config: Config, options: Options, *, several: bo
     inputs = [suite_path] + ([config.path] if config.path is not None else [])
     rename = (lambda file: file.with_name(f"{file.stem}.{_file_part(suite.name)}{file.suffix}")) if several else None
     reporters = make_reporters(
-        loaded, names, options.output_file, options.verbose or config.spec.reporting.verbose, inputs, rename
+        loaded,
+        names,
+        options.output_file,
+        (options.verbose or config.spec.reporting.verbose) and not options.quiet,
+        inputs,
+        rename,
+        quiet=options.quiet,
     )
     warn_problems(loaded.problems())
     runner = Runner(
