@@ -42,7 +42,7 @@ class ReportOptions:
         self.color = color
 
 
-def write_file(target: Path, data: bytes) -> None:
+def write_file(target: Path, data: bytes | bytearray) -> None:
     """Write a report file whole or not at all (through ``<name>.partial`` beside it); a link
     is followed (the file it names is written, the link stays), and a device or FIFO
     (``/dev/stdout``, ``/dev/null``) is written into as it is. A failure is an
@@ -72,7 +72,7 @@ def write_file(target: Path, data: bytes) -> None:
         raise AtpError(f"cannot write {target}: {exc.strerror or exc}") from None
 
 
-def _write_into(target: Path, data: bytes) -> None:
+def _write_into(target: Path, data: bytes | bytearray) -> None:
     """Write into a file that is not a regular one (a device, a FIFO) as it is."""
     try:
         fd = os.open(target, os.O_WRONLY | os.O_NONBLOCK)  # a FIFO nobody reads: ENXIO, at once
@@ -106,3 +106,21 @@ class Reporter(ABC):
     @abstractmethod
     def report(self, results: SuiteResults, store: RunStore) -> None:
         """Render ``results``; ``store`` gives each run's events and log when wanted."""
+
+    def write_output(self, data: bytes | bytearray) -> None:
+        """Write a file-writing reporter's whole document: to ``options.output_file`` (whole or
+        not at all, :func:`write_file`), or to ``options.stream`` when there is none (as bytes
+        when the stream has a binary buffer, so nothing is re-encoded)."""
+        target = self.options.output_file
+        if target is not None:
+            write_file(target, data)
+            return
+        stream = self.options.stream
+        buffer = getattr(stream, "buffer", None)
+        if buffer is not None:
+            stream.flush()
+            buffer.write(data)
+            buffer.flush()
+        else:
+            stream.write(bytes(data).decode())
+            stream.flush()

@@ -11,11 +11,11 @@ results hold them: each test's ``statistics`` (score, components, metrics, pass@
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import Any
 
 import msgspec
 
-from atp.core.reporter import Reporter, write_file
+from atp.core.reporter import Reporter
 from atp.core.results import RunResult, RunStore, SuiteResults
 
 _encoder = msgspec.json.Encoder()
@@ -72,17 +72,4 @@ class JsonReporter(Reporter):
     file_extension = ".json"
 
     def report(self, results: SuiteResults, store: RunStore) -> None:
-        data = formatted(results, store)
-        target = self.options.output_file
-        if target is None:
-            stream = self.options.stream
-            buffer = getattr(stream, "buffer", None)
-            if buffer is not None:
-                stream.flush()
-                buffer.write(data)
-                buffer.flush()
-            else:
-                stream.write(data.decode())
-                stream.flush()
-            return
-        write_file(target, cast(bytes, data))  # written as it is: no copy into bytes
+        self.write_output(formatted(results, store))  # written as it is: no copy into bytes

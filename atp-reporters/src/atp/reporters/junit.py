@@ -31,7 +31,7 @@ import socket
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
-from atp.core.reporter import Reporter, write_file
+from atp.core.reporter import Reporter
 from atp.core.text import printable
 
 if TYPE_CHECKING:
@@ -297,11 +297,4 @@ class JunitReporter(Reporter):
     file_extension = ".xml"
 
     def report(self, results: SuiteResults, store: RunStore) -> None:
-        data = document(results, store)
-        target = self.options.output_file
-        if target is None:
-            stream = self.options.stream
-            stream.write(data.decode())
-            stream.flush()
-            return
-        write_file(target, data)
+        self.write_output(document(results, store))
