@@ -11,9 +11,11 @@ from atp.core.hookspecs import hookimpl
 @hookimpl
 def atp_register_reporters(register: Any) -> None:
     from atp.reporters.console import ConsoleReporter
+    from atp.reporters.html import HtmlReporter
     from atp.reporters.json_results import JsonReporter
     from atp.reporters.junit import JunitReporter
 
     register(ConsoleReporter)
+    register(HtmlReporter)
     register(JsonReporter)
     register(JunitReporter)
