@@ -22,8 +22,11 @@ from urllib.parse import parse_qs, quote, urlsplit
 from atp.core.errors import AtpError
 from atp.core.results import HEADER_FILE, RESULTS_FILE, RunStore, SuiteResults
 
-PAGE_POLICY = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+FRAMING_POLICY = "frame-ancestors 'none'"
+"""No other site may frame a page of the viewer (a header only: browsers ignore it in a <meta>)."""
+META_POLICY = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'"
 """The pages of the viewer run no script and fetch nothing but themselves."""
+PAGE_POLICY = f"{META_POLICY}; {FRAMING_POLICY}"
 CHART_WIDTH, CHART_HEIGHT = 360, 90
 
 ReportRenderer = Callable[[RunStore, SuiteResults], bytes]
@@ -123,7 +126,7 @@ svg circle.passed{fill:#067647}svg circle.failed{fill:#b42318}svg circle.error{f
 def _page(title: str, body: str) -> bytes:
     return (
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-        f"<meta http-equiv=\"Content-Security-Policy\" content=\"{PAGE_POLICY}\">"
+        f"<meta http-equiv=\"Content-Security-Policy\" content=\"{META_POLICY}\">"
         f"<title>{html.escape(title)}</title><style>{_STYLE}</style></head><body>{body}</body></html>\n"
     ).encode()
 
@@ -317,7 +320,8 @@ class _Handler(BaseHTTPRequestHandler):
         except AtpError as exc:
             self._send(500, message_page("The report failed", str(exc)), head=head)
             return
-        self._send(200, data, head=head, policy=None)
+        # the report carries its own policy, with its script's hash; the header adds the framing rule
+        self._send(200, data, head=head, policy=FRAMING_POLICY)
 
     def _send(
         self,
@@ -333,7 +337,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Cache-Control", "no-store")
         self.send_header("X-Content-Type-Options", "nosniff")
         self.send_header("Referrer-Policy", "no-referrer")
-        if policy is not None:  # a report carries its own policy, with the hash of its script
+        if policy is not None:
             self.send_header("Content-Security-Policy", policy)
         for name, value in (extra or {}).items():
             self.send_header(name, value)
