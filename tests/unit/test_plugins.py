@@ -183,8 +183,8 @@ def test_unknown_names_list_what_is_installed(plugins: Plugins) -> None:
         plugins.evaluator("llm_eval")
     with pytest.raises(PluginError, match="unknown agent type 'smtp'.*pip install atp-adapters"):
         plugins.adapter("smtp")
-    with pytest.raises(PluginError, match="unknown output 'html'"):
-        plugins.reporter("html")
+    with pytest.raises(PluginError, match=r"unknown output 'markdown' \(installed: console, html, json, junit\)"):
+        plugins.reporter("markdown")
 
 
 def test_builtins_register_through_the_same_hooks(plugins: Plugins) -> None:

@@ -143,6 +143,7 @@ def _run_and_save(
         output_file=None,
         run_dir=run_dir,
         verbose=verbose,
+        quiet=False,
         fail_fast=False,
         last_failed=False,
     )
