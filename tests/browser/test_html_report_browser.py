@@ -11,16 +11,20 @@ from typing import Any
 
 import pytest
 
-from atp.core.results import RunStore, SuiteResults
+from atp.core.results import PlannedTest, RunHeader, RunStore, SuiteResults
 from tests.unit.test_html_report import (
     HOSTILE_CLOSE,
     HOSTILE_ID,
     HOSTILE_IMG,
     HOSTILE_LINK,
     HOSTILE_SCRIPT,
+    NOW,
+    event,
     hostile_store,
     large_store,
     make_store,
+    run_result,
+    write_events,
     write_report,
 )
 
@@ -334,3 +338,26 @@ def test_1000_tests_and_a_run_of_10000_events(driver: Any, large_report: tuple[S
     for what, seconds in (("load", load), ("filter", filtering), ("search", searching), ("sort", sorting), ("trace", tracing)):
         assert seconds < BOUND_SECONDS, f"{what} took {seconds:.2f} s"
     assert everything < 6 * BOUND_SECONDS
+
+
+def test_event_types_named_like_object_members_are_listed_and_drawn(driver: Any, tmp_path: Path) -> None:
+    from selenium.webdriver.common.by import By
+
+    names = ["__proto__", "constructor", "toString", "hasOwnProperty", "valueOf", "tool_call"]
+    header = RunHeader(run_id="proto", suite="proto", agent="a", agent_type="cli", started_at=NOW,
+                       tests=[PlannedTest(id="t", name="t")])
+    store = RunStore.create(tmp_path / "runs", header)
+    trace = [event(i, name, {"tool": "x"} if name == "tool_call" else {"n": i}, at=i) for i, name in enumerate(names)]
+    store.append(run_result("t", events_file=write_events(store, "t", 1, trace)))
+    store.close()
+    open_report(driver, store.results(), store, tmp_path / "report.html")
+    # the report's one test is open at once, and so is its one run
+    wait_for(driver, "document.querySelector('tr.test-detail details.run[open]') && !document.querySelector('tr.test-detail').hidden")
+    wait_for(driver, "document.querySelector('details.run details.trace')")
+    click(driver, "details.run details.trace > summary")
+    wait_for(driver, f"document.querySelectorAll('details.trace .event').length === {len(names)}")
+    chips = [c.text for c in driver.find_elements(By.CSS_SELECTOR, "details.trace .type-chip")]
+    assert chips == [f"{name} (1)" if name != "tool_call" else "tool call (1)" for name in names]
+    driver.execute_script("document.querySelector('details.trace input[data-type=toString]').click()")
+    wait_for(driver, f"document.querySelectorAll('details.trace .event').length === {len(names) - 1}")
+    assert not [e for e in browser_log(driver) if e.get("level") == "SEVERE"]

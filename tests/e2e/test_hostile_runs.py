@@ -181,7 +181,9 @@ def test_output_file_must_not_be_the_suite_and_dash_means_stdout(tmp_path: Path)
     (tmp_path / "plain").write_text("")
     result = atp("report", "--output=json", "--output-file=plain/out.json", cwd=tmp_path)
     assert result.returncode == 2
-    assert result.stderr.strip().startswith("atp: error: cannot write plain/out.json")
+    assert result.stderr.strip() == (
+        "atp: error: --output-file plain/out.json: plain is not a folder, so the file cannot be written"
+    )
 
 
 def test_parallel_beyond_the_open_file_limit_runs_fewer_at_once(tmp_path: Path) -> None:

@@ -6,11 +6,13 @@ of outputs that would clash."""
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 from xml.etree import ElementTree
 
 import pytest
 
+from tests.conftest import ATP
 from tests.e2e.test_cli_selection import a_test, atp, suite_file
 
 
@@ -61,8 +63,54 @@ def test_several_suites_write_a_file_each_for_every_output(project: Path) -> Non
     assert junit_cases(project / "r.outputs.xml") == {"good": True, "bad": False}
     assert junit_cases(project / "r.other_suite.xml") == {"o": True}
     assert json.loads((project / "r.other_suite.json").read_text())["summary"]["passed"] == 1
-    refused = atp(project, "test", "suite.yaml", str(other), "--output=json:-")
-    assert refused.returncode == 2 and "takes one suite" in refused.stderr
+    for stdout in ("--output=json:-", "--output=json", "--output=junit:/dev/stdout"):  # documents back to back
+        refused = atp(project, "test", "suite.yaml", str(other), stdout)
+        assert refused.returncode == 2 and "report to stdout takes one suite" in refused.stderr, refused.stderr
+
+
+def test_suites_of_one_name_do_not_write_over_each_others_files(project: Path) -> None:
+    twin = suite_file(project / "twin" / "suite.yaml", "outputs", a_test("twin_test"))
+    result = atp(project, "test", "suite.yaml", str(twin), "--output=junit:r.xml")
+    assert result.returncode == 1, result.stderr
+    assert junit_cases(project / "r.outputs.xml") == {"good": True, "bad": False}
+    assert junit_cases(project / "r.outputs-2.xml") == {"twin_test": True}
+
+
+def test_dev_stdout_adds_to_what_stdout_is(project: Path) -> None:
+    log = project / "ci.log"
+    log.write_text("an earlier line of the log\n")
+    with log.open("a") as out:
+        code = subprocess.run(
+            [ATP, "test", "--output=junit:/dev/stdout"], cwd=project, stdout=out, stderr=subprocess.PIPE, timeout=120
+        ).returncode
+    assert code == 1
+    text = log.read_text()
+    assert text.startswith("an earlier line of the log\n<?xml")  # added to the log; no console beside it
+    assert 'name="bad"' in text and "ATP Test Results" not in text
+    # a report file named by an open file of atp's that is not stdout is added to as well
+    other = project / "other.log"
+    other.write_text("kept\n")
+    with other.open("a") as err:
+        code = subprocess.run(
+            [ATP, "test", "-q", "--output=junit:/dev/stderr"], cwd=project, stdout=subprocess.PIPE, stderr=err, timeout=120
+        ).returncode
+    assert code == 1 and other.read_text().startswith("kept\n")
+    assert "<testsuites>" in other.read_text()
+
+
+def test_the_baseline_and_unwritable_folders_are_refused_before_any_run(project: Path) -> None:
+    saved = atp(project, "baseline", "save", "--suite=suite.yaml", "--output=base.json")
+    assert saved.returncode == 0, saved.stderr
+    before = (project / "base.json").read_bytes()
+    runs = len(list((project / ".atp" / "runs").iterdir()))
+    result = atp(project, "test", "--baseline=base.json", "--output=json:base.json")
+    assert result.returncode == 2 and "--output=json:base.json is the input file" in result.stderr, result.stderr
+    assert (project / "base.json").read_bytes() == before
+    (project / "plain").write_text("a file, not a folder")
+    result = atp(project, "test", "--output=junit:plain/x/report.xml")
+    assert result.returncode == 2
+    assert "--output=junit:plain/x/report.xml:" in result.stderr and "plain is not a folder" in result.stderr
+    assert len(list((project / ".atp" / "runs").iterdir())) == runs  # nothing ran
 
 
 def test_atp_report_renders_any_format_of_the_latest_run(project: Path) -> None:

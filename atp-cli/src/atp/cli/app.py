@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -149,6 +150,9 @@ def split_outputs(values: Sequence[str]) -> list[Output]:
 
 
 STDOUT = Path("-")
+STDOUT_NAMES = {"-", "/dev/stdout", "/dev/fd/1", "/proc/self/fd/1"}
+"""The output files that are standard output: the report goes to the stream, in order with
+the rest of what ATP prints there."""
 
 
 def make_reporters(
@@ -164,7 +168,8 @@ def make_reporters(
     ``NAME:FILE`` gives; ``--output-file`` goes to the first one given none; the others write
     to stdout (``-`` means stdout too), and only one may. The console report is added unless
     a reporter writes to stdout. ``inputs`` (the suite, the config) must not be written over;
-    ``rename`` makes each file's name (one file per suite when several run)."""
+    ``rename`` makes each file's name (one file per suite when several run); with it, no report
+    may go to stdout (one document per suite would follow another there)."""
     from atp.core.reporter import ReportOptions
 
     if not outputs:
@@ -196,7 +201,7 @@ def make_reporters(
     seen: dict[Path, str] = {}
     for output, target, how in targets:
         cls = classes[output.name]
-        if target == STDOUT:
+        if target is not None and str(target) in STDOUT_NAMES:
             target = None
         elif target is not None:
             if rename is not None:
@@ -209,6 +214,11 @@ def make_reporters(
         if cls.file_extension is not None and target is None:
             stdout_writers.append(output.name)
         reporters.append(cls(ReportOptions(output_file=target, verbose=verbose, quiet=quiet, stream=sys.stdout)))
+    if stdout_writers and rename is not None:
+        raise ConfigError(
+            f"the {stdout_writers[0]} report to stdout takes one suite; name a file "
+            f"(--output={stdout_writers[0]}:FILE; one per suite is written)"
+        )
     if len(stdout_writers) > 1:
         first, second = stdout_writers[:2]
         raise ConfigError(
@@ -227,6 +237,13 @@ def check_output_file(output_file: Path, inputs: Sequence[Path], how: str | None
     how = how or f"--output-file {output_file}"
     if output_file.is_dir():
         raise ConfigError(f"{how} is a directory; name a file in it")
+    folder = output_file.parent
+    while not folder.exists() and folder != folder.parent:  # the folder is made when written
+        folder = folder.parent
+    if not folder.is_dir():
+        raise ConfigError(f"{how}: {folder} is not a folder, so the file cannot be written")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise ConfigError(f"{how}: the folder {folder} is not writable")
     for path in inputs:
         same = False
         try:

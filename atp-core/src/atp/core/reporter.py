@@ -42,11 +42,21 @@ class ReportOptions:
         self.color = color
 
 
+_OPEN_FILES = ("/dev/stdout", "/dev/stderr", "/dev/fd/", "/proc/self/fd/", "/proc/thread-self/fd/")
+"""Names of a file the process has open (its standard output, ...): whatever that file is,
+a report is added to it, never written in its place."""
+
+
 def write_file(target: Path, data: bytes | bytearray) -> None:
     """Write a report file whole or not at all (through ``<name>.partial`` beside it); a link
     is followed (the file it names is written, the link stays), and a device or FIFO
-    (``/dev/stdout``, ``/dev/null``) is written into as it is. A failure is an
+    (``/dev/null``) is written into as it is. A name of a file the process has open
+    (``/dev/stdout``, ``/dev/fd/N``) is appended to, even when it is a regular file (standard
+    output redirected to a log: what is in it stays). A failure is an
     :class:`~atp.core.errors.AtpError` naming the file and the reason."""
+    if str(target).startswith(_OPEN_FILES):
+        _write_into(target, data, append=True)
+        return
     try:
         mode: int | None = os.stat(target).st_mode
     except FileNotFoundError:
@@ -72,10 +82,12 @@ def write_file(target: Path, data: bytes | bytearray) -> None:
         raise AtpError(f"cannot write {target}: {exc.strerror or exc}") from None
 
 
-def _write_into(target: Path, data: bytes | bytearray) -> None:
-    """Write into a file that is not a regular one (a device, a FIFO) as it is."""
+def _write_into(target: Path, data: bytes | bytearray, append: bool = False) -> None:
+    """Write into a file that is not a regular one (a device, a FIFO) as it is; with
+    ``append``, at the end of whatever it is."""
+    flags = os.O_WRONLY | os.O_NONBLOCK | (os.O_APPEND if append else 0)
     try:
-        fd = os.open(target, os.O_WRONLY | os.O_NONBLOCK)  # a FIFO nobody reads: ENXIO, at once
+        fd = os.open(target, flags)  # a FIFO nobody reads: ENXIO, at once
     except OSError as exc:
         why = "it is a FIFO no process reads" if exc.errno == errno.ENXIO else exc.strerror or str(exc)
         raise AtpError(f"cannot write {target}: {why}") from None

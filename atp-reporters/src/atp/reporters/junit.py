@@ -12,7 +12,8 @@ it; without a file it goes to stdout. The document is valid against the Apache A
   log; a test with a run the agent broke (it crashed, timed out, broke the protocol or answered
   with an error) has an ``<error>`` of type ``timeout`` or ``agent-error``, and one whose checks
   could not be made (ATP's ``error`` status) of type ``evaluation-error``; a skipped test has
-  ``<skipped>`` with the reason (a test an interrupted run did not reach is one);
+  ``<skipped>`` with the reason (a test an interrupted run did not reach is one, and so is a
+  test whose runs passed but were fewer than planned: a CI system must not show it as passed);
 - the schema allows properties and logs only on the suite, so ``<properties>`` holds the run's
   own (``atp.run_id``, ``atp.suite``, ``atp.agent``...) and each test's figures as
   ``<test id>.score``, ``.runs``, ``.passed_runs``, ``.pass_rate``, ``.stability``,
@@ -130,6 +131,14 @@ def failure_text(test: TestResult) -> tuple[str, str]:
     return message, "\n".join(lines)
 
 
+def incomplete(test: TestResult) -> bool:
+    """A test that ran fewer runs than planned (the run was stopped), its adaptive plan
+    undecided: whatever its runs did, it did not pass as planned."""
+    if test.skip_reason is not None or len(test.runs) >= test.planned_runs:
+        return False
+    return test.adaptive is None or test.stop is None
+
+
 def agent_errors(test: TestResult) -> list[RunResult]:
     """The runs of a test that did not pass because of the agent rather than a check: it
     crashed, timed out, broke the protocol or answered with an error (``RunResult.error``),
@@ -148,7 +157,10 @@ def error_text(test: TestResult, errored: list[RunResult]) -> tuple[str, str, st
         first = next((r for r in errored if r.outcome == "error"), errored[0])
     else:
         kind, first = "agent-error", errored[0]
-    message = first.error or f"the run ended with status {first.status}"
+    unmade = first.failed_checks  # a check that could not be made says why
+    message = first.error or (
+        f"{unmade[0].name}: {unmade[0].message}" if unmade else f"the run ended with status {first.status}"
+    )
     if len(test.runs) > 1:
         message = f"{len(errored)} of {len(test.runs)} runs errored: {message}"
     lines: list[str] = []
@@ -247,6 +259,11 @@ def _testcase(parent: Element, results: SuiteResults, test: TestResult) -> str:
     )
     if test.status == "skipped":
         SubElement(case, "skipped", message=xml_text(test.skip_reason or "skipped"))
+        return "skipped"
+    if test.status == "passed" and incomplete(test):  # not green: it did not run as planned
+        ran = f"{len(test.runs)} of {test.planned_runs} planned runs ran"
+        why = f" ({results.stopped_by})" if results.stopped_by else ""
+        SubElement(case, "skipped", message=xml_text(f"not finished: {ran} before the run stopped{why}; they passed"))
         return "skipped"
     if test.status == "passed":
         return "passed"

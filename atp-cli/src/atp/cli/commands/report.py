@@ -55,7 +55,7 @@ def report_command(
     check_verbosity(verbose, quiet)
     reporters = make_reporters(loaded, split_outputs(outputs), output_file, verbose, inputs, quiet=quiet)
     failed = render(reporters, results, store)
-    for problem in store.problems:
+    for problem in dict.fromkeys(store.problems):  # each reporter reading the events finds them again
         click.echo(f"atp: warning: {printable(problem)}", err=True)
     if debugging():
         show_tracebacks(results)

@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING
 import click
 
 from atp.cli.app import (
-    STDOUT,
     RunsType,
     check_verbosity,
     config_option,
@@ -80,6 +79,8 @@ class Options:
     quiet: bool
     fail_fast: bool
     last_failed: bool
+    file_parts: dict[str, Path]
+    """Per suite of the run, what its output files' names take (:func:`_file_part`)."""
 
 
 @click.command("test")
@@ -121,10 +122,7 @@ def test_command(
     check_verbosity(options.verbose, options.quiet)
     config = load_config(config_path)
     suites = find_suites([*suite_paths, *paths])
-    if len(suites) > 1 and (
-        str(options.output_file) == "-" or any(o.file == STDOUT for o in split_outputs(options.outputs))
-    ):
-        raise click.UsageError("an output to stdout (-) takes one suite; name a file (one per suite is written)")
+    options.file_parts = {}
     handler = WarningHandler()
     handler.setFormatter(PrintableFormatter("atp: warning: %(message)s"))
     logging.basicConfig(handlers=[handler], level=logging.WARNING)
@@ -190,7 +188,15 @@ def run_suite(suite_path: Path, config: Config, options: Options, *, several: bo
         [default_outputs] if isinstance(default_outputs, str) else default_outputs
     )
     inputs = [suite_path] + ([config.path] if config.path is not None else [])
-    rename = (lambda file: file.with_name(f"{file.stem}.{_file_part(suite.name)}{file.suffix}")) if several else None
+    if options.baseline is not None:
+        inputs.append(options.baseline)
+    rename = None
+    if several:
+        part = _file_part(suite.name, suite_path, options.file_parts)
+
+        def rename(file: Path) -> Path:
+            return file.with_name(f"{file.stem}.{part}{file.suffix}")
+
     reporters = make_reporters(
         loaded,
         names,
@@ -281,7 +287,15 @@ def _to_rerun(test: TestResult) -> bool:
     return len(test.runs) < test.planned_runs
 
 
-def _file_part(name: str) -> str:
+def _file_part(name: str, path: Path, taken: dict[str, Path]) -> str:
+    """What goes into the names of a suite's output files when several suites run: its name
+    made safe for a file name, with ``-2``, ``-3``... when another suite of the run has it."""
     import re
 
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", name)[:80] or "suite"
+    base = re.sub(r"[^A-Za-z0-9._-]+", "_", name)[:80] or "suite"
+    part, number = base, 1
+    while taken.get(part, path) != path:
+        number += 1
+        part = f"{base}-{number}"
+    taken[part] = path
+    return part

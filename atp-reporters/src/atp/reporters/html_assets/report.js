@@ -680,7 +680,7 @@
 
   function renderTests() {
     app.appendChild(el("h2", null, "Tests"));
-    var tagSet = {};
+    var tagSet = Object.create(null); // keyed by agent text: no inherited names
     R.tests.forEach(function (t, i) {
       entries.push({ test: t, index: i, row: null, detail: null, open: false, haystack: haystackOf(t) });
       (t.tags || []).forEach(function (tag) { tagSet[tag] = true; });
@@ -911,7 +911,7 @@
       }
       var metricNames = Object.keys(st.metrics || {});
       if (metricNames.length) {
-        var metricRows = metricNames.map(function (name) { return [METRIC_LABELS[name] || name].concat(statsRows(st.metrics[name])); });
+        var metricRows = metricNames.map(function (name) { return [Object.prototype.hasOwnProperty.call(METRIC_LABELS, name) ? METRIC_LABELS[name] : name].concat(statsRows(st.metrics[name])); });
         metricRows.numeric = [false, true, true, true, true, false];
         box.appendChild(el("h4", null, "Metrics over the runs"));
         box.appendChild(table("compact", ["Metric", "Mean", "CI 95", "Std", "Range", "Stability"], metricRows));
@@ -1099,7 +1099,7 @@
     var times = new Float64Array(n);
     var first = Infinity;
     var last = -Infinity;
-    var counts = {};
+    var counts = Object.create(null); // keyed by agent text: no inherited names
     var order = [];
     for (var i = 0; i < n; i++) {
       var ms = parseTime(events[i] && events[i].timestamp);
@@ -1115,7 +1115,7 @@
     }
     var timed = isFinite(first) && last > first;
 
-    var enabled = {};
+    var enabled = Object.create(null); // keyed by agent text: no inherited names
     var tools = el("div", "trace-tools");
     order.forEach(function (type) {
       enabled[type] = true;
@@ -1127,7 +1127,7 @@
         enabled[type] = box2.checked;
         refilter();
       });
-      tools.appendChild(el("label", "type-chip", box2, el("span", "swatch " + classOf(type)), (EVENT_LABELS[type] || type) + " (" + counts[type].toLocaleString("en") + ")"));
+      tools.appendChild(el("label", "type-chip", box2, el("span", "swatch " + classOf(type)), (Object.prototype.hasOwnProperty.call(EVENT_LABELS, type) ? EVENT_LABELS[type] : type) + " (" + counts[type].toLocaleString("en") + ")"));
     });
     var search = el("input", "trace-search");
     search.type = "search";
@@ -1228,7 +1228,7 @@
     var ctx = canvas.getContext("2d");
     if (!ctx) return;
     var lanes = order.length;
-    var lane = {};
+    var lane = Object.create(null); // keyed by agent text: no inherited names
     order.forEach(function (type, i) { lane[type] = i; });
     var laneHeight = height / lanes;
     var n = events.length;
