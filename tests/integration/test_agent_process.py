@@ -10,6 +10,7 @@ from pathlib import Path
 import anyio
 import pytest
 
+from atp.adapters import process as process_module
 from atp.adapters.process import AgentProcess
 
 ECHO = [sys.executable, "-c", "import sys; data = sys.stdin.read(); sys.stdout.write(data.upper()); sys.stderr.write('done')"]
@@ -35,6 +36,8 @@ async def exchange(process: AgentProcess, data: bytes) -> tuple[bytes, bytes, in
 def test_large_exchange_both_ways(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pidfd: bool) -> None:
     if not pidfd:  # the way without pidfds (macOS, old kernels): waiting on a worker thread
         monkeypatch.delattr(os, "pidfd_open", raising=False)
+        # decided once per process at the first start (maybe by an earlier test, with pidfds)
+        monkeypatch.setattr(process_module, "_trees", None)
     payload = b"abc\n" * 500_000  # 2 MB: more than any pipe buffer, in and out
     process = AgentProcess.start(ECHO, cwd=tmp_path, env=os.environ)
     out, err, code = anyio.run(exchange, process, payload)
