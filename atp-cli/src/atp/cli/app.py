@@ -7,7 +7,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 import click
 
@@ -112,24 +112,17 @@ class RunsType(click.ParamType):
         return number
 
 
-class Output:
+class Output(NamedTuple):
     """One ``--output``: a reporter's name and, with ``NAME:FILE``, the file it writes
     (``-`` for standard output)."""
 
-    __slots__ = ("file", "name")
+    name: str
+    file: Path | None = None
 
-    def __init__(self, name: str, file: Path | None = None) -> None:
-        self.name = name
-        self.file = file
-
-    def __repr__(self) -> str:
-        return f"{self.name}:{self.file}" if self.file is not None else self.name
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Output) and (self.name, self.file) == (other.name, other.file)
-
-    def __hash__(self) -> int:
-        return hash((self.name, self.file))
+    @property
+    def option(self) -> str:
+        """As the option was written: ``--output=json:r.json``."""
+        return f"--output={self.name}:{self.file}" if self.file is not None else f"--output={self.name}"
 
 
 def split_outputs(values: Sequence[str]) -> list[Output]:
@@ -181,9 +174,9 @@ def make_reporters(
         cls = classes[output.name]
         if output.file is not None and cls.file_extension is None:
             raise ConfigError(
-                f"--output={output!r}: the {output.name} reporter writes to the terminal and takes no file"
+                f"{output.option}: the {output.name} reporter writes to the terminal and takes no file"
             )
-        targets.append((output, output.file, f"--output={output!r}"))
+        targets.append((output, output.file, output.option))
     if output_file is not None:
         free = next(
             (i for i, (o, f, _) in enumerate(targets) if f is None and classes[o.name].file_extension is not None),
