@@ -33,7 +33,7 @@ import shlex
 import stat
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Protocol
 
 import anyio
 import msgspec
@@ -189,27 +189,54 @@ class CliAdapter(Adapter):
             raise AdapterError(f"agent {self.name!r}: ATP is stopping; no agent is started")
         if self.pool is not None:
             return await self.pool.execute(request, sink)
-        try:
-            process = AgentProcess.start(self.argv, cwd=self.cwd, env=self.encoded_env, owner=self)
-        except OSError as exc:
-            raise AdapterError(
-                f"agent {self.name!r}: cannot start {shlex.join(self.argv)!r} in {self.cwd}: "
-                f"{exc.strerror or exc}"
-            ) from None
-        exchange = _Exchange(self, process, request.task_id, sink)
-        try:
-            return await exchange.run(encode(request) + b"\n")
-        finally:
-            stopped = await process.stop(self.settings.grace_seconds)
-            count = stopped.stopped + stopped.running
-            if exchange.exited_alone and (count or stopped.unfinished):
-                sink.warn(
-                    f"the agent left {processes(count) if count else 'processes'} running after it "
-                    f"exited; {outcome(stopped, count)}{trouble(stopped)}"
-                )
-            elif (stopped.running or stopped.unfinished) and not exchange.troubled:
-                # (the run was stopped: its time limit, Ctrl-C; the agent is, not all it started)
-                sink.warn(f"stopping the agent: {trouble(stopped)[2:]}")
+        return await run_process(self, self.argv, self.cwd, self.encoded_env, request, sink)
+
+
+class ProcessSettings(Protocol):
+    """What :func:`run_process` reads of an adapter's settings."""
+
+    grace_seconds: float
+    max_output_bytes: int
+    max_line_bytes: int
+
+
+class ProcessAdapter(Protocol):
+    """The adapter :func:`run_process` serves: its name, its settings, and (as the owner of
+    the processes it starts) itself."""
+
+    name: str
+
+    @property
+    def settings(self) -> ProcessSettings: ...
+
+
+async def run_process(
+    adapter: ProcessAdapter, argv: list[str], cwd: Path, env: Mapping[bytes, bytes], request: ATPRequest, sink: EventSink
+) -> ATPResponse:
+    """One run over the stdin/stdout transport, one process: start ``argv``, send the request,
+    read events and the log from stderr and the response from stdout, and stop the process
+    and everything it started (with ``grace_seconds``) however the run ends. The ``cli`` and
+    ``container`` adapters both run agents this way."""
+    try:
+        process = AgentProcess.start(argv, cwd=cwd, env=env, owner=adapter)
+    except OSError as exc:
+        raise AdapterError(
+            f"agent {adapter.name!r}: cannot start {shlex.join(argv)!r} in {cwd}: {exc.strerror or exc}"
+        ) from None
+    exchange = _Exchange(adapter, process, request.task_id, sink)
+    try:
+        return await exchange.run(encode(request) + b"\n")
+    finally:
+        stopped = await process.stop(adapter.settings.grace_seconds)
+        count = stopped.stopped + stopped.running
+        if exchange.exited_alone and (count or stopped.unfinished):
+            sink.warn(
+                f"the agent left {processes(count) if count else 'processes'} running after it "
+                f"exited; {outcome(stopped, count)}{trouble(stopped)}"
+            )
+        elif (stopped.running or stopped.unfinished) and not exchange.troubled:
+            # (the run was stopped: its time limit, Ctrl-C; the agent is, not all it started)
+            sink.warn(f"stopping the agent: {trouble(stopped)[2:]}")
 
 
 class _Exchange(Exchange):
@@ -217,7 +244,7 @@ class _Exchange(Exchange):
     stdout, and the decision when the agent is done. Reading is done by callbacks on the event
     loop (:class:`~atp.adapters.process.Watch`); :meth:`run` waits for what they find."""
 
-    def __init__(self, adapter: CliAdapter, process: AgentProcess, task_id: str, sink: EventSink) -> None:
+    def __init__(self, adapter: ProcessAdapter, process: AgentProcess, task_id: str, sink: EventSink) -> None:
         super().__init__(process)
         self.settings = adapter.settings
         self.task_id = task_id
