@@ -201,7 +201,9 @@ def test_request_reaches_the_agent_as_sent(tmp_path: Path, plugins: Plugins) -> 
     requests = [r.artifacts[0].data["request"] for r in results.tests[0].runs]
     assert requests[0]["task"] == {"description": "hi", "input_data": {"n": 1}}
     assert requests[0]["constraints"] == {"max_steps": 4, "timeout_seconds": 300, "allowed_tools": ["a"]}
-    assert requests[1]["metadata"] == {"test_id": "t", "run_number": 2, "total_runs": 2, "suite": "integration"}
+    assert requests[1]["metadata"] == {
+        "test_id": "t", "run_number": 2, "total_runs": 2, "suite": "integration", "run_id": results.run_id
+    }
     assert requests[0]["version"] == "1.0" and requests[0]["task_id"] != requests[1]["task_id"]
 
 

@@ -161,9 +161,9 @@ def test_request_carries_metadata_and_constraints(tmp_path: Path, plugins: Plugi
     plugins.register(Spy(), "spy")
     tests = ONE_TEST.replace('task: {description: "do it", input_data: {x: 1}}',
                              'task: {description: "do it"}\n    constraints: {max_steps: 7, timeout_seconds: 9}')
-    run(tmp_path, plugins, suite_text("agent_ok", tests), runs=2)
+    results, _ = run(tmp_path, plugins, suite_text("agent_ok", tests), runs=2)
     assert [r.metadata for r in seen] == [
-        {"test_id": "only", "run_number": n, "total_runs": 2, "suite": "unit"} for n in (1, 2)
+        {"test_id": "only", "run_number": n, "total_runs": 2, "suite": "unit", "run_id": results.run_id} for n in (1, 2)
     ]
     assert seen[0].constraints is not None and seen[0].constraints.max_steps == 7
     assert seen[0].constraints.timeout_seconds == 9

@@ -25,6 +25,7 @@ BUILTIN_COMMANDS = {
     "report": ("atp.cli.commands.report", "report_command", "Render the results of a run directory."),
     "view": ("atp.cli.commands.view", "view_command", "Browse the stored runs in a browser: reports and each test's trend."),
     "baseline": ("atp.cli.commands.baseline", "baseline_command", "Save a baseline of an agent's scores, or compare a run with one."),
+    "clean": ("atp.cli.commands.clean", "clean_command", "Remove what killed ATP processes left behind (agent processes, containers)."),
     "compare": ("atp.cli.commands.compare", "compare_command", "Run a suite against several agents, interleaved, and compare their scores."),
     "plugins": ("atp.cli.commands.info", "plugins_command", "List installed plugins and what they register."),
     "list-agents": ("atp.cli.commands.info", "list_agents_command", "List the agents defined in the config and a suite."),

@@ -75,3 +75,10 @@ class Adapter(ABC):
 
     async def aclose(self) -> None:  # noqa: B027 - optional hook
         """Release what :meth:`start` acquired."""
+
+    @classmethod
+    def clean_abandoned(cls) -> list[str]:
+        """Remove what agents of this type left behind when an ATP process was killed before
+        it could (containers, say), for ``atp clean``; a line per thing removed. An adapter
+        that leaves nothing behind has nothing to do."""
+        return []

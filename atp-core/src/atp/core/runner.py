@@ -531,6 +531,7 @@ class Runner:
                 "total_runs": self.runs_of(test),
                 **({"adaptive": True} if self.plan_of(test) is not None else {}),
                 "suite": self.suite.name,
+                "run_id": self.store.directory.name if self.store is not None else "",
             },
         )
 
