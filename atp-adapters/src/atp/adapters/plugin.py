@@ -23,6 +23,9 @@ def atp_register_adapters(register: Any) -> None:
     from atp.adapters.grpc import GrpcAdapter
 
     register(GrpcAdapter)  # an agent serving the gRPC service atp.v1.Agent: type: grpc
+    from atp.adapters.container import ContainerAdapter
+
+    register(ContainerAdapter)  # a Docker image, a container per run: type: container
 
 
 @hookimpl
