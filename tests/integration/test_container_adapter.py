@@ -231,7 +231,8 @@ def test_secret_values_stay_off_the_command_line_and_labels(tmp_path: Path) -> N
     from atp.adapters.container import ContainerAdapter, ContainerSettings
     from atp.core.protocol import ATPRequest, Task
 
-    settings = ContainerSettings(image="x", env={"API_TOKEN": CANARY})
+    (tmp_path / "a,b").mkdir()
+    settings = ContainerSettings(image="x", env={"API_TOKEN": CANARY}, readonly_mounts=["a,b:/data"])
     adapter = ContainerAdapter(settings, name="a", base_dir=tmp_path)
     request = ATPRequest(version="1.0", task_id="t", task=Task(description="d"), metadata={"run_id": "r1"})
     argv = adapter.argv(request, "atp-1")
@@ -239,6 +240,7 @@ def test_secret_values_stay_off_the_command_line_and_labels(tmp_path: Path) -> N
     assert adapter.encoded_env[b"API_TOKEN"] == CANARY.encode()  # the client passes it on
     assert argv[argv.index("--network") + 1] == "none" and argv[argv.index("--cap-drop"):][:2] == ["--cap-drop", "ALL"]
     assert "atp.run=r1" in argv and "no-new-privileges" in argv
+    assert f'type=bind,"source={tmp_path}/a,b",target=/data,readonly' in argv  # one field, as the client reads it
 
 
 def test_atp_clean_removes_the_containers_of_atp_processes_that_are_gone(docker: Any, tmp_path: Path) -> None:

@@ -44,6 +44,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import csv
+import io
 import ipaddress
 import math
 import os
@@ -381,10 +383,10 @@ class ContainerAdapter(Adapter):
         if s.read_only_rootfs:
             argv += ["--read-only", "--tmpfs", "/tmp:rw,nosuid,nodev"]
         for host, inside in self.mounts:
-            argv += ["--mount", f"type=bind,source={host},target={inside},readonly"]
+            argv += ["--mount", _bind(str(host), inside, readonly=True)]
         workspace = self.workspace_of(request)
         if workspace is not None:
-            argv += ["--mount", f"type=bind,source={workspace},target={workspace}", "--workdir", str(workspace)]
+            argv += ["--mount", _bind(str(workspace), str(workspace), readonly=False), "--workdir", str(workspace)]
         for key in s.env:
             argv += ["--env", key]  # its value comes from the client's environment
         return [*argv, s.image, *self.command]
@@ -538,6 +540,15 @@ class ContainerAdapter(Adapter):
         if not os.environ.get("DOCKER_HOST") and not os.path.exists("/var/run/docker.sock"):
             return []
         return remove_abandoned(client())
+
+
+def _bind(source: str, target: str, *, readonly: bool) -> str:
+    """A ``--mount`` value binding ``source`` at ``target``: CSV, as the client reads it, so
+    that a path with a comma or a quote stays one field."""
+    out = io.StringIO()
+    fields = ["type=bind", f"source={source}", f"target={target}", *(["readonly"] if readonly else [])]
+    csv.writer(out, lineterminator="").writerow(fields)
+    return out.getvalue()
 
 
 def _open_to_all(folder: Path) -> None:
