@@ -9,6 +9,9 @@
     canary      print $API_TOKEN on stdout and stderr, in an event and in an artifact
     whoami      answer with its uid and whether / is writable
     escape      list artifacts that lead out of the workspace: by .., and by a link it makes
+    gateway     call the mock tool, and try ATP_TEST_PORT on the tool endpoint's host
+    badname     write a file whose name is not UTF-8, and good.txt
+    sparse      write a 2 GiB sparse file
 """
 
 import json
@@ -16,6 +19,7 @@ import os
 import socket
 import sys
 import time
+import urllib.request
 
 
 def event(task_id, sequence, event_type, payload):
@@ -70,6 +74,29 @@ def main():
             f.write("inside\n")
         answer(task_id, [{"type": "file", "path": "../outside.txt"}, {"type": "file", "path": "link"},
                          {"type": "file", "path": "/etc/hostname"}])
+    elif what == "gateway":
+        endpoint = request["context"]["tools_endpoint"]
+        host = endpoint.split("//", 1)[1].split(":", 1)[0]
+        try:
+            socket.create_connection((host, int(os.environ["ATP_TEST_PORT"])), timeout=3).close()
+            probe = "connected"
+        except OSError as exc:
+            probe = f"refused: {exc}"
+        call = urllib.request.Request(f"{endpoint}/tools/lookup", data=json.dumps({"task_id": task_id, "input": {}}).encode(),
+                                      headers={"Content-Type": "application/json"}, method="POST")
+        with urllib.request.urlopen(call, timeout=10) as reply:
+            status = reply.status
+        answer(task_id, [{"type": "structured", "name": "gateway", "data": {"probe": probe, "tool_status": status}}])
+    elif what == "badname":
+        with open(os.fsencode(workspace) + b"/bad\xffname.txt", "w") as f:
+            f.write("x")
+        with open(os.path.join(workspace, "good.txt"), "w") as f:
+            f.write("fine\n")
+        answer(task_id, [])
+    elif what == "sparse":
+        with open(os.path.join(workspace, "sparse.bin"), "wb") as f:
+            f.truncate(2 * 1024**3)
+        answer(task_id, [])
     elif what == "whoami":
         try:
             open("/written-to-root", "w").close()

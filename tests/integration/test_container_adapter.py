@@ -244,23 +244,22 @@ def test_secret_values_stay_off_the_command_line_and_labels(tmp_path: Path) -> N
 
 
 def test_atp_clean_removes_the_containers_of_atp_processes_that_are_gone(docker: Any, tmp_path: Path) -> None:
-    gone = docker.containers.create("atp-test/busybox:1", ["sleep", "600"], labels={"atp.owner": "1:0", "atp.run": "old"})
-    mine = docker.containers.create(
-        "atp-test/busybox:1", ["sleep", "600"], labels={"atp.owner": f"{os.getpid()}:{_start_time()}", "atp.run": "live"}
-    )
+    from atp.adapters.container import _here, _owner
+
+    def labelled(owner: str, run: str) -> Any:
+        return docker.containers.create("atp-test/busybox:1", ["sleep", "600"], labels={"atp.owner": owner, "atp.run": run})
+
+    gone = labelled(f"1:0@{_here()}", "old")  # pid 1 did not start at 0: its ATP is gone
+    mine = labelled(_owner(), "live")  # this process: it runs
+    elsewhere = labelled("1:0@another-machine/4026531836", "theirs")  # ATP cannot tell: kept
     try:
         result = atp(tmp_path, "clean")
         assert result.returncode == 0, result.stderr
         assert f"container: removed container {gone.name} (run old)" in result.stdout
-        assert atp_containers(docker) == [mine.name]  # its ATP process (this one) still runs
+        assert sorted(atp_containers(docker)) == sorted([mine.name, elsewhere.name])
     finally:
         mine.remove(force=True)
-
-
-def _start_time() -> int | None:
-    from atp.core.ledger import start_time
-
-    return start_time(os.getpid())
+        elsewhere.remove(force=True)
 
 
 @pytest.mark.parametrize("network", ["none", "bridge"])
@@ -312,3 +311,67 @@ def test_artifact_paths_out_of_the_workspace_are_refused(docker: Any, tmp_path: 
     assert [a["path"] for a in run["artifacts"]] == ["../outside.txt", "link", "/etc/hostname", "fine.txt"]
     assert "size_bytes" not in run["artifacts"][1]  # nothing of /etc/passwd was read
     assert "outside the workspace" in run["checks"][0]["message"]
+
+
+def test_through_atps_network_the_agent_reaches_the_tools_and_nothing_else_of_the_host(docker: Any, tmp_path: Path) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("ATP limits the host's address to the relay with iptables, as root only")
+    with socket.socket() as server:  # a service of the host listening on all addresses
+        server.bind(("0.0.0.0", 0))
+        server.listen()
+        tests = (
+            "  - id: gateway\n    task: {description: gateway}\n"
+            "    tools: [{name: lookup, output: {name: one}}]\n"
+        )
+        result = atp(tmp_path, "test", f"--suite={suite(tmp_path, tests)}", "--output=json:results.json",
+                     env={"ATP_TEST_PORT": str(server.getsockname()[1])})
+    assert result.returncode == 0, result.stdout + result.stderr
+    [run] = results(tmp_path)["tests"][0]["runs"]
+    data = run["artifacts"][0]["data"]
+    assert data["tool_status"] == 200 and data["probe"].startswith("refused"), data
+    assert not any("ATP could not limit it" in w for w in run["warnings"])
+    rules = subprocess.run(["iptables", "-S", "INPUT"], capture_output=True, text=True).stdout
+    assert "br-" not in rules  # the rules went with the network
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        (("network: none", "network: atp-no-such-network"), "the network 'atp-no-such-network' does not exist on this engine"),
+        (("cpu: '1'", "cpu: '4096'"), "'4096' is not a number of CPUs between 0 and 1024"),
+        (("cpu: '1'", "cpu: '1000'"), "resources.cpu asks for 1000 CPUs; the engine has"),
+    ],
+)
+def test_what_the_engine_would_refuse_at_every_run_is_refused_before_any(
+    docker: Any, tmp_path: Path, change: tuple[str, str], expected: str
+) -> None:
+    path = suite(tmp_path, "  - id: t\n    task: {description: whoami}\n")
+    path.write_text(path.read_text().replace(*change))
+    result = atp(tmp_path, "test", f"--suite={path}")
+    assert result.returncode == 2 and expected in result.stderr, result.stdout + result.stderr
+
+
+def test_a_command_that_is_not_in_the_image_says_so(docker: Any, tmp_path: Path) -> None:
+    path = suite(tmp_path, "  - id: t\n    task: {description: whoami}\n")
+    path.write_text(path.read_text().replace(f"command: [{python()!r}", "command: ['/no/such/agent'"))
+    result = atp(tmp_path, "test", f"--suite={path}", "--output=json:results.json")
+    assert result.returncode == 1
+    error = results(tmp_path)["tests"][0]["runs"][0]["error"]
+    assert error.startswith("the container could not start: ") and "/no/such/agent" in error, error
+    assert atp_containers(docker) == []
+
+
+def test_workspace_files_with_undecodable_names_and_huge_sizes(docker: Any, tmp_path: Path) -> None:
+    tests = (
+        "  - id: badname\n    task: {description: badname, workspace_fixture: fixture}\n"
+        "  - id: sparse\n    task: {description: sparse, workspace_fixture: fixture}\n"
+    )
+    started = time.monotonic()
+    result = atp(tmp_path, "test", f"--suite={suite(tmp_path, tests)}", "--output=json:results.json")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert time.monotonic() - started < 30  # 2 GiB is not read
+    runs = {t["id"]: t["runs"][0] for t in results(tmp_path)["tests"]}
+    assert [a["path"] for a in runs["badname"]["artifacts"]] == ["good.txt"]
+    assert any("not UTF-8" in w and "bad\\xffname.txt" in w for w in runs["badname"]["warnings"]), runs["badname"]["warnings"]
+    [sparse] = runs["sparse"]["artifacts"]
+    assert sparse["size_bytes"] == 2 * 1024**3 and "content_hash" not in sparse

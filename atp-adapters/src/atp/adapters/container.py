@@ -36,8 +36,11 @@ no longer exists (``kill -9``) are removed when the next container agent starts 
 A test that declares tools gets the mock tool server on ATP's loopback, which a container
 cannot reach: its ``context.tools_endpoint`` is rewritten to the gateway address of the
 container's network, where ATP relays connections to the tool server. With ``network: none``
-the container is then put on an internal network of ATP's own (``--internal``: the host's
-gateway address and nothing beyond it), labelled like the containers and removed at the end.
+the container is then put on an internal network of ATP's own (``--internal``: no route beyond
+the host; containers on it cannot reach each other), labelled like the containers and removed
+at the end. The host's own gateway address on it would expose every service of the host that
+listens on all addresses: ATP, when it runs as root, lets through only the relay's port
+(iptables, on that network's interface), and otherwise warns in each run that it could not.
 """
 
 from __future__ import annotations
@@ -75,8 +78,10 @@ if TYPE_CHECKING:
 _INSTALL = "atp-adapters[container]"
 _FEATURE = "the container adapter (type: container)"
 LABEL_OWNER = "atp.owner"
-"""ATP's pid and start time (``/proc/<pid>/stat`` field 22), ``<pid>:<start>``: a container
-whose owner no longer runs was left behind."""
+"""Which ATP process made a container: ``<pid>:<start>@<boot id>/<pid namespace>`` (the start
+time is ``/proc/<pid>/stat`` field 22). A container whose owner, on this machine since its last
+boot and in this pid namespace, no longer runs was left behind; of another machine or
+namespace (a shared engine, a CI job in a container) ATP cannot tell, and leaves it alone."""
 LABEL_RUN = "atp.run"
 LABEL_AGENT = "atp.agent"
 NOBODY = "65534:65534"
@@ -184,13 +189,28 @@ class ContainerSettings(msgspec.Struct, forbid_unknown_fields=True, kw_only=True
             raise ValueError(f"'grace_seconds' must be a number of seconds from 0 to {MAX_GRACE_SECONDS:g}")
 
 
+def _here() -> str:
+    """This machine since its boot, and this process's pid namespace."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as boot:
+            boot_id = boot.read().strip()
+        namespace = os.stat("/proc/self/ns/pid").st_ino
+    except OSError:
+        return "unknown"
+    return f"{boot_id}/{namespace}"
+
+
 def _owner() -> str:
-    return f"{os.getpid()}:{ledger.start_time(os.getpid())}"
+    return f"{os.getpid()}:{ledger.start_time(os.getpid())}@{_here()}"
 
 
 def _owner_runs(label: str) -> bool:
-    """Whether the ATP process a container's ``atp.owner`` label names still runs."""
-    pid, _, start = label.partition(":")
+    """Whether the ATP process a container's ``atp.owner`` label names may still run: it does,
+    or it is not of this machine and pid namespace (ATP cannot tell, and keeps it)."""
+    process, _, where = label.partition("@")
+    if where != _here() or where == "unknown":
+        return True
+    pid, _, start = process.partition(":")
     if not pid.isdigit():
         return False
     now = ledger.start_time(int(pid))
@@ -205,7 +225,7 @@ def client() -> Any:
         found = docker.from_env(timeout=API_TIMEOUT)
         found.ping()
     except docker.errors.DockerException as exc:
-        where = os.environ.get("DOCKER_HOST") or "the default socket /var/run/docker.sock"
+        where = os.environ.get("DOCKER_HOST") or "the current Docker context's engine (the default socket /var/run/docker.sock unless a context says otherwise)"
         raise AdapterError(
             f"the Docker engine is not reachable at {where} ({exc}); start it (for example "
             "'sudo systemctl start docker', or 'sudo dockerd &') or set DOCKER_HOST to one that runs"
@@ -305,6 +325,12 @@ class ContainerAdapter(Adapter):
         """The internal network ATP made for the mock tools (``network: none``), removed at the end."""
         self._relays: dict[tuple[str, int], tuple[_Relay, int]] = {}
         self._route_lock = anyio.Lock()
+        self._interface = ""
+        """The host's interface of ATP's own network."""
+        self._firewall = False
+        """Whether the host's address on ATP's network lets through the relays' ports only."""
+        self._warnings: set[str] = set()
+        """What each run that uses ATP's network is warned of."""
 
     # --- before the first run -----------------------------------------------------------------
 
@@ -329,6 +355,27 @@ class ContainerAdapter(Adapter):
             raise AdapterError(f"agent {self.name!r}: {exc}") from None
         await anyio.to_thread.run_sync(remove_abandoned, self.engine)
         await anyio.to_thread.run_sync(self._image)
+        await anyio.to_thread.run_sync(self._check_engine_settings)
+
+    def _check_engine_settings(self) -> None:
+        """What the engine would refuse at every run, refused once now: a network it does not
+        have, more CPUs than it has."""
+        from docker import errors
+
+        network = self.settings.network
+        if network not in ("none", "bridge", "host", "default") and not network.startswith("container:"):
+            try:
+                self.engine.networks.get(network)
+            except errors.NotFound:
+                raise AdapterError(
+                    f"agent {self.name!r}: the network {network!r} does not exist on this engine "
+                    "(docker network ls lists them; docker network create makes one)"
+                ) from None
+        cpu = self.settings.resources.cpu
+        if cpu is not None:
+            have = int(self.engine.info().get("NCPU") or 0)
+            if have and parse_cpu(cpu) > have:
+                raise AdapterError(f"agent {self.name!r}: resources.cpu asks for {cpu} CPUs; the engine has {have}")
 
     def _image(self) -> None:
         from docker import errors
@@ -407,9 +454,13 @@ class ContainerAdapter(Adapter):
             raise AdapterError(f"agent {self.name!r}: ATP is stopping; no container is started")
         name = f"atp-{ledger.new_token()}"
         workspace = self.workspace_of(request)
-        if workspace is not None and self.settings.user != "0" and request.context is not None:
+        if request.context is not None and request.context.workspace_path and self.settings.user != "0":
+            # the run's own copy of the test's fixture, made by ATP before the container starts
             await anyio.to_thread.run_sync(_open_to_all, workspace)
         sent, network = await self._route_tools(request)
+        if network is not None and network == self._own_network:
+            for warning in sorted(self._warnings):
+                sink.warn(warning)
         self._names.add(name)
         since = time.time_ns() - 50_000_000  # (file times come from a clock that may lag a tick)
         try:
@@ -417,7 +468,9 @@ class ContainerAdapter(Adapter):
             response = await run_process(self, argv, self.base_dir, self.encoded_env, sent, sink)
             if workspace is None:
                 return response
-            response, warnings = await anyio.to_thread.run_sync(with_workspace_files, response, workspace, since)
+            response, warnings = await anyio.to_thread.run_sync(
+                with_workspace_files, response, workspace, since, abandon_on_cancel=True
+            )
             for warning in warnings:
                 sink.warn(warning)
             return response
@@ -449,7 +502,16 @@ class ContainerAdapter(Adapter):
             if target not in self._relays:
                 relay = _Relay(target)
                 self._relays[target] = (relay, await relay.start(gateway))
+                if self._firewall:  # above the interface's DROP: the relay's port only
+                    port = self._relays[target][1]
+                    await anyio.to_thread.run_sync(self._filter, self._relay_rule(port, "-I"))
             port = self._relays[target][1]
+        if network == self._own_network and not self._firewall:
+            self._warnings.add(
+                f"the agent's network reaches this host at {gateway}: ATP could not limit it to the "
+                "mock tools' relay (it needs root for iptables), so services of this host that listen "
+                "on all addresses are reachable too"
+            )
         rewritten = urlunsplit(url._replace(netloc=f"{gateway}:{port}"))
         return with_context(request, tools_endpoint=rewritten), network
 
@@ -464,10 +526,15 @@ class ContainerAdapter(Adapter):
                 name = f"atp-net-{ledger.new_token()}"
                 self.engine.networks.create(
                     name, driver="bridge", internal=True,
+                    options={"com.docker.network.bridge.enable_icc": "false"},
                     labels={LABEL_OWNER: _owner(), LABEL_AGENT: self.name},
                 )
                 self._own_network = name
             attrs = self.engine.api.inspect_network(name)
+            if name == self._own_network:
+                options = attrs.get("Options") or {}
+                self._interface = options.get("com.docker.network.bridge.name") or f"br-{attrs['Id'][:12]}"
+                self._firewall = self._filter(["-I", "INPUT", "-i", self._interface, "-j", "DROP"])
         except errors.DockerException as exc:
             raise AdapterError(f"agent {self.name!r}: cannot prepare the network {name!r} for the mock tools: {exc}") from None
         gateways = []
@@ -481,11 +548,32 @@ class ContainerAdapter(Adapter):
             raise AdapterError(f"agent {self.name!r}: the network {name!r} has no gateway address for the mock tools")
         return name, str(gateways[0])
 
+    def _relay_rule(self, port: int, action: str) -> list[str]:
+        return [action, "INPUT", "-i", self._interface, "-p", "tcp", "--dport", str(port), "-j", "ACCEPT"]
+
+    @staticmethod
+    def _filter(rule: list[str]) -> bool:
+        """Apply an iptables rule, when ATP may (as root, with iptables); whether it did."""
+        import shutil
+        import subprocess
+
+        program = shutil.which("iptables")
+        if os.geteuid() != 0 or program is None:
+            return False
+        done = subprocess.run([program, "-w", *rule], capture_output=True)
+        return done.returncode == 0
+
     async def aclose(self) -> None:
-        """Close the relays to the tool server and remove ATP's own network."""
-        for relay, _ in self._relays.values():
+        """Close the relays to the tool server, take their firewall rules back, and remove
+        ATP's own network."""
+        for relay, port in self._relays.values():
             await relay.aclose()
+            if self._firewall:
+                await anyio.to_thread.run_sync(self._filter, self._relay_rule(port, "-D"))
         self._relays.clear()
+        if self._firewall:
+            await anyio.to_thread.run_sync(self._filter, ["-D", "INPUT", "-i", self._interface, "-j", "DROP"])
+            self._firewall = False
         own = self._own_network
         if own is not None and self.engine is not None:
             with anyio.CancelScope(shield=True):
@@ -498,7 +586,8 @@ class ContainerAdapter(Adapter):
             pass
 
     def _ended_how(self, name: str) -> str | None:
-        """What the engine says of a container that ended without a response: out of memory."""
+        """What the engine says of a container that ended without a response: it ran out of
+        memory, or it could not start."""
         try:
             state = self.engine.api.inspect_container(name)["State"]
         except Exception:
@@ -506,6 +595,8 @@ class ContainerAdapter(Adapter):
         if state.get("OOMKilled"):
             limit = self.settings.resources.memory
             return f"the container ran out of memory (its limit is {limit}) and the engine killed it"
+        if state.get("Error"):  # it could not start: a command that is not there, say
+            return f"the container could not start: {state['Error']}"
         return None
 
     def _remove(self, name: str) -> None:
@@ -516,6 +607,8 @@ class ContainerAdapter(Adapter):
 
             if isinstance(exc, errors.NotFound):
                 return  # never created (the client failed first), or removed already
+            if isinstance(exc, errors.APIError) and exc.status_code == 409:
+                return  # being removed already (a second Ctrl-C's abort, atp clean)
             raise AdapterError(f"agent {self.name!r}: cannot remove the container {name}: {exc}") from None
 
     def abort(self) -> None:

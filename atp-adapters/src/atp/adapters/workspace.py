@@ -5,7 +5,10 @@ files are on ATP's machine whether or not the response lists them. :func:`with_w
 completes the response: a listed file artifact without content gets its size and SHA-256 from
 the file (read in pieces: a large file is never loaded whole), and every regular file written
 during the run that the response does not list is added as an artifact with its path, size and
-hash (the files of the test's workspace fixture, untouched, are not). Evaluators then
+hash (the files of the test's workspace fixture, untouched, are not). Hashing is bounded: a
+file over :data:`MAX_HASH_BYTES`, or past :data:`HASH_BUDGET_BYTES` hashed in the run, gets its
+size only (an agent writing a huge or sparse file costs ATP no more than that). A file whose
+name is not UTF-8 cannot be an artifact (a path is text): it is left out with a warning. Evaluators then
 read a file's content from the workspace as for any file artifact (atp.evaluators.artifact).
 
 A listed path that leads out of the workspace (``..``, an absolute path elsewhere, a symbolic
@@ -26,6 +29,10 @@ from atp.core.protocol import ATPResponse, FileArtifact
 
 MAX_FILES = 1000
 """The most files of a workspace added as artifacts; the rest are counted in a warning."""
+MAX_HASH_BYTES = 256 * 1024 * 1024
+"""A file larger than this gets its size and no hash."""
+HASH_BUDGET_BYTES = 1024 * 1024 * 1024
+"""The most bytes hashed for one run; the files after get their sizes only."""
 _PIECE = 1024 * 1024
 
 
@@ -35,26 +42,35 @@ def _inside(root: Path, path: str) -> Path | None:
     return real if real.is_relative_to(root) else None
 
 
-def _digest(path: Path, since: int = 0) -> tuple[int, str] | None:
-    """The size and ``sha256:<hex>`` of a regular file (not through a link) changed at or
-    after ``since`` (nanoseconds), or ``None``."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
-    except OSError:
-        return None
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode) or info.st_mtime_ns < since:
+class _Hasher:
+    """Sizes and hashes of a run's files, within the run's budget."""
+
+    def __init__(self) -> None:
+        self.budget = HASH_BUDGET_BYTES
+
+    def digest(self, path: Path, since: int = 0) -> tuple[int, str | None] | None:
+        """The size and ``sha256:<hex>`` (``None`` past the bounds) of a regular file (not
+        through a link) changed at or after ``since`` (nanoseconds), or ``None``."""
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
+        except OSError:
             return None
-        digest, size = hashlib.sha256(), 0
-        while piece := os.read(fd, _PIECE):
-            digest.update(piece)
-            size += len(piece)
-        return size, f"sha256:{digest.hexdigest()}"
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
+        try:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode) or info.st_mtime_ns < since:
+                return None
+            if info.st_size > min(MAX_HASH_BYTES, self.budget):
+                return info.st_size, None
+            self.budget -= info.st_size
+            digest, size = hashlib.sha256(), 0
+            while size <= info.st_size and (piece := os.read(fd, _PIECE)):  # (it may grow)
+                digest.update(piece)
+                size += len(piece)
+            return size, f"sha256:{digest.hexdigest()}"
+        except OSError:
+            return None
+        finally:
+            os.close(fd)
 
 
 def with_workspace_files(response: ATPResponse, workspace: Path, since: int) -> tuple[ATPResponse, list[str]]:
@@ -64,6 +80,7 @@ def with_workspace_files(response: ATPResponse, workspace: Path, since: int) -> 
     root = Path(os.path.realpath(workspace))
     warnings: list[str] = []
     warn = warnings.append
+    hasher = _Hasher()
     artifacts = []
     listed: set[Path] = set()
     for artifact in response.artifacts:
@@ -72,28 +89,38 @@ def with_workspace_files(response: ATPResponse, workspace: Path, since: int) -> 
             if real is None:
                 warn(f"the artifact {artifact.path!r} leads out of the workspace {workspace}; ATP does not read it")
             else:
+                found = None
+                if real not in listed and (artifact.size_bytes is None or artifact.content_hash is None):
+                    found = hasher.digest(real)
                 listed.add(real)
-                found = _digest(real) if artifact.size_bytes is None or artifact.content_hash is None else None
                 if found is not None:
                     artifact = msgspec.structs.replace(artifact, size_bytes=found[0], content_hash=found[1])
         artifacts.append(artifact)
     added = left = 0
+    unnamed: list[str] = []
     for folder, folders, files in os.walk(root):  # links to folders are not entered
         folders.sort()
         for name in sorted(files):
             path = Path(folder) / name
             if path in listed:
                 continue
+            relative = str(path.relative_to(root))
+            try:
+                relative.encode("utf-8")
+            except UnicodeEncodeError:  # (undecodable bytes kept as surrogates)
+                unnamed.append(repr(os.fsencode(relative))[2:-1])
+                continue
             if added >= MAX_FILES:
                 left += 1
                 continue
-            found = _digest(path, since)
+            found = hasher.digest(path, since)
             if found is None:  # a link, a FIFO, a device, a file of the fixture: not the agent's
                 continue
-            artifacts.append(
-                FileArtifact(path=str(path.relative_to(root)), size_bytes=found[0], content_hash=found[1])
-            )
+            artifacts.append(FileArtifact(path=relative, size_bytes=found[0], content_hash=found[1]))
             added += 1
+    if unnamed:
+        shown = ", ".join(unnamed[:5]) + (f" and {len(unnamed) - 5} more" if len(unnamed) > 5 else "")
+        warn(f"files in the workspace whose names are not UTF-8 are not artifacts: {shown}")
     if left:
         warn(f"the workspace holds {left} more files than the {MAX_FILES} ATP lists as artifacts")
     return msgspec.structs.replace(response, artifacts=artifacts), warnings
