@@ -130,23 +130,7 @@ def _run_and_save(
 
     config = load_config(config_path)
     _check_output(output, [suite_path] + ([config.path] if config.path is not None else []))
-    options = Options(
-        agent_name=agent_name,
-        tags=(),
-        test_ids=(),
-        runs=runs,
-        baseline=None,
-        correction="holm",
-        fail_on_regression=True,
-        parallel=parallel,
-        outputs=(),
-        output_file=None,
-        run_dir=run_dir,
-        verbose=verbose,
-        quiet=False,
-        fail_fast=False,
-        last_failed=False,
-    )
+    options = Options(agent_name=agent_name, runs=runs, parallel=parallel, run_dir=run_dir, verbose=verbose)
     handler = WarningHandler()
     handler.setFormatter(PrintableFormatter("atp: warning: %(message)s"))
     logging.basicConfig(handlers=[handler], level=logging.WARNING)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -58,28 +59,27 @@ class WarningHandler(logging.StreamHandler):  # type: ignore[type-arg]
         super().emit(record)
 
 
+@dataclasses.dataclass
 class Options:
-    """What ``atp test`` was asked for, the same for every suite it runs."""
+    """What ``atp test`` was asked for, the same for every suite it runs (``atp baseline save``
+    makes one too: every field not given has the default ``atp test`` has)."""
 
-    def __init__(self, **values: object) -> None:
-        self.__dict__.update(values)
-
-    agent_name: str | None
-    tags: tuple[str, ...]
-    test_ids: tuple[str, ...]
-    runs: int | str | None
-    baseline: Path | None
-    correction: str
-    fail_on_regression: bool
-    parallel: int | None
-    outputs: tuple[str, ...]
-    output_file: Path | None
-    run_dir: Path | None
-    verbose: bool
-    quiet: bool
-    fail_fast: bool
-    last_failed: bool
-    file_parts: dict[str, Path]
+    agent_name: str | None = None
+    tags: tuple[str, ...] = ()
+    test_ids: tuple[str, ...] = ()
+    runs: int | str | None = None
+    baseline: Path | None = None
+    correction: str = "holm"
+    fail_on_regression: bool = True
+    parallel: int | None = None
+    outputs: tuple[str, ...] = ()
+    output_file: Path | None = None
+    run_dir: Path | None = None
+    verbose: bool = False
+    quiet: bool = False
+    fail_fast: bool = False
+    last_failed: bool = False
+    file_parts: dict[str, Path] = dataclasses.field(default_factory=dict)
     """Per suite of the run, what its output files' names take (:func:`_file_part`)."""
 
 
@@ -122,7 +122,6 @@ def test_command(
     check_verbosity(options.verbose, options.quiet)
     config = load_config(config_path)
     suites = find_suites([*suite_paths, *paths])
-    options.file_parts = {}
     handler = WarningHandler()
     handler.setFormatter(PrintableFormatter("atp: warning: %(message)s"))
     logging.basicConfig(handlers=[handler], level=logging.WARNING)
