@@ -250,7 +250,7 @@ def test_atp_clean_removes_the_containers_of_atp_processes_that_are_gone(docker:
         return docker.containers.create("atp-test/busybox:1", ["sleep", "600"], labels={"atp.owner": owner, "atp.run": run})
 
     gone = labelled(f"1:0@{_here()}", "old")  # pid 1 did not start at 0: its ATP is gone
-    mine = labelled(_owner(), "live")  # this process: it runs
+    mine = labelled(_owner(os.getpid()), "live")  # this process: it runs
     elsewhere = labelled("1:0@another-machine/4026531836", "theirs")  # ATP cannot tell: kept
     try:
         result = atp(tmp_path, "clean")

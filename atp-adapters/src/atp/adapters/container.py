@@ -48,6 +48,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import csv
+import functools
 import io
 import ipaddress
 import math
@@ -189,8 +190,9 @@ class ContainerSettings(msgspec.Struct, forbid_unknown_fields=True, kw_only=True
             raise ValueError(f"'grace_seconds' must be a number of seconds from 0 to {MAX_GRACE_SECONDS:g}")
 
 
+@functools.cache
 def _here() -> str:
-    """This machine since its boot, and this process's pid namespace."""
+    """This machine since its boot, and this process's pid namespace (read once)."""
     try:
         with open("/proc/sys/kernel/random/boot_id") as boot:
             boot_id = boot.read().strip()
@@ -200,8 +202,11 @@ def _here() -> str:
     return f"{boot_id}/{namespace}"
 
 
-def _owner() -> str:
-    return f"{os.getpid()}:{ledger.start_time(os.getpid())}@{_here()}"
+@functools.cache
+def _owner(pid: int) -> str:
+    """The ``atp.owner`` label of ATP process ``pid`` (this one: read once per process, as it
+    labels every container)."""
+    return f"{pid}:{ledger.start_time(pid)}@{_here()}"
 
 
 def _owner_runs(label: str) -> bool:
@@ -412,7 +417,7 @@ class ContainerAdapter(Adapter):
         run_id = str((request.metadata or {}).get("run_id", ""))
         argv = [
             s.docker, "run", "--interactive", "--name", name,
-            "--label", f"{LABEL_OWNER}={_owner()}", "--label", f"{LABEL_RUN}={run_id}",
+            "--label", f"{LABEL_OWNER}={_owner(os.getpid())}", "--label", f"{LABEL_RUN}={run_id}",
             "--label", f"{LABEL_AGENT}={self.name}",
             "--network", network or s.network, "--cap-drop", "ALL", "--security-opt", "no-new-privileges",
             "--log-driver", "none",  # the engine keeps no copy of the streams ATP reads
@@ -527,7 +532,7 @@ class ContainerAdapter(Adapter):
                 self.engine.networks.create(
                     name, driver="bridge", internal=True,
                     options={"com.docker.network.bridge.enable_icc": "false"},
-                    labels={LABEL_OWNER: _owner(), LABEL_AGENT: self.name},
+                    labels={LABEL_OWNER: _owner(os.getpid()), LABEL_AGENT: self.name},
                 )
                 self._own_network = name
             attrs = self.engine.api.inspect_network(name)
