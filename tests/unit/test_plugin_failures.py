@@ -144,7 +144,7 @@ def run(tmp_path: Path, plugins: Plugins, text: str, **options: Any) -> tuple[Su
     [
         ("truth", "returned bool True, not a list of Check"),
         ("none", "returned None, not a list of Check"),
-        ("single", "returned Check Check(name='x', passed=True, score=1.0, message='ok', details=None) (a single Check: return [check]), not a list of Check"),
+        ("single", "returned Check Check(name='x', passed=True, score=1.0, message='ok', details=None, skipped=None) (a single Check: return [check]), not a list of Check"),
         ("dicts", "returned a list whose item 0 is dict {'name': 'x', 'passed': True}, not a Check"),
         ("score", "returned a Check (item 0, 'x') whose 'score' is 2.0, not within 0-1"),
         ("nan", "returned a Check (item 0, 'x') whose 'score' is nan, not within 0-1"),

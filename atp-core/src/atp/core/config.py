@@ -146,6 +146,9 @@ class Config:
         self.path = document.path if document else None
         self.base_dir = self.path.parent if self.path else Path.cwd()
         self.environ = with_builtin_variables(os.environ if environ is None else environ)
+        self.evaluator_overrides: dict[str, dict[str, Any]] = {}
+        """Settings the command line sets over ``evaluators.<name>`` (``atp test
+        --no-judge-cache`` sets ``llm_judge.cache: false``)."""
         self.warnings: list[str] = []
         """What the user should hear about the configuration (a ``[tool.atp]`` table that a
         config file overrides), for a warning on stderr."""
@@ -202,6 +205,7 @@ class Config:
             raise self.document.error(message, (*where, *at))
 
         settings: dict[str, Any] = interpolate(self.spec.evaluators.get(name, {}), self.environ, missing)
+        settings.update(self.evaluator_overrides.get(name, {}))
         return settings
 
     def check_evaluator_settings(self, name: str, schema: type[msgspec.Struct] | None) -> None:

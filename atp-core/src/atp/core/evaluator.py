@@ -22,12 +22,16 @@ import msgspec
 
 from atp.core.errors import AtpError
 from atp.core.protocol import ATPRequest, ATPResponse
-from atp.core.results import Check
+from atp.core.results import Check, Usage
 from atp.core.text import shorten
 from atp.core.trace import Trace
 
 if TYPE_CHECKING:
     from atp.core.suite import Test
+
+
+DEFAULT_EVALUATOR_TIMEOUT = 60.0
+"""Seconds one evaluator may take over one run (``evaluators.<name>.timeout_seconds``)."""
 
 
 class EmptyConfig(msgspec.Struct, forbid_unknown_fields=True):
@@ -37,7 +41,7 @@ class EmptyConfig(msgspec.Struct, forbid_unknown_fields=True):
 class EvalContext:
     """Everything an evaluator may look at for one run."""
 
-    __slots__ = ("agent_dir", "request", "response", "test", "trace", "workspace")
+    __slots__ = ("agent_dir", "request", "response", "test", "trace", "usage", "workspace")
 
     def __init__(
         self,
@@ -59,6 +63,31 @@ class EvalContext:
         self.agent_dir = agent_dir
         """The agent's working folder (when the request has no workspace): relative artifact
         paths are resolved against it, never against ATP's own working directory."""
+        self.usage: dict[str, Usage] = {}
+        """What evaluators spent on this run (:meth:`add_usage`); it goes into the run's
+        result as ``evaluation_usage``, apart from the agent's metrics."""
+
+    def add_usage(
+        self,
+        key: str,
+        *,
+        calls: int = 0,
+        cached: int = 0,
+        input_tokens: int = 0,
+        output_tokens: int = 0,
+        cost_usd: float | None = None,
+    ) -> None:
+        """Count what an evaluator spent checking this run under ``key`` (an LLM judge uses
+        ``llm_eval/<model>``): requests made, answers taken from a cache, tokens and cost."""
+        self.usage.setdefault(key, Usage()).add(
+            Usage(
+                calls=calls,
+                cached=cached,
+                input_tokens=input_tokens,
+                output_tokens=output_tokens,
+                cost_usd=cost_usd,
+            )
+        )
 
 
 class Evaluator(ABC):
@@ -75,14 +104,28 @@ class Evaluator(ABC):
     Config: ClassVar[type[msgspec.Struct]] = EmptyConfig
     """The ``config`` an assertion of this type accepts."""
     Settings: ClassVar[type[msgspec.Struct] | None] = None
-    """The settings (``evaluators.<name>`` in ``atp.config.yaml``) this evaluator accepts,
-    checked before any run (unknown keys are errors when the Struct forbids them);
+    """The settings (``evaluators.<settings_key>`` in ``atp.config.yaml``) this evaluator
+    accepts, checked before any run (unknown keys are errors when the Struct forbids them);
     ``timeout_seconds``, ATP's own, is not part of them. ``None`` accepts any mapping. The
     evaluator receives the settings as a mapping either way."""
+    settings_key: ClassVar[str | None] = None
+    """Where in the config's ``evaluators:`` this evaluator's settings are: by default under
+    its :attr:`name`; ``llm_eval`` reads ``evaluators.llm_judge``, say."""
+    default_timeout: ClassVar[float] = DEFAULT_EVALUATOR_TIMEOUT
+    """Seconds one evaluation of one run may take unless the settings' ``timeout_seconds``
+    says otherwise; an evaluator that calls a slow service raises it."""
 
     def __init__(self, settings: Mapping[str, Any] | None = None) -> None:
         """``settings`` come from the ``evaluators:`` section of ``atp.config.yaml``."""
         self.settings: Mapping[str, Any] = settings or {}
+        self.secrets: Mapping[str, str] = {}
+        """The config's ``secrets:`` (given by ATP after the evaluator is made), for an
+        evaluator that needs a key to a paid service; every value is masked in ATP's output."""
+
+    @classmethod
+    def settings_name(cls) -> str:
+        """The key of this evaluator's settings under ``evaluators:``."""
+        return cls.settings_key or cls.name
 
     @abstractmethod
     async def evaluate(self, ctx: EvalContext, config: Any) -> list[Check]:
@@ -98,6 +141,20 @@ def check(name: str, passed: bool, message: str, score: float | None = None, **d
         message=message,
         details=details or None,
     )
+
+
+def skipped(name: str, reason: str, **details: Any) -> Check:
+    """A check that was not made, and why: neither passed nor failed, left out of the score."""
+    return Check(name=name, passed=False, score=0.0, message=reason, details=details or None, skipped=reason)
+
+
+class CannotEvaluate(AtpError):
+    """An evaluator could not check the run (a judge that would not answer, say): the run is
+    an error, not the agent's failure, and the check shows ``details`` as evidence."""
+
+    def __init__(self, message: str, **details: Any) -> None:
+        super().__init__(message)
+        self.details = details
 
 
 class EvaluatorResultError(AtpError):
@@ -149,6 +206,8 @@ def _check_problem(item: Check) -> str | None:
         return f"'message' is {describe(item.message)}, not a string"
     if item.details is not None and not isinstance(item.details, dict):
         return f"'details' is {describe(item.details)}, not a dict"
+    if item.skipped is not None and not (isinstance(item.skipped, str) and not item.passed):
+        return f"'skipped' is {describe(item.skipped)}: a skipped check needs a reason and passed=False"
     return None
 
 

@@ -48,7 +48,7 @@ from atp.core.stats import ALPHA, Stats, describe, k_values, pass_at_k, pass_hat
 from atp.core.trace import TraceSummary, read_events
 
 RESULTS_FORMAT = "atp-results"
-RESULTS_FORMAT_VERSION = "1.1"
+RESULTS_FORMAT_VERSION = "1.2"
 
 Outcome = Literal["passed", "failed", "error"]
 TestStatus = Literal["passed", "failed", "skipped", "error"]
@@ -62,6 +62,38 @@ class Check(msgspec.Struct, omit_defaults=True, kw_only=True):
     score: float
     message: str
     details: dict[str, Any] | None = None
+    skipped: str | None = None
+    """Why the check was not made (the judge had no API key, say). A skipped check has
+    ``passed`` false and score 0 so that a reader unaware of skips never counts it as passed;
+    ATP leaves it out of the run's outcome and score, and reports show it as skipped."""
+
+
+class Usage(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """What an evaluator spent checking runs (an LLM judge's calls), kept apart from what the
+    agent spent."""
+
+    calls: int = 0
+    """Requests made to the service."""
+    cached: int = 0
+    """Answers taken from a cache instead: no request, no tokens, no cost."""
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float | None = None
+    """``None`` when the price of what was used is not known."""
+
+    def add(self, other: "Usage") -> None:
+        self.calls += other.calls
+        self.cached += other.cached
+        self.input_tokens += other.input_tokens
+        self.output_tokens += other.output_tokens
+        if other.cost_usd is not None:
+            self.cost_usd = (self.cost_usd or 0.0) + other.cost_usd
+
+
+def add_usage(total: dict[str, Usage], more: dict[str, Usage]) -> None:
+    """Add ``more`` into ``total``, key by key."""
+    for key, usage in more.items():
+        total.setdefault(key, Usage()).add(usage)
 
 
 class RunResult(msgspec.Struct, kw_only=True):
@@ -87,6 +119,9 @@ class RunResult(msgspec.Struct, kw_only=True):
     log_file: str | None = None
     log_tail: list[str] = msgspec.field(default_factory=list)
     artifacts: list[Artifact] = msgspec.field(default_factory=list)
+    evaluation_usage: dict[str, Usage] = msgspec.field(default_factory=dict)
+    """What the evaluators spent on this run (an LLM judge's calls, tokens and cost), by the
+    key each evaluator chose (``llm_eval/<model>``); never part of the agent's ``metrics``."""
     traceback: str | None = None
     """The traceback of the adapter plugin's exception that made this run an error (an
     evaluator's is in its check's ``details.traceback``)."""
@@ -96,7 +131,11 @@ class RunResult(msgspec.Struct, kw_only=True):
 
     @property
     def failed_checks(self) -> list[Check]:
-        return [c for c in self.checks if not c.passed]
+        return [c for c in self.checks if not c.passed and c.skipped is None]
+
+    @property
+    def skipped_checks(self) -> list[Check]:
+        return [c for c in self.checks if c.skipped is not None]
 
 
 class PassRule(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
@@ -250,6 +289,10 @@ class TestResult(msgspec.Struct, kw_only=True):
     def failed_checks(self) -> list[Check]:
         return [c for run in self.runs for c in run.failed_checks]
 
+    @property
+    def skipped_checks(self) -> list[Check]:
+        return [c for run in self.runs for c in run.skipped_checks]
+
 
 class Summary(msgspec.Struct, kw_only=True):
     total: int
@@ -261,6 +304,8 @@ class Summary(msgspec.Struct, kw_only=True):
     runs: int = 0
     incomplete: int = 0
     """Tests (not skipped by the suite) with fewer runs than planned: interrupted, stopped."""
+    skipped_checks: int = 0
+    """Checks not made in the runs (an LLM judge without an API key, say)."""
 
     @property
     def ok(self) -> bool:
@@ -294,6 +339,8 @@ class SuiteResults(msgspec.Struct, kw_only=True):
     suite_fingerprint: str | None = None
     baseline: BaselineComparison | None = None
     """The run compared with its baseline (each test's comparison is on the test)."""
+    evaluation_usage: dict[str, Usage] = msgspec.field(default_factory=dict)
+    """What the evaluators spent over all runs (the runs' ``evaluation_usage`` added up)."""
 
 
 def status_of_runs(runs: list[RunResult], rule: PassRule = ALL_RUNS) -> TestStatus:
@@ -470,7 +517,11 @@ def build_suite_results(
         deselected=header.deselected,
         runs=len(runs),
         incomplete=sum(1 for planned, test in zip(header.tests, tests, strict=True) if is_incomplete(planned, test)),
+        skipped_checks=sum(len(r.skipped_checks) for r in runs),
     )
+    spent: dict[str, Usage] = {}
+    for run in runs:
+        add_usage(spent, run.evaluation_usage)
     comparison = None
     if baseline is not None:
         reference = header.baseline
@@ -507,6 +558,7 @@ def build_suite_results(
         tests=tests,
         problems=problems,
         plugin_failures=header.plugin_failures,
+        evaluation_usage=spent,
         statistics=suite_statistics(tests),
         suite_fingerprint=header.suite_fingerprint,
         baseline=comparison,

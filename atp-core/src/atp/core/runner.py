@@ -25,7 +25,7 @@ import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any, Literal
@@ -40,6 +40,7 @@ from atp.core.baseline import Baseline, sequential_alpha
 from atp.core.config import ResolvedAgent
 from atp.core.errors import AgentError, AtpError, PluginFailed, StorageError
 from atp.core.evaluator import (
+    CannotEvaluate,
     EvalContext,
     Evaluator,
     EvaluatorResultError,
@@ -80,8 +81,6 @@ FILES_BASE = 64
 FILES_PER_RUN = 10
 """Open files one run in flight may need: an agent's three pipes (both ends while it starts),
 its pidfd, the events and log files."""
-DEFAULT_EVALUATOR_TIMEOUT = 60.0
-"""Seconds one evaluator may take over one run (``evaluators.<name>.timeout_seconds``)."""
 MAX_ERROR_CHARS = 4000
 """An agent's error text is kept up to this many characters."""
 MAX_TRACEBACK_CHARS = 8000
@@ -136,6 +135,7 @@ class Runner:
         max_log_bytes: int = DEFAULT_MAX_LOG_BYTES,
         baseline: Baseline | None = None,
         baseline_ref: BaselineRef | None = None,
+        secrets: Mapping[str, str] | None = None,
     ) -> None:
         if parallel < 1:
             raise AtpError("--parallel must be at least 1")
@@ -150,6 +150,8 @@ class Runner:
         self.deselected = deselected
         self.fail_fast = fail_fast
         self.evaluator_settings = evaluator_settings or (lambda name: {})
+        self.secrets: Mapping[str, str] = secrets or {}
+        """The config's ``secrets:``, given to evaluators that need a key."""
         self.max_events = max_events
         self.max_event_bytes = max_event_bytes
         self.max_log_bytes = max_log_bytes
@@ -659,6 +661,7 @@ class Runner:
 
         checks: list[Check] = []
         quality: list[Check] = []
+        ctx: EvalContext | None = None
         if not could_not_run:
             ctx = EvalContext(
                 test=test,
@@ -684,7 +687,7 @@ class Runner:
         outcome: Outcome
         if could_not_run:
             outcome = "error"
-        elif response.status == "completed" and error is None and all(c.passed for c in checks):
+        elif response.status == "completed" and error is None and all(c.passed or c.skipped for c in checks):
             outcome = "passed"
         else:
             outcome = "failed"
@@ -707,6 +710,7 @@ class Runner:
             log_file=log_file if trace.log_written else None,
             log_tail=[shorten(line, MAX_ERROR_CHARS) for line in trace.log_tail] if outcome != "passed" else [],
             artifacts=response.artifacts,
+            evaluation_usage=ctx.usage if ctx is not None else {},
             traceback=plugin_traceback,
         )
         store.append(result)
@@ -758,14 +762,17 @@ class Runner:
         evaluator = self._evaluators.get(name)
         if evaluator is None:
             evaluator_cls = self.plugins.evaluator(name)
-            evaluator = self._evaluators[name] = evaluator_cls(self.evaluator_settings(name))
+            evaluator = evaluator_cls(self.evaluator_settings(evaluator_cls.settings_name()))
+            evaluator.secrets = self.secrets
+            self._evaluators[name] = evaluator
         return evaluator
 
     def _evaluator_timeout(self, name: str) -> float:
         limit = self._evaluator_limits.get(name)
         if limit is None:
-            value = self.evaluator_settings(name).get("timeout_seconds")
-            limit = DEFAULT_EVALUATOR_TIMEOUT
+            evaluator_cls = self.plugins.evaluator(name)
+            value = self.evaluator_settings(evaluator_cls.settings_name()).get("timeout_seconds")
+            limit = evaluator_cls.default_timeout
             if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value < math.inf:
                 limit = float(value)
             self._evaluator_limits[name] = limit
@@ -795,6 +802,8 @@ class Runner:
                 failure = str(exc)
                 if not isinstance(exc, EvaluatorResultError):
                     failure = f"evaluator {assertion.type!r} could not check this run: {exc}"
+                if isinstance(exc, CannotEvaluate) and exc.details:
+                    details = dict(exc.details)
             except Exception as exc:
                 failure = (
                     f"{self._evaluator_label(assertion.type)} could not check this run: "
@@ -804,7 +813,7 @@ class Runner:
         if scope.cancelled_caught:
             failure = (
                 f"evaluator {assertion.type!r} did not finish within {limit:g} s "
-                f"(evaluators.{assertion.type}.timeout_seconds)"
+                f"(evaluators.{type(evaluator).settings_name()}.timeout_seconds)"
             )
         if failure is not None:
             check = Check(name=label, passed=False, score=0.0, message=failure, details=details)

@@ -55,7 +55,9 @@ def components(
     constraints: Constraints,
     weights: ScoringWeights,
 ) -> dict[str, float]:
-    """The score components that apply to this run, each 0-1."""
+    """The score components that apply to this run, each 0-1 (skipped checks left out)."""
+    checks = [c for c in checks if c.skipped is None]
+    quality_checks = [c for c in quality_checks if c.skipped is None]
     parts: dict[str, float] = {}
     if quality_checks:
         parts["quality"] = sum(c.score for c in quality_checks) / len(quality_checks)

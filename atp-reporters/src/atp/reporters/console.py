@@ -494,6 +494,8 @@ class ConsoleReporter(Reporter):
         for problem in results.problems:
             out.append(self.paint(f"Problem: {safe(problem)}", "red"))
         out.append(self._summary(results))
+        out.extend(self._skipped_checks(results))
+        out.extend(self._evaluation_usage(results))
         out.extend(self._suite_statistics(results))
         if results.baseline is not None:
             out.extend(self._baseline_summary(results.baseline, results.tests))
@@ -513,6 +515,7 @@ class ConsoleReporter(Reporter):
         for problem in results.problems:
             out.append(self.paint(f"Problem: {safe(problem)}", "red"))
         out.append(f"{self._summary(results)} in {seconds(results.duration_seconds)}")
+        out.extend(self._skipped_checks(results))
         if results.baseline is not None:
             out.extend(self._baseline_summary(results.baseline, results.tests))
         self.stream.write("\n".join(out) + "\n")
@@ -550,8 +553,10 @@ class ConsoleReporter(Reporter):
         ran = len(test.runs)
         time_part = f"time {seconds(test.duration_seconds)}"
         line = f"  {mark} {test_id}  {test.score:5.1f}/100  "
+        unmade = len(test.skipped_checks)
+        not_made = self.paint(f"{plural(unmade, 'check')} skipped", "yellow") if unmade else ""
         if ran <= 1 and test.planned_runs <= 1 and test.adaptive is None:
-            return line + time_part
+            return f"{line}{time_part:<10}  {not_made}".rstrip() if unmade else line + time_part
         stats = test.statistics
         std = stats.score.std if stats is not None and ran > 1 else None
         spread = f"({self.sigma}={std:.1f})" if finite(std) else ""
@@ -574,6 +579,8 @@ class ConsoleReporter(Reporter):
         level = stats.score.stability if stats is not None and finite(std) else None
         if level is not None and level != "stable":
             parts.append(self.paint(level, _STABILITY_COLORS.get(level, "yellow")))
+        if not_made:
+            parts.append(not_made)
         return f"{line}{spread}  {time_part:<10}  {', '.join(parts)}".rstrip()
 
     def _took(self, test: TestResult) -> str:
@@ -749,6 +756,10 @@ class ConsoleReporter(Reporter):
             color = "yellow" if run.outcome == "passed" else "red"
             lines.append(self.paint(f"    - {prefix}{safe(run.status)}: {safe(run.error)}", color))
         for item in run.checks:
+            if item.skipped is not None:
+                text = f"    {self.symbols['skipped']} {prefix}{safe(item.name)}: skipped: {safe(item.skipped)}"
+                lines.append(self.paint(text, "yellow"))
+                continue
             mark = self.symbols["passed" if item.passed else "failed"]
             text = f"    {mark} {prefix}{safe(item.name)}: {safe(item.message)}"
             if item.score not in (0.0, 1.0):
@@ -800,6 +811,35 @@ class ConsoleReporter(Reporter):
             extra.append(self.paint(f"{plural(len(results.problems), 'problem')} with the run directory", "red"))
         tail = f"; {', '.join(extra)}" if extra else ""
         return f"Summary: {', '.join(parts)}{rate}{tail}"
+
+    def _skipped_checks(self, results: SuiteResults) -> list[str]:
+        """Checks that were not made, by reason: never counted as passed, so always said."""
+        reasons: dict[str, list[str]] = {}
+        for test in results.tests:
+            for item in test.skipped_checks:
+                names = reasons.setdefault(item.skipped or "", [])
+                if item.name not in names:
+                    names.append(item.name)
+        lines = []
+        for reason, names in reasons.items():
+            count = sum(1 for t in results.tests for c in t.skipped_checks if (c.skipped or "") == reason)
+            listing = shorten(", ".join(names), PREVIEW_CHARS)
+            lines.append(self.paint(f"Skipped checks: {count} ({safe(listing)}): {safe(reason)}", "yellow"))
+        return lines
+
+    def _evaluation_usage(self, results: SuiteResults) -> list[str]:
+        """What the evaluators spent (an LLM judge's calls), apart from the agent's figures."""
+        lines = []
+        for key, used in results.evaluation_usage.items():
+            tokens = used.input_tokens + used.output_tokens
+            parts = [plural(used.calls, "call")]
+            if used.cached:
+                parts.append(f"{used.cached} from the cache")
+            parts.append(f"{tokens:,} tokens")
+            if used.cost_usd is not None:
+                parts.append(f"${used.cost_usd:.4f}")
+            lines.append(f"Evaluation: {safe(key)}: {', '.join(parts)} (not in the agent's figures)")
+        return lines
 
     def _suite_statistics(self, results: SuiteResults) -> list[str]:
         """When tests ran several runs: the suite's pass@1 and pass^k (for the largest k every

@@ -17,7 +17,8 @@ it; without a file it goes to stdout. The document is valid against the Apache A
 - the schema allows properties and logs only on the suite, so ``<properties>`` holds the run's
   own (``atp.run_id``, ``atp.suite``, ``atp.agent``...) and each test's figures as
   ``<test id>.score``, ``.runs``, ``.passed_runs``, ``.pass_rate``, ``.stability``,
-  ``.ci_95`` and ``.baseline``; ``<system-err>`` holds every run's agent log (masked as stored),
+  ``.ci_95``, ``.baseline`` and ``.skipped_checks`` (checks not made, such as an LLM judge's
+  without an API key: their count, the first one and its reason); ``<system-err>`` holds every run's agent log (masked as stored),
   each under a header naming the test and run; ``<system-out>`` the run's summary.
 
 Agent text is untrusted: the XML writer escapes markup, and characters XML cannot carry
@@ -193,6 +194,9 @@ def test_properties(test: TestResult) -> list[tuple[str, str]]:
     if test.baseline is not None:
         verdict = test.baseline.verdict_holm or test.baseline.verdict
         found.append((f"{test.id}.baseline", verdict))
+    unmade = test.skipped_checks
+    if unmade:  # a check not made is never shown as passed: it is named with its reason
+        found.append((f"{test.id}.skipped_checks", f"{len(unmade)}: {unmade[0].name}: {unmade[0].skipped}"))
     return found
 
 
@@ -225,6 +229,14 @@ def summary_text(results: SuiteResults) -> str:
     ]
     if results.interrupted:
         lines.append(f"the run was interrupted ({results.stopped_by or 'stopped'}); tests not run are skipped")
+    if s.skipped_checks:
+        lines.append(f"{s.skipped_checks} checks were skipped (not made, not passed): see the .skipped_checks properties")
+    for key, used in results.evaluation_usage.items():
+        cost = f", ${used.cost_usd:.4f}" if used.cost_usd is not None else ""
+        lines.append(
+            f"evaluation {key}: {used.calls} calls, {used.cached} from the cache, "
+            f"{used.input_tokens + used.output_tokens} tokens{cost}"
+        )
     lines.extend(f"problem: {p}" for p in results.problems)
     lines.extend(f"plugin failure: {f.plugin} in {f.where}: {f.message}" for f in results.plugin_failures)
     return "\n".join(lines) + "\n"

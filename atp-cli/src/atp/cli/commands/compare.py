@@ -360,7 +360,8 @@ def compare_command(
     definitions = agent_definitions(config, suite)
     agents = [resolve_agent(choose_agent(definitions, name), loaded.adapters) for name in names]
     for assertion_type in sorted({a.type for test in selected for a in test.assertions}):
-        config.check_evaluator_settings(assertion_type, loaded.evaluator(assertion_type).Settings)
+        evaluator_cls = loaded.evaluator(assertion_type)
+        config.check_evaluator_settings(evaluator_cls.settings_name(), evaluator_cls.Settings)
     warn_problems(loaded.problems())
     run_root = run_dir or config.run_dir
     in_flight = parallel or defaults.parallel_workers or 1
@@ -376,6 +377,7 @@ def compare_command(
             runs=runs if isinstance(runs, int) else None,
             deselected=deselected,
             evaluator_settings=config.evaluator_settings,
+            secrets=config.secrets,
             max_events=config.spec.limits.max_events,
             max_event_bytes=config.spec.limits.max_event_bytes,
             max_log_bytes=config.spec.limits.max_log_bytes,

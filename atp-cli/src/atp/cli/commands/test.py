@@ -28,6 +28,9 @@ if TYPE_CHECKING:
     from atp.core.config import Config
     from atp.core.results import TestResult
 
+JUDGE_SETTINGS = "llm_judge"
+"""Where the LLM judge's settings are (``evaluators.llm_judge``), for ``--no-judge-cache``."""
+
 SEVERITY = (130, 143, 4, 3, 2, 1, 0)
 """Exit codes from the most to the least severe: several suites exit with the worst."""
 
@@ -79,6 +82,7 @@ class Options:
     quiet: bool = False
     fail_fast: bool = False
     last_failed: bool = False
+    no_judge_cache: bool = False
     file_parts: dict[str, Path] = dataclasses.field(default_factory=dict)
     """Per suite of the run, what its output files' names take (:func:`_file_part`)."""
 
@@ -99,6 +103,7 @@ class Options:
 @click.option("--output", "outputs", multiple=True, help="Reporter: console (default), json, junit, html or a plugin's; NAME:FILE writes a file (repeatable).")
 @click.option("--output-file", type=click.Path(path_type=Path, dir_okay=False), help="File for the file-writing reporter given none (like --output=json).")
 @click.option("--run-dir", type=click.Path(path_type=Path, file_okay=False), help="Where run directories go (default: .atp/runs).")
+@click.option("--no-judge-cache", is_flag=True, help="Ask the LLM judge again instead of reusing its cached judgements (docs/llm-judge.md).")
 @verbosity_options
 @config_option
 @debug_option
@@ -121,6 +126,8 @@ def test_command(
     options = Options(**values)
     check_verbosity(options.verbose, options.quiet)
     config = load_config(config_path)
+    if options.no_judge_cache:
+        config.evaluator_overrides.setdefault(JUDGE_SETTINGS, {})["cache"] = False
     suites = find_suites([*suite_paths, *paths])
     handler = WarningHandler()
     handler.setFormatter(PrintableFormatter("atp: warning: %(message)s"))
@@ -175,8 +182,10 @@ def run_suite(suite_path: Path, config: Config, options: Options, *, several: bo
     agent = resolve_agent(choose_agent(agent_definitions(config, suite), options.agent_name), loaded.adapters)
     for assertion_type in sorted({a.type for test in selected for a in test.assertions}):
         # an unset ${VAR} or a wrong setting fails before any run
-        config.check_evaluator_settings(assertion_type, loaded.evaluator(assertion_type).Settings)
-    unknown = sorted(set(config.spec.evaluators) - set(loaded.evaluators))
+        evaluator_cls = loaded.evaluator(assertion_type)
+        config.check_evaluator_settings(evaluator_cls.settings_name(), evaluator_cls.Settings)
+    known = set(loaded.evaluators) | {cls.settings_name() for cls in loaded.evaluators.values()}
+    unknown = sorted(set(config.spec.evaluators) - known)
     if unknown:
         warn_problems([
             f"the config has settings for {', '.join(map(repr, unknown))}, which no installed "
@@ -218,6 +227,7 @@ def run_suite(suite_path: Path, config: Config, options: Options, *, several: bo
         deselected=deselected,
         fail_fast=options.fail_fast,
         evaluator_settings=config.evaluator_settings,
+        secrets=config.secrets,
         max_events=config.spec.limits.max_events,
         max_event_bytes=config.spec.limits.max_event_bytes,
         max_log_bytes=config.spec.limits.max_log_bytes,

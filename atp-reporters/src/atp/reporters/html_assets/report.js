@@ -609,7 +609,7 @@
       if (runs[i].error) return String(runs[i].error);
       var checks = runs[i].checks || [];
       for (var j = 0; j < checks.length; j++) {
-        if (!checks[j].passed) return checks[j].name + ": " + checks[j].message;
+        if (!checks[j].passed && !checks[j].skipped) return checks[j].name + ": " + checks[j].message;
       }
     }
     return null;
@@ -621,6 +621,7 @@
       if (run.error) parts.push(run.error);
       (run.checks || []).forEach(function (c) {
         if (!c.passed) parts.push(c.name, c.message);
+        if (c.skipped) parts.push("skipped");
       });
     });
     return parts.join("\n").toLowerCase();
@@ -997,9 +998,12 @@
       if (check.details !== undefined && check.details !== null) {
         message.appendChild(lazyDetails("check-details", "details", function (d) { d.appendChild(clipped(asText(check.details), 20000)); }));
       }
-      var mark = check.passed ? el("span", "check-pass", "✓") : el("span", "check-fail", "✗");
-      attr(mark, "title", check.passed ? "passed" : "failed");
-      tbody.appendChild(el("tr", check.passed ? "check passed" : "check failed", el("td", null, mark), el("td", "mono", String(check.name)), el("td", "num", fixed(check.score, 2)), message));
+      /* a check that was not made (skipped, with its reason) is neither passed nor failed */
+      var state = check.skipped ? "skipped" : check.passed ? "passed" : "failed";
+      var mark = el("span", "check-" + state, { passed: "✓", failed: "✗", skipped: "–" }[state]);
+      attr(mark, "title", check.skipped ? "skipped: " + String(check.skipped) : state);
+      var score = check.skipped ? el("td", "num muted", "—") : el("td", "num", fixed(check.score, 2));
+      tbody.appendChild(el("tr", "check " + state, el("td", null, mark), el("td", "mono", String(check.name)), score, message));
     });
     t.appendChild(tbody);
     box.appendChild(el("div", "table-wrap", t));

@@ -1,0 +1,227 @@
+"""``llm_eval``: an LLM judges an artifact by a criterion (REQ-042, design 8).
+
+::
+
+    - type: llm_eval
+      config:
+        criteria: factual_accuracy      # or a list, or custom with prompt:
+        artifact: report.md             # a path (glob) or a structured artifact's name
+        threshold: 0.8                  # default evaluators.llm_judge.threshold (0.7)
+        samples: 3                      # default evaluators.llm_judge.samples (1)
+
+Each criterion is one check: it passes when the mean score of the samples is at least the
+threshold. Its details hold the score, each sample's score and their spread, the judge's
+explanation, issues and strengths, the model, and what the judging spent (also counted in the
+run's ``evaluation_usage``, never in the agent's metrics). Without an API key the checks are
+skipped with the reason (``when_unavailable: fail`` makes that an error instead). A judge that
+does not answer, or answers twice with something that is not a judgement, makes the run an
+error whose check shows what came back.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import os
+import posixpath
+from typing import Annotated, Any, ClassVar
+
+import msgspec
+
+from atp.core.evaluator import CannotEvaluate, EvalContext, Evaluator, check, skipped
+from atp.core.protocol import Artifact, StructuredArtifact
+from atp.core.results import Check
+from atp.core.text import shorten
+from atp.evaluators.artifact import masked, produced, text_of
+from atp.evaluators.judge.judge import JudgeSettings
+from atp.evaluators.judge.prompt import CRITERIA, CUSTOM, build_prompt
+
+SETTINGS_KEY = "llm_judge"
+
+
+class LlmEvalConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    criteria: str | list[str]
+    prompt: str | None = None
+    """For ``criteria: custom``, what to judge; with a built-in criterion, added guidance."""
+    threshold: Annotated[float, msgspec.Meta(ge=0.0, le=1.0)] | None = None
+    artifact: str | None = None
+    """The artifact to judge: a file's path (a glob like ``*.md`` matches several) or a
+    structured artifact's name; without it, every artifact the agent produced."""
+    samples: Annotated[int, msgspec.Meta(ge=1, le=20)] | None = None
+
+    def __post_init__(self) -> None:
+        names = [self.criteria] if isinstance(self.criteria, str) else self.criteria
+        if not names:
+            raise ValueError("'criteria' names no criterion")
+        if len(set(names)) != len(names):
+            raise ValueError("'criteria' names a criterion twice")
+        known = [*CRITERIA, CUSTOM]
+        for name in names:
+            if name not in known:
+                raise ValueError(f"unknown criterion {name!r} (known: {', '.join(known)})")
+        if CUSTOM in names and not (self.prompt and self.prompt.strip()):
+            raise ValueError("criteria: custom needs a 'prompt' saying what to judge")
+
+    @property
+    def names(self) -> list[str]:
+        return [self.criteria] if isinstance(self.criteria, str) else list(self.criteria)
+
+
+def _matches(artifact: Artifact, pattern: str) -> bool:
+    if isinstance(artifact, StructuredArtifact):
+        return artifact.name == pattern or fnmatch.fnmatchcase(artifact.name, pattern)
+    path = posixpath.normpath(artifact.path.replace(os.sep, "/"))
+    return path == posixpath.normpath(pattern) or fnmatch.fnmatchcase(path, pattern)
+
+
+def _label(artifact: Artifact) -> str:
+    return artifact.name if isinstance(artifact, StructuredArtifact) else artifact.path
+
+
+def task_text(ctx: EvalContext) -> str:
+    """The task as the judge sees it: the description, and the input data when there is some."""
+    task = ctx.request.task
+    text = task.description
+    if task.input_data:
+        text += "\n\nInput data:\n" + json.dumps(task.input_data, ensure_ascii=False, indent=2)
+    return text
+
+
+class LlmEval(Evaluator):
+    name: ClassVar[str] = "llm_eval"
+    summary: ClassVar[str] = "an LLM judges an artifact by a criterion (needs atp-evaluators[judge] and an API key)"
+    category = "quality"
+    Config = LlmEvalConfig
+    Settings = JudgeSettings
+    settings_key: ClassVar[str | None] = SETTINGS_KEY
+    default_timeout: ClassVar[float] = 600.0
+
+    def __init__(self, settings: Any = None) -> None:
+        super().__init__(settings)
+        self._judge: Any = None
+
+    def judge(self) -> Any:
+        """The judge all this evaluator's runs share (one concurrency limit, one cache)."""
+        if self._judge is None:
+            from atp.evaluators.judge.backend import find_key, load_backend
+            from atp.evaluators.judge.judge import Judge, read_settings
+
+            settings = read_settings(self.settings)
+            backend = load_backend(settings.backend)
+            key = find_key(backend, settings.api_key, self.secrets, os.environ) if backend.needs_key else None
+            self._judge = Judge(settings, backend, key)
+        return self._judge
+
+    async def evaluate(self, ctx: EvalContext, config: LlmEvalConfig) -> list[Check]:
+        from atp.evaluators.judge.judge import JudgeFailed
+
+        judge = self.judge()
+        settings = judge.settings
+        names = config.names
+        if judge.backend_cls.needs_key and not judge.api_key:
+            backend = judge.backend_cls
+            where = " or ".join(
+                part
+                for part in (
+                    backend.key_variable and f"set {backend.key_variable}",
+                    backend.key_secret and f"secrets.{backend.key_secret}",
+                    f"evaluators.{SETTINGS_KEY}.api_key",
+                )
+                if part
+            )
+            reason = f"not judged: the LLM judge ({settings.backend}) has no API key ({where})"
+            if settings.when_unavailable == "fail":
+                raise CannotEvaluate(reason)
+            return [skipped(f"llm_eval:{name}", reason) for name in names]
+        artifacts = [a for a in ctx.response.artifacts if config.artifact is None or _matches(a, config.artifact)]
+        if not artifacts:
+            wanted = "artifact" + (f" matching {config.artifact!r}" if config.artifact else "")
+            return [
+                check(f"llm_eval:{name}", False, f"nothing to judge: the agent produced no {wanted}", produced=produced(ctx))
+                for name in names
+            ]
+        content, notes = await self._content(ctx, artifacts, settings.max_artifact_chars)
+        if content is None:
+            return [check(f"llm_eval:{name}", False, f"nothing to judge: {'; '.join(notes)}") for name in names]
+        threshold = config.threshold if config.threshold is not None else settings.threshold
+        samples = config.samples or settings.samples
+        task = task_text(ctx)
+        checks: list[Check] = []
+        for name in names:
+            prompt = build_prompt(task, content, name, config.prompt)
+            label = f"llm_eval:{name}"
+            try:
+                judgement = await judge.judge(prompt, samples)
+            except JudgeFailed as failed:
+                self._count(ctx, judge, failed.spent, None)
+                raise CannotEvaluate(f"{label}: {failed}", criterion=name, model=settings.model, **failed.details) from None
+            self._count(ctx, judge, judgement.spent, judgement.cost_usd)
+            checks.append(self._check(label, name, judgement, threshold, [_label(a) for a in artifacts], notes, settings.model))
+        return checks
+
+    @staticmethod
+    def _count(ctx: EvalContext, judge: Any, spent: Any, cost: float | None) -> None:
+        ctx.add_usage(
+            f"llm_eval/{judge.settings.model}",
+            calls=spent.calls,
+            cached=spent.cached,
+            input_tokens=spent.input_tokens,
+            output_tokens=spent.output_tokens,
+            cost_usd=cost,
+        )
+
+    @staticmethod
+    async def _content(ctx: EvalContext, artifacts: list[Artifact], limit: int) -> tuple[str | None, list[str]]:
+        """The text judged: one artifact's, or several one after the other, each under a line
+        naming it; cut at ``limit`` characters (the cut is said in the text and the notes)."""
+        parts: list[str] = []
+        notes: list[str] = []
+        for artifact in artifacts:
+            found = await text_of(artifact, ctx)
+            if found.note:
+                notes.append(found.note)
+            if found.text is None:
+                continue
+            parts.append(found.text if len(artifacts) == 1 else f"=== {_label(artifact)} ===\n{found.text}")
+        if not parts:
+            return None, notes
+        text = masked("\n\n".join(parts))  # the judge is another party: ATP's secrets stay here
+        if len(text) > limit:
+            notes.append(f"the artifact text is {len(text)} characters; the judge saw the first {limit}")
+            text = text[:limit] + f"\n[... {len(text) - limit} more characters not shown ...]"
+        return text, notes
+
+    @staticmethod
+    def _check(
+        label: str, criterion: str, judgement: Any, threshold: float, judged: list[str], notes: list[str], model: str
+    ) -> Check:
+        first = judgement.samples[0].verdict
+        count = len(judgement.samples)
+        score = round(judgement.score, 4)
+        passed = score >= threshold
+        relation = "≥" if passed else "<"
+        spread = judgement.spread
+        about = f" (mean of {count} samples, sd {spread['stdev']:.2f})" if count > 1 else ""
+        message = f"{criterion} scored {score:.2f} {relation} {threshold:.2f}{about}: {shorten(masked(first.explanation), 300)}"
+        details: dict[str, Any] = {
+            "criterion": criterion,
+            "score": score,
+            "threshold": threshold,
+            "explanation": first.explanation,
+            "issues": first.issues,
+            "strengths": first.strengths,
+            "model": judgement.samples[0].model or model,
+            "judged": judged,
+            "cached": judgement.spent.cached,
+        }
+        if count > 1:
+            details["scores"] = judgement.scores
+            details["spread"] = spread
+            details["samples"] = [s.verdict.as_dict() for s in judgement.samples]
+        if judgement.spent.retries:
+            details["retries"] = judgement.spent.retries
+        if judgement.spent.corrections:
+            details["corrections"] = judgement.spent.corrections
+        if notes:
+            details["notes"] = notes
+        return Check(name=label, passed=passed, score=score, message=message, details=details)

@@ -1,0 +1,326 @@
+"""Asking the judge: settings, samples, strict answers with one correction, retries, cache.
+
+:class:`Judge` turns a :class:`~atp.evaluators.judge.prompt.Prompt` into a :class:`Judgement`:
+
+- ``samples`` requests (at once, within ``max_concurrent`` calls in flight for the whole
+  ``atp test``), each its own cache entry; the score is their mean, their spread is reported;
+- an answer that is not a judgement (a score outside 0-1, a missing field, prose around the
+  JSON) is sent back once with what is wrong (:func:`~atp.evaluators.judge.prompt.correction`);
+  a second such answer fails the judgement with both answers as evidence;
+- a rate limit, a 5xx or a failed connection is retried up to ``max_retries`` times, after the
+  ``retry-after`` the service asked for, else after an exponential backoff with jitter (0.5 s,
+  1 s, 2 s, ... at most :data:`MAX_WAIT_SECONDS`).
+
+The judge's tokens and cost are counted apart from the agent's (:class:`Spent`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+from collections.abc import Mapping
+from pathlib import Path
+from statistics import fmean, pstdev
+from typing import Annotated, Any, Literal, NamedTuple
+
+import anyio
+import msgspec
+
+from atp.core.errors import ConfigError
+from atp.core.text import shorten
+from atp.evaluators.judge.backend import (
+    JudgeBackend,
+    JudgeCall,
+    JudgeError,
+    JudgeReply,
+    TransientJudgeError,
+    cost_of,
+    price_of,
+)
+from atp.evaluators.judge.cache import JudgeCache, cache_key, default_cache_dir
+from atp.evaluators.judge.prompt import (
+    JUDGEMENT_TOOL,
+    AnswerProblem,
+    Prompt,
+    Verdict,
+    correction,
+    read_fields,
+    read_text,
+)
+
+DEFAULT_MODEL = "claude-sonnet-4-6"
+MAX_WAIT_SECONDS = 60.0
+"""The longest ATP waits before asking again, whatever ``retry-after`` says."""
+SHOWN_ANSWER_CHARS = 2000
+"""An answer that is not a judgement is shown up to this many characters."""
+
+Fraction = Annotated[float, msgspec.Meta(ge=0.0, le=1.0)]
+
+
+class Price(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    input: Annotated[float, msgspec.Meta(ge=0.0)]
+    output: Annotated[float, msgspec.Meta(ge=0.0)]
+
+
+class JudgeSettings(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """``evaluators.llm_judge`` in ``atp.config.yaml`` (docs/llm-judge.md)."""
+
+    backend: str = "anthropic"
+    model: str = DEFAULT_MODEL
+    temperature: Annotated[float, msgspec.Meta(ge=0.0, le=1.0)] | None = None
+    """Sent only when set. Anthropic's Messages API as the ``anthropic`` SDK 2.x speaks it
+    (version 2026-10-21) refuses every sampling parameter, ``temperature: 0`` included, so the
+    default sends none; set it for a compatible server or proxy that takes it."""
+    samples: Annotated[int, msgspec.Meta(ge=1, le=20)] = 1
+    max_tokens: Annotated[int, msgspec.Meta(ge=16, le=64000)] = 1024
+    max_concurrent: Annotated[int, msgspec.Meta(ge=1, le=256)] = 4
+    threshold: Fraction = 0.7
+    base_url: str | None = None
+    api_key: str | None = None
+    request_timeout_seconds: Annotated[float, msgspec.Meta(gt=0, le=3600)] = 120.0
+    max_retries: Annotated[int, msgspec.Meta(ge=0, le=20)] = 4
+    cache: bool = True
+    cache_dir: str | None = None
+    max_artifact_chars: Annotated[int, msgspec.Meta(ge=100)] = 100_000
+    price_per_mtok: Price | None = None
+    when_unavailable: Literal["skip", "fail"] = "skip"
+    """Without an API key: ``skip`` the checks (the default), or ``fail`` the run."""
+    timeout_seconds: float | None = None
+    """ATP's own limit for one run's judging (checked by the kernel)."""
+
+
+def read_settings(settings: Mapping[str, Any]) -> JudgeSettings:
+    try:
+        return msgspec.convert(dict(settings), JudgeSettings)
+    except msgspec.ValidationError as exc:
+        raise ConfigError(f"evaluators.llm_judge: {exc}") from None
+
+
+class Spent(NamedTuple):
+    calls: int = 0
+    cached: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    retries: int = 0
+    corrections: int = 0
+
+    def __add__(self, other: object) -> Spent:  # type: ignore[override]  # a sum, not tuple concatenation
+        assert isinstance(other, Spent)
+        return Spent(*(a + b for a, b in zip(self, other, strict=True)))
+
+
+class Sample(NamedTuple):
+    verdict: Verdict
+    spent: Spent
+    model: str | None
+
+
+class Judgement(NamedTuple):
+    """What ``samples`` answers add up to."""
+
+    score: float
+    samples: list[Sample]
+    spent: Spent
+    cost_usd: float | None
+
+    @property
+    def scores(self) -> list[float]:
+        return [s.verdict.score for s in self.samples]
+
+    @property
+    def spread(self) -> dict[str, float]:
+        scores = self.scores
+        return {"stdev": round(pstdev(scores), 4), "min": min(scores), "max": max(scores)}
+
+
+class JudgeFailed(Exception):
+    """The judge gave no judgement: ``details`` hold the evidence (its answers)."""
+
+    def __init__(self, message: str, spent: Spent, **details: Any) -> None:
+        super().__init__(message)
+        self.spent = spent
+        self.details = details
+
+
+def shown(reply: JudgeReply) -> str:
+    """What came back, for a check's evidence."""
+    text = json.dumps(reply.tool_input, ensure_ascii=False) if reply.tool_input is not None else reply.text
+    return shorten(text, SHOWN_ANSWER_CHARS) if text else "(an empty answer)"
+
+
+def read_reply(reply: JudgeReply) -> Verdict:
+    if reply.tool_input is not None:
+        return read_fields(reply.tool_input)
+    if not reply.text.strip():
+        raise AnswerProblem("the answer is empty: no tool call and no text")
+    return read_text(reply.text)
+
+
+def backoff(attempt: int) -> float:
+    """Seconds before retry ``attempt`` (0, 1, ...) when the service did not say: 0.5 s
+    doubling, with up to a quarter of jitter."""
+    base = min(0.5 * (2**attempt), MAX_WAIT_SECONDS)
+    return base * (1.0 + random.uniform(-0.25, 0.25))
+
+
+class Judge:
+    """Judges prompts with one back end class; shared by every run of an ``atp test``."""
+
+    def __init__(
+        self,
+        settings: JudgeSettings,
+        backend: type[JudgeBackend],
+        api_key: str | None,
+        *,
+        sleep: Any = None,
+    ) -> None:
+        self.settings = settings
+        self.backend_cls = backend
+        self.api_key = api_key
+        self.cache: JudgeCache | None = None
+        if settings.cache:
+            self.cache = JudgeCache(Path(settings.cache_dir) if settings.cache_dir else default_cache_dir())
+        self.price = price_of(
+            settings.model,
+            (settings.price_per_mtok.input, settings.price_per_mtok.output) if settings.price_per_mtok else None,
+        )
+        self._limiter: anyio.CapacityLimiter | None = None
+        self._sleep = sleep or anyio.sleep
+
+    def limiter(self) -> anyio.CapacityLimiter:
+        if self._limiter is None:
+            self._limiter = anyio.CapacityLimiter(self.settings.max_concurrent)
+        return self._limiter
+
+    async def judge(self, prompt: Prompt, samples: int) -> Judgement:
+        """``samples`` judgements of ``prompt``, taken together."""
+        backend = self.backend_cls(self.settings, self.api_key)
+        results: list[Sample | None] = [None] * samples
+        failures: list[JudgeFailed] = []
+        try:
+            async with anyio.create_task_group() as group:
+                for index in range(samples):
+                    group.start_soon(self._one, backend, prompt, index, results, failures)
+        finally:
+            await backend.aclose()
+        if failures:
+            first = failures[0]
+            spent = sum((s.spent for s in results if s is not None), Spent()) + sum((f.spent for f in failures), Spent())
+            raise JudgeFailed(str(first), spent, **first.details)
+        done = [s for s in results if s is not None]
+        spent = sum((s.spent for s in done), Spent())
+        return Judgement(
+            score=fmean(s.verdict.score for s in done),
+            samples=done,
+            spent=spent,
+            cost_usd=cost_of(spent.input_tokens, spent.output_tokens, self.price),
+        )
+
+    async def _one(
+        self,
+        backend: JudgeBackend,
+        prompt: Prompt,
+        index: int,
+        results: list[Sample | None],
+        failures: list[JudgeFailed],
+    ) -> None:
+        try:
+            results[index] = await self.sample(backend, prompt, index)
+        except JudgeFailed as failed:
+            failures.append(failed)
+
+    def key(self, prompt: Prompt, index: int) -> str:
+        s = self.settings
+        return cache_key({
+            "backend": s.backend,
+            "model": s.model,
+            "temperature": s.temperature,
+            "max_tokens": s.max_tokens,
+            "system": prompt.system,
+            "user": prompt.user,
+            "tool": JUDGEMENT_TOOL,
+            "sample": index,
+        })
+
+    async def sample(self, backend: JudgeBackend, prompt: Prompt, index: int) -> Sample:
+        """One judgement: from the cache, or asked (with one correction at most)."""
+        key = self.key(prompt, index)
+        if self.cache is not None:
+            hit = self.cache.get(key)
+            if hit is not None:
+                return Sample(hit.verdict, Spent(cached=1), hit.model)
+        s = self.settings
+        messages: list[dict[str, Any]] = [{"role": "user", "content": prompt.user}]
+        spent = Spent()
+        answers: list[str] = []
+        problems: list[str] = []
+        for attempt in range(2):
+            call = JudgeCall(s.model, prompt.system, messages, JUDGEMENT_TOOL, s.temperature, s.max_tokens)
+            try:
+                reply, used = await self._send(backend, call)
+            except JudgeFailed as failed:
+                if answers:
+                    failed.details.update(answers=answers, problems=problems)
+                raise JudgeFailed(str(failed), spent + failed.spent, **failed.details) from None
+            spent = spent + used
+            try:
+                verdict = read_reply(reply)
+            except AnswerProblem as problem:
+                answers.append(shown(reply))
+                problems.append(str(problem))
+                if attempt == 0:
+                    spent = spent + Spent(corrections=1)
+                    messages = [*messages, *corrected(reply, str(problem))]
+                    continue
+                raise JudgeFailed(
+                    f"the judge answered twice with something that is not a judgement: {problems[0]}; "
+                    f"then {problems[1]}",
+                    spent,
+                    answers=answers,
+                    problems=problems,
+                ) from None
+            if self.cache is not None:
+                self.cache.put(key, verdict, reply.model)
+            return Sample(verdict, spent, reply.model)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _send(self, backend: JudgeBackend, call: JudgeCall) -> tuple[JudgeReply, Spent]:
+        """The reply to ``call``, retrying what is transient."""
+        retries = 0
+        errors: list[str] = []
+        while True:
+            try:
+                async with self.limiter():
+                    reply = await backend.send(call)
+                return reply, Spent(calls=retries + 1, input_tokens=reply.input_tokens, output_tokens=reply.output_tokens, retries=retries)
+            except TransientJudgeError as exc:
+                errors.append(str(exc))
+                if retries >= self.settings.max_retries:
+                    raise JudgeFailed(
+                        f"the judge did not answer after {retries + 1} attempts: {exc}",
+                        Spent(calls=retries + 1, retries=retries),
+                        errors=errors,
+                    ) from None
+                wait = exc.retry_after if exc.retry_after is not None else backoff(retries)
+                retries += 1
+                await self._sleep(min(max(wait, 0.0), MAX_WAIT_SECONDS))
+            except JudgeError as exc:
+                raise JudgeFailed(f"the judge cannot answer: {exc}", Spent(calls=retries + 1, retries=retries), errors=[*errors, str(exc)]) from None
+
+
+def corrected(reply: JudgeReply, problem: str) -> list[dict[str, Any]]:
+    """The turns that send an unreadable answer back with what is wrong with it."""
+    text = correction(problem)
+    if not reply.content:
+        return [{"role": "assistant", "content": "(no answer)"}, {"role": "user", "content": text}]
+    if reply.tool_use_id is not None:
+        return [
+            {"role": "assistant", "content": reply.content},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": reply.tool_use_id, "is_error": True, "content": text}]},
+        ]
+    return [{"role": "assistant", "content": reply.content}, {"role": "user", "content": text}]
+
+
+def rounded(value: float | None) -> float | None:
+    return None if value is None or not math.isfinite(value) else round(value, 6)
