@@ -10,7 +10,8 @@ from atp.core.hookspecs import hookimpl
 
 @hookimpl
 def atp_register_evaluators(register: Any) -> None:
-    from atp.evaluators import artifact, behavior, tools
+    from atp.evaluators import artifact, behavior, code_exec, tools
+    from atp.evaluators.judge import evaluator as llm_eval
 
     for evaluator in (
         artifact.ArtifactExists,
@@ -25,5 +26,16 @@ def atp_register_evaluators(register: Any) -> None:
         behavior.Behavior,
         tools.ToolCalledWith,
         tools.ToolSequence,
+        code_exec.Pytest,
+        code_exec.Lint,
+        code_exec.CustomCommand,
+        llm_eval.LlmEval,
     ):
         register(evaluator)
+
+
+@hookimpl
+def atp_register_commands(cli: Any) -> None:
+    from atp.evaluators.judge.command import judge_group
+
+    cli.add_command(judge_group)

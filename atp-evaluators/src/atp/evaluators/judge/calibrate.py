@@ -25,6 +25,10 @@ from atp.evaluators.judge.prompt import CRITERIA, CUSTOM, build_prompt
 
 Fraction = Annotated[float, msgspec.Meta(ge=0.0, le=1.0)]
 MAX_ARTIFACT_BYTES = 4 * 1024 * 1024
+NOTABLE_GAP = 0.1
+"""A disagreement listed: pass/fail differ, or the scores are this far apart or more."""
+FEW_EXAMPLES = 20
+"""Below this many examples of a criterion, the report says its figures are rough."""
 
 
 class LabelsError(SuiteError):
@@ -213,7 +217,7 @@ async def calibrate(labels: Labels, judge: Judge, *, threshold: float | None = N
     errors = [r for r in results if isinstance(r, Failure)]
     criteria = sorted({r.criterion for r in rated})
     disagreeing = sorted(
-        (r for r in rated if r.gap > 0),
+        (r for r in rated if r.judge_pass != r.human_pass or r.gap >= NOTABLE_GAP),
         key=lambda r: (r.judge_pass == r.human_pass, -r.gap, r.id),
     )
     return CalibrationReport(
@@ -261,6 +265,12 @@ def render_text(report: CalibrationReport) -> str:
         lines.append("  ".join(cell.ljust(widths[0]) if i == 0 else cell.rjust(widths[i]) for i, cell in enumerate(row)).rstrip())
     lines.append("")
     lines.append("false pass: the judge passed what people failed; false fail: the judge failed what people passed.")
+    few = [name for name, m in report.criteria.items() if m.examples < FEW_EXAMPLES]
+    if few:
+        lines.append(
+            f"Fewer than {FEW_EXAMPLES} examples of {', '.join(few)}: read those figures as rough "
+            "(kappa above 0.6 is commonly taken as substantial agreement)."
+        )
     if report.disagreements:
         lines.append("")
         lines.append("Where the judge and people disagree most:")

@@ -129,7 +129,7 @@ class LlmEval(Evaluator):
                 )
                 if part
             )
-            reason = f"not judged: the LLM judge ({settings.backend}) has no API key ({where})"
+            reason = f"the LLM judge ({settings.backend}) has no API key ({where})"
             if settings.when_unavailable == "fail":
                 raise CannotEvaluate(reason)
             return [skipped(f"llm_eval:{name}", reason) for name in names]

@@ -1,0 +1,483 @@
+"""The code-execution evaluators' own parts, without running pytest or ruff: their configs
+(checked when a suite loads), the reading of JUnit and ruff reports (good and hostile), and the
+folder a command runs in (what goes in, what is refused, that it is always removed)."""
+
+from __future__ import annotations
+
+import os
+import stat
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+import msgspec
+import pytest
+
+from atp.core.errors import SuiteError
+from atp.core.evaluator import EvalContext
+from atp.core.plugins import Plugins
+from atp.core.protocol import PROTOCOL_VERSION, ATPRequest, ATPResponse, FileArtifact, ReferenceArtifact
+from atp.core.testing import make_test, response
+from atp.core.trace import Trace
+from atp.evaluators import code_exec
+from atp.evaluators.code_exec import (
+    CustomCommandConfig,
+    Folder,
+    FolderError,
+    LintConfig,
+    PytestConfig,
+    ReportError,
+    parse_junit,
+    parse_ruff,
+    work_folder,
+)
+from tests.conftest import FIXTURES, write
+
+CODE = FIXTURES / "code_exec"
+GOOD = (CODE / "solution_good.py").read_text()
+
+
+def ctx_for(resp: ATPResponse, *, workspace: Path | None = None, agent_dir: Path | None = None) -> EvalContext:
+    test = make_test()
+    request = ATPRequest(version=PROTOCOL_VERSION, task_id=resp.task_id, task=test.task)
+    return EvalContext(
+        test=test, request=request, response=resp, trace=Trace.of([]), workspace=workspace, agent_dir=agent_dir
+    )
+
+
+def folder_of(ctx: EvalContext, suite_files: dict[str, str] | None = None) -> dict[str, Any]:
+    """Make the command's folder for every artifact of ``ctx``, and report what it held: its
+    files' texts by relative path, and the folder itself (removed by then)."""
+
+    async def make() -> dict[str, Any]:
+        async with work_folder(ctx, list(ctx.response.artifacts), suite_files or {}) as folder:
+            texts = {
+                path.relative_to(folder.work).as_posix(): path.read_text()
+                for path in sorted(folder.work.rglob("*"))
+                if path.is_file() and not path.is_symlink()
+            }
+            return {"folder": folder, "texts": texts}
+
+    return anyio.run(make)
+
+
+def refusal(ctx: EvalContext, suite_files: dict[str, str] | None = None) -> str:
+    with pytest.raises(FolderError) as info:
+        folder_of(ctx, suite_files)
+    return str(info.value)
+
+
+# --- configs --------------------------------------------------------------------------------
+
+
+def convert(config: dict[str, Any], kind: type[msgspec.Struct]) -> Any:
+    return msgspec.convert(config, kind)
+
+
+def test_configs_have_defaults_that_check_strictly() -> None:
+    pytest_config = convert({}, PytestConfig)
+    assert (pytest_config.min_pass_rate, pytest_config.args, pytest_config.files) == (1.0, [], {})
+    assert (pytest_config.timeout_seconds, pytest_config.network, pytest_config.env) == (None, False, {})
+    lint = convert({}, LintConfig)
+    assert (lint.select, lint.ignore, lint.max_findings, lint.path) == (None, None, 0, None)
+    command = convert({"command": "python -c 'print(1)'"}, CustomCommandConfig)
+    assert command.command == ["python", "-c", "print(1)"]
+    assert command.expect_exit == 0 and command.regex is None
+
+
+@pytest.mark.parametrize(
+    ("kind", "config", "error"),
+    [
+        (PytestConfig, {"min_pass_rate": 1.5}, "Expected `float` <= 1"),
+        (PytestConfig, {"timout_seconds": 5}, "Object contains unknown field `timout_seconds`"),
+        (PytestConfig, {"timeout_seconds": 0}, "Expected `float` > 0"),
+        (PytestConfig, {"timeout_seconds": 3601}, "Expected `float` <= 3600"),
+        (PytestConfig, {"files": {"/etc/test_x.py": ""}}, "is an absolute path; it must be relative"),
+        (PytestConfig, {"files": {"../test_x.py": ""}}, "leads out of the folder (..)"),
+        (PytestConfig, {"files": {"": ""}}, "names no file"),
+        (PytestConfig, {"files": {"tests/": ""}}, "names no file"),
+        (PytestConfig, {"env": {"A=B": "1"}}, "invalid variable name"),
+        (PytestConfig, {"python": " "}, "'python' names no interpreter"),
+        (PytestConfig, {"path": ""}, "'path' is empty"),
+        (LintConfig, {"select": []}, "'select' names no rule"),
+        (LintConfig, {"select": ["E,F"]}, "invalid rule code 'E,F'"),
+        (LintConfig, {"ignore": ["--fix"]}, "invalid rule code '--fix'"),
+        (LintConfig, {"max_findings": -1}, "Expected `int` >= 0"),
+        (CustomCommandConfig, {}, "missing required field `command`"),
+        (CustomCommandConfig, {"command": []}, "'command' names no program"),
+        (CustomCommandConfig, {"command": "  "}, "'command' names no program"),
+        (CustomCommandConfig, {"command": "echo 'open"}, "'command' cannot be split into arguments"),
+        (CustomCommandConfig, {"command": ["true"], "regex": "(x"}, "'regex' is not a valid regular expression"),
+        (CustomCommandConfig, {"command": ["true"], "regex": ""}, "'regex' is empty"),
+        (CustomCommandConfig, {"command": ["true"], "expect_exit": 256}, "Expected `int` <= 255"),
+    ],
+)
+def test_configs_refuse_what_would_not_work(kind: type[msgspec.Struct], config: dict[str, Any], error: str) -> None:
+    with pytest.raises(msgspec.ValidationError) as info:
+        convert(config, kind)
+    assert error in str(info.value)
+
+
+def test_suite_files_paths_are_normalised() -> None:
+    assert convert({"files": {"./tests/test_a.py": "x"}}, PytestConfig).files == {"tests/test_a.py": "x"}
+
+
+def test_a_typo_in_an_assertion_fails_the_suite_when_it_loads(tmp_path: Path, plugins: Plugins) -> None:
+    path = write(
+        tmp_path / "suite.yaml",
+        """
+        test_suite: code
+        tests:
+          - id: t
+            task: {description: write code}
+            assertions:
+              - type: pytest
+                config: {min_pass_rate: 0.5}
+              - type: lint
+                config: {selct: [E]}
+        """,
+    )
+    from atp.core.suite import load_suite
+
+    with pytest.raises(SuiteError) as info:
+        load_suite(path, plugins.evaluators)
+    assert str(info.value) == f"{path}:9: at tests[0].assertions[1].config.selct: unknown field 'selct'"
+
+
+def test_the_three_assertion_types_are_registered_as_quality_checks(plugins: Plugins) -> None:
+    for name, cls in (("pytest", code_exec.Pytest), ("lint", code_exec.Lint), ("custom_command", code_exec.CustomCommand)):
+        assert plugins.evaluator(name) is cls and cls.category == "quality"
+
+
+# --- time limits and environment --------------------------------------------------------------
+
+
+def test_the_command_gets_five_sixths_of_the_evaluator_limit_at_most() -> None:
+    evaluator = code_exec.Pytest()
+    assert evaluator.command_timeout(convert({}, PytestConfig)) == (50.0, None)
+    assert evaluator.command_timeout(convert({"timeout_seconds": 5}, PytestConfig)) == (5.0, None)
+    timeout, note = evaluator.command_timeout(convert({"timeout_seconds": 120}, PytestConfig))
+    assert timeout == 50.0
+    assert note == (
+        "timeout_seconds 120 is more than the 50 s that the evaluator's own limit (60 s, "
+        "evaluators.pytest.timeout_seconds) leaves the command; it was given 50 s"
+    )
+    raised = code_exec.Lint({"timeout_seconds": 300})
+    assert raised.command_timeout(convert({"timeout_seconds": 120}, LintConfig)) == (120.0, None)
+    assert raised.command_timeout(convert({}, LintConfig)) == (250.0, None)
+
+
+def test_the_environment_is_minimal(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-secret")
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    folder = Folder(tmp_path, tmp_path / "work", tmp_path / "home", tmp_path / "tmp", [], [], 0)
+    env = code_exec.command_env(folder, "/opt/py/bin/python3", {"MODE": "strict"})
+    assert env == {
+        "PATH": "/opt/py/bin:/usr/bin:/bin",
+        "HOME": str(tmp_path / "home"),
+        "TMPDIR": str(tmp_path / "tmp"),
+        "LANG": os.environ.get("LANG") or "C.UTF-8",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "MODE": "strict",
+    }
+    assert code_exec.command_env(folder, "python3", {})["PATH"] == "/usr/bin:/bin"  # no empty entry
+
+
+def test_programs_are_found_on_the_path_or_in_the_folder(tmp_path: Path) -> None:
+    script = write(tmp_path / "check.sh", "#!/bin/sh\n")
+    assert code_exec.find_program("./check.sh", os.defpath, tmp_path) == (None, "'./check.sh' is not executable")
+    script.chmod(0o755)
+    assert code_exec.find_program("./check.sh", os.defpath, tmp_path) == (str(script), None)
+    assert code_exec.find_program("./absent", os.defpath, tmp_path) == (None, "'./absent' is not a file")
+    assert code_exec.find_program(sys.executable, os.defpath, tmp_path) == (sys.executable, None)
+    program, problem = code_exec.find_program("no-such-program-x", "/nonexistent", tmp_path)
+    assert program is None and problem == "'no-such-program-x' was not found on the PATH (/nonexistent)"
+
+
+def test_only_the_end_of_a_long_output_is_kept() -> None:
+    tail = code_exec._Tail(10)
+    for chunk in (b"0123456789", b"abcdefghij", b"KLMNOPQRST", b"xyz"):
+        tail.add(chunk)
+    assert tail.kept() == b"NOPQRSTxyz" and tail.total == 33
+
+
+# --- JUnit reports --------------------------------------------------------------------------
+
+
+def test_a_junit_report_is_counted_by_outcome() -> None:
+    report = parse_junit((CODE / "junit_mixed.xml").read_bytes())
+    assert (report.passed, report.failed, report.errors, report.skipped, report.ran) == (1, 1, 1, 1, 3)
+    assert [f.test for f in report.failures] == ["test_solution::test_sub", "test_solution::test_fixture"]
+    failed = report.failures[0]
+    assert failed.message == "assert 8 == 2\n +  where 8 = sub(5, 3)"
+    assert failed.text.endswith("test_solution.py:9: AssertionError")
+    assert report.collection_errors == []
+
+
+def test_a_collection_error_is_told_apart() -> None:
+    report = parse_junit((CODE / "junit_collection_error.xml").read_bytes())
+    assert report.ran == 1 and report.failures == []
+    (error,) = report.collection_errors
+    assert error.test == "test_solution" and error.message == "collection failure"
+    assert code_exec._reason(error) == "ModuleNotFoundError: No module named 'solution'"
+
+
+def test_many_failures_are_all_counted_and_fifty_listed_with_short_texts() -> None:
+    cases = "".join(
+        f'<testcase classname="t" name="test_{i}"><failure message="m{i}">{"x" * 5000}END</failure></testcase>'
+        for i in range(80)
+    )
+    report = parse_junit(f"<testsuites><testsuite>{cases}</testsuite></testsuites>".encode())
+    assert report.failed == 80 and len(report.failures) == code_exec.SHOWN_FAILURES == 50
+    text = report.failures[0].text
+    assert text.startswith("…") and text.endswith("xEND") and len(text) == code_exec.FAILURE_TEXT_CHARS + 1
+
+
+BOMB = """<?xml version="1.0"?>
+<!DOCTYPE lolz [
+ <!ENTITY lol "lol">
+ <!ENTITY lol1 "&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;">
+ <!ENTITY lol2 "&lol1;&lol1;&lol1;&lol1;&lol1;&lol1;&lol1;&lol1;&lol1;&lol1;">
+ <!ENTITY lol3 "&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;">
+ <!ENTITY lol4 "&lol3;&lol3;&lol3;&lol3;&lol3;&lol3;&lol3;&lol3;&lol3;&lol3;">
+ <!ENTITY lol5 "&lol4;&lol4;&lol4;&lol4;&lol4;&lol4;&lol4;&lol4;&lol4;&lol4;">
+ <!ENTITY lol6 "&lol5;&lol5;&lol5;&lol5;&lol5;&lol5;&lol5;&lol5;&lol5;&lol5;">
+ <!ENTITY lol7 "&lol6;&lol6;&lol6;&lol6;&lol6;&lol6;&lol6;&lol6;&lol6;&lol6;">
+ <!ENTITY lol8 "&lol7;&lol7;&lol7;&lol7;&lol7;&lol7;&lol7;&lol7;&lol7;&lol7;">
+ <!ENTITY lol9 "&lol8;&lol8;&lol8;&lol8;&lol8;&lol8;&lol8;&lol8;&lol8;&lol8;">
+]>
+<testsuites><testsuite><testcase name="t"><failure message="&lol9;"/></testcase></testsuite></testsuites>"""
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        BOMB.encode(),
+        BOMB.replace('<?xml version="1.0"?>', '<?xml version="1.0" encoding="utf-16"?>').encode("utf-16"),
+        b'<?xml version="1.0"?><!DOCTYPE t SYSTEM "file:///etc/passwd"><testsuites/>',
+    ],
+    ids=["entity-expansion", "utf-16", "external"],
+)
+def test_a_junit_report_with_a_doctype_is_refused_at_once(data: bytes) -> None:
+    started = time.perf_counter()
+    with pytest.raises(ReportError, match="^the JUnit report has a DOCTYPE; ATP does not read XML with one$"):
+        parse_junit(data)
+    assert time.perf_counter() - started < 1
+
+
+def test_a_junit_report_that_is_too_large_or_not_xml_is_refused() -> None:
+    with pytest.raises(ReportError, match="^the JUnit report is larger than 16 MiB; ATP does not read it$"):
+        parse_junit(b" " * (code_exec.MAX_JUNIT_BYTES + 1))
+    with pytest.raises(ReportError, match="^the JUnit report is not well-formed XML: "):
+        parse_junit(b"<testsuites><testcase name='x'>")
+    with pytest.raises(ReportError, match="not well-formed"):
+        parse_junit(b"PASSED 10 tests")
+
+
+# --- ruff reports ---------------------------------------------------------------------------
+
+
+def test_a_ruff_report_lists_its_findings_relative_to_the_folder() -> None:
+    count, findings = parse_ruff((CODE / "ruff_findings.json").read_bytes(), Path("/tmp/rufft"))
+    assert count == 3
+    assert [str(f) for f in findings] == [
+        "dirty.py:1:8 F401 `os` imported but unused",
+        "dirty.py:2:8 F401 `sys` imported but unused",
+        "dirty.py:6:5 F841 Local variable `unused` is assigned to but never used",
+    ]
+    assert findings[0]._asdict() == {
+        "file": "dirty.py",
+        "line": 1,
+        "column": 8,
+        "code": "F401",
+        "message": "`os` imported but unused",
+    }
+
+
+def test_every_finding_is_counted_and_a_hundred_listed() -> None:
+    item = '{"filename": "a.py", "location": {"row": 1, "column": 1}, "code": null, "message": "bad"}'
+    count, findings = parse_ruff(f"[{','.join([item] * 250)}]".encode())
+    assert count == 250 and len(findings) == code_exec.SHOWN_FINDINGS == 100
+    assert findings[0].code == "syntax-error"
+
+
+@pytest.mark.parametrize(
+    ("data", "error"),
+    [
+        (b"{not json", "^ruff's report is not JSON: "),
+        (b'{"findings": []}', "^ruff's report is not a JSON list of findings$"),
+        (b"[1, 2]", "^ruff's report has a finding that is not a JSON object$"),
+        (b"[" * 100_000, "^ruff's report is not JSON: "),
+    ],
+)
+def test_a_ruff_report_that_is_not_one_is_refused(data: bytes, error: str) -> None:
+    with pytest.raises(ReportError, match=error):
+        parse_ruff(data)
+
+
+def test_a_ruff_report_that_is_too_large_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(code_exec, "MAX_RUFF_BYTES", 100)
+    with pytest.raises(ReportError, match="^ruff's report is larger than 0 MiB"):
+        parse_ruff(b"[" + b" " * 100 + b"]")
+
+
+def test_a_malformed_finding_keeps_what_it_has() -> None:
+    count, (finding,) = parse_ruff(b'[{"location": "row 3", "code": "E1", "filename": "x.py"}]')
+    assert count == 1 and finding == code_exec.Finding("x.py", None, None, "E1", "")
+
+
+# --- the folder a command runs in -----------------------------------------------------------
+
+
+def test_the_agents_files_go_in_by_their_relative_paths() -> None:
+    resp = response(files={"solution.py": GOOD, "pkg/util.py": "X = 1\n", "./pkg/../notes.txt": "n"})
+    made = folder_of(ctx_for(resp))
+    assert made["texts"] == {"solution.py": GOOD, "pkg/util.py": "X = 1\n", "notes.txt": "n"}
+    folder: Folder = made["folder"]
+    assert folder.placed == ["solution.py", "pkg/util.py", "notes.txt"]
+    assert folder.work.parent == folder.root and folder.home.parent == folder.root
+    assert not folder.root.exists()
+
+
+@pytest.mark.parametrize(
+    ("path", "error"),
+    [
+        ("../escape.py", "artifact path '../escape.py' leads out of the folder (..)"),
+        ("a/../../escape.py", "artifact path 'a/../../escape.py' leads out of the folder (..)"),
+        ("/etc/cron.d/x", "artifact path '/etc/cron.d/x' is an absolute path; it must be relative to the folder"),
+    ],
+)
+def test_a_path_that_leads_out_is_refused(path: str, error: str) -> None:
+    message = refusal(ctx_for(response(files={path: "x"})))
+    assert message == f"{error}; ATP places the agent's files in the command's folder by their relative paths"
+
+
+def test_the_suites_files_win_and_say_so() -> None:
+    resp = response(files={"solution.py": GOOD, "test_solution.py": "def test_cheat(): pass\n"})
+    made = folder_of(ctx_for(resp), {"test_solution.py": "real tests\n", "run.sh": "#!/bin/sh\nexit 0\n"})
+    assert made["texts"]["test_solution.py"] == "real tests\n"
+    assert made["folder"].replaced == ["test_solution.py"]
+
+
+def test_a_suite_script_is_made_executable(tmp_path: Path) -> None:
+    async def modes() -> tuple[int, int]:
+        async with work_folder(ctx_for(response()), [], {"run.sh": "#!/bin/sh\n", "data.txt": "x"}) as folder:
+            return (folder.work / "run.sh").stat().st_mode & 0o777, (folder.work / "data.txt").stat().st_mode & 0o777
+
+    assert anyio.run(modes) == (0o755, 0o644)
+
+
+def test_a_file_artifact_without_content_is_copied_from_the_agents_folder(tmp_path: Path) -> None:
+    write(tmp_path / "out" / "solution.py", GOOD)
+    resp = response(artifacts=[FileArtifact(path="out/solution.py"), ReferenceArtifact(path="out/solution.py")])
+    assert folder_of(ctx_for(resp, agent_dir=tmp_path))["texts"] == {"out/solution.py": GOOD}
+    os.mkfifo(tmp_path / "pipe.py")
+    message = refusal(ctx_for(response(artifacts=[FileArtifact(path="pipe.py")]), agent_dir=tmp_path))
+    assert message == "pipe.py is not a regular file; ATP copies only regular files"
+    message = refusal(ctx_for(response(artifacts=[FileArtifact(path="solution.py")])))
+    assert message == (
+        "solution.py is a relative path and the agent has no working folder ATP knows; ATP does not read it"
+    )
+
+
+def make_workspace(tmp_path: Path) -> Path:
+    workspace = tmp_path / "workspace"
+    write(workspace / "solution.py", GOOD)
+    write(workspace / "pkg" / "__init__.py", "")
+    write(tmp_path / "outside" / "secret.txt", "outside")
+    os.symlink(tmp_path / "outside", workspace / "linked")  # a folder link leading out
+    os.symlink(workspace / "solution.py", workspace / "alias.py")  # an absolute link inside
+    os.mkfifo(workspace / "pipe")
+    return workspace
+
+
+def test_with_a_workspace_the_command_gets_a_copy(tmp_path: Path) -> None:
+    workspace = make_workspace(tmp_path)
+    resp = response(
+        artifacts=[
+            FileArtifact(path="solution.py"),
+            FileArtifact(path=str(workspace / "pkg" / "extra.py"), content="Y = 2\n"),
+            FileArtifact(path="linked/secret.txt", content="replaced in the copy"),
+        ]
+    )
+
+    async def inspect() -> dict[str, Any]:
+        ctx = ctx_for(resp, workspace=workspace)
+        async with work_folder(ctx, list(resp.artifacts), {}) as folder:
+            alias = os.readlink(folder.work / "alias.py")
+            (folder.work / "solution.py").write_text("changed by the command")
+            return {
+                "folder": folder,
+                "alias": alias,
+                "linked": (folder.work / "linked").is_symlink(),
+                "secret": (folder.work / "linked" / "secret.txt").read_text(),
+                "extra": (folder.work / "pkg" / "extra.py").read_text(),
+                "pipe": (folder.work / "pipe").exists(),
+            }
+
+    seen = anyio.run(inspect)
+    folder = seen["folder"]
+    assert seen["alias"] == str(folder.work / "solution.py")  # pointed at the copy
+    assert not seen["linked"] and seen["secret"] == "replaced in the copy"  # never written through the link
+    assert seen["extra"] == "Y = 2\n" and not seen["pipe"] and folder.skipped == 1
+    assert folder.placed == ["solution.py", "pkg/extra.py", "linked/secret.txt"]
+    assert (workspace / "solution.py").read_text() == GOOD  # the workspace is as it was
+    assert (tmp_path / "outside" / "secret.txt").read_text() == "outside"
+    assert not (workspace / "pkg" / "extra.py").exists()
+    assert not folder.root.exists()
+
+
+def test_a_workspace_file_must_be_in_the_workspace(tmp_path: Path) -> None:
+    workspace = make_workspace(tmp_path)
+    message = refusal(ctx_for(response(artifacts=[FileArtifact(path="absent.py")]), workspace=workspace))
+    assert message == "absent.py is not in the workspace"
+    message = refusal(ctx_for(response(artifacts=[FileArtifact(path="linked/secret.txt")]), workspace=workspace))
+    assert message.startswith("linked/secret.txt is outside the workspace")
+    message = refusal(ctx_for(response(files={str(tmp_path / "elsewhere.py"): "x"}), workspace=workspace))
+    assert message.endswith("is an absolute path; it must be relative to the folder; ATP places the agent's files in the workspace by their relative paths")
+
+
+def test_the_copy_is_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temporary))
+    workspace = tmp_path / "workspace"
+    for i in range(6):
+        write(workspace / f"f{i}.txt", "0123456789")
+    monkeypatch.setattr(code_exec, "MAX_COPY_FILES", 5)
+    assert refusal(ctx_for(response(), workspace=workspace)) == (
+        "the command's folder would hold more than 5 files (the workspace, the agent's files and the "
+        "suite's together); ATP copies at most 5 files and 256 MiB"
+    )
+    monkeypatch.setattr(code_exec, "MAX_COPY_FILES", 10_000)
+    monkeypatch.setattr(code_exec, "MAX_COPY_BYTES", 55)
+    assert refusal(ctx_for(response(), workspace=workspace)).startswith("the command's folder would hold more than 256 MiB")
+    assert refusal(ctx_for(response(files={"big.py": "x" * 56}))).startswith("the command's folder would hold more than 256 MiB")
+    assert list(temporary.iterdir()) == []  # each refused folder was removed
+
+
+def test_the_folder_is_removed_however_the_block_ends(tmp_path: Path) -> None:
+    roots: list[Path] = []
+
+    async def fail() -> None:
+        async with work_folder(ctx_for(response(files={"a.py": "x"})), list(response(files={"a.py": "x"}).artifacts), {}) as folder:
+            roots.append(folder.root)
+            locked = folder.work / "locked"
+            write(locked / "inner.txt", "x")
+            locked.chmod(stat.S_IRUSR | stat.S_IXUSR)  # a folder the command made read-only
+            raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError):
+        anyio.run(fail)
+
+    async def cancel() -> None:
+        with anyio.move_on_after(0.2):
+            async with work_folder(ctx_for(response()), [], {}) as folder:
+                roots.append(folder.root)
+                await anyio.sleep(10)
+
+    anyio.run(cancel)
+    assert len(roots) == 2 and not any(root.exists() for root in roots)
