@@ -71,7 +71,7 @@ class JudgeServer:
             def log_message(self, *args: Any) -> None:
                 pass
 
-            def do_POST(self) -> None:  # noqa: N802
+            def do_POST(self) -> None:
                 import time
 
                 length = int(self.headers.get("content-length") or 0)

@@ -3,7 +3,6 @@ loopback (tests/judge_server.py): judgements, retries, corrections, samples, the
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
@@ -173,7 +172,7 @@ def test_a_second_run_of_an_unchanged_artifact_is_answered_from_the_cache(tmp_pa
         assert [c.score for c in again] == [c.score for c in first]
         assert all((c.details or {})["cached"] == 2 for c in again)
         assert ctx.usage == {"llm_eval/claude-sonnet-4-6": Usage(cached=4, cost_usd=0.0)}
-        changed, _ = judge(evaluator(server, tmp_path), config, context({"report.md": REPORT + "More.\n"}))
+        judge(evaluator(server, tmp_path), config, context({"report.md": REPORT + "More.\n"}))
         assert len(server.requests) == 8
         judge(evaluator(server, tmp_path, cache=False), config)
         assert len(server.requests) == 12
@@ -183,13 +182,13 @@ def test_without_an_api_key_the_checks_are_skipped_not_passed(tmp_path: Path, mo
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     with JudgeServer() as server:
         instance = LlmEval({"base_url": server.url, "cache_dir": str(tmp_path)})
-        checks, ctx = judge(instance, {"criteria": ["factual_accuracy", "clarity"]})
+        checks, _ = judge(instance, {"criteria": ["factual_accuracy", "clarity"]})
         assert server.requests == []
         assert [c.name for c in checks] == ["llm_eval:factual_accuracy", "llm_eval:clarity"]
         for check in checks:
             assert not check.passed and check.score == 0.0
             assert check.skipped == check.message
-            assert check.message.startswith("not judged: the LLM judge (anthropic) has no API key (set ANTHROPIC_API_KEY")
+            assert check.message.startswith("the LLM judge (anthropic) has no API key (set ANTHROPIC_API_KEY")
         strict = LlmEval({"base_url": server.url, "when_unavailable": "fail"})
         with pytest.raises(CannotEvaluate, match="no API key"):
             judge(strict, {"criteria": "clarity"})
