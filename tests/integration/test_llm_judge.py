@@ -15,6 +15,7 @@ from atp.core.protocol import PROTOCOL_VERSION, ATPRequest
 from atp.core.results import Check, Usage
 from atp.core.testing import make_test, response
 from atp.core.trace import Trace
+from atp.evaluators.judge.backend import JudgeBackend, JudgeCall, JudgeReply, TransientJudgeError
 from atp.evaluators.judge.evaluator import LlmEval, LlmEvalConfig
 from tests.judge_server import JudgeServer, error, judgement, text, tool_input
 
@@ -39,8 +40,15 @@ def evaluator(server: JudgeServer, tmp_path: Path, **settings: Any) -> LlmEval:
 
 def judge(instance: LlmEval, config: dict[str, Any], ctx: EvalContext | None = None) -> tuple[list[Check], EvalContext]:
     ctx = ctx or context()
-    checks = anyio.run(instance.evaluate, ctx, msgspec.convert(config, LlmEvalConfig))
-    return checks, ctx
+    made = ctx
+
+    async def evaluate() -> list[Check]:
+        try:
+            return await instance.evaluate(made, msgspec.convert(config, LlmEvalConfig))
+        finally:
+            await instance.aclose()  # as the runner does when the suite's runs are over
+
+    return anyio.run(evaluate), ctx
 
 
 def test_a_judgement_over_the_threshold_passes_with_its_evidence_and_the_judges_usage(tmp_path: Path) -> None:
@@ -243,3 +251,33 @@ def test_custom_criteria_use_the_suites_prompt(tmp_path: Path) -> None:
         msgspec.convert({"criteria": "accuracy"}, LlmEvalConfig)
     with pytest.raises(msgspec.ValidationError):
         msgspec.convert({"criteria": "clarity", "treshold": 0.5}, LlmEvalConfig)
+
+
+class KeylessJudge(JudgeBackend):
+    """A back end of a plugin's own: no API key, answers from the prompt's length."""
+
+    name = "keyless"
+    needs_key = False
+    calls: list[JudgeCall] = []
+
+    async def send(self, call: JudgeCall) -> JudgeReply:
+        KeylessJudge.calls.append(call)
+        if len(KeylessJudge.calls) == 1:
+            raise TransientJudgeError("busy", retry_after=0.0)
+        return JudgeReply(tool_input=None, text='{"score": 0.6, "explanation": "by length", "issues": [], "strengths": []}',
+                          content=[{"type": "text", "text": "..."}], tool_use_id=None, input_tokens=10, output_tokens=5)
+
+
+def test_a_plugins_back_end_is_chosen_by_the_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    KeylessJudge.calls = []
+    instance = LlmEval({"backend": "tests.integration.test_llm_judge:KeylessJudge", "cache": False, "model": "local-7b"})
+    (check,), ctx = judge(instance, {"criteria": "clarity", "threshold": 0.5})
+    assert check.passed and check.score == 0.6 and (check.details or {})["retries"] == 1
+    assert [c.model for c in KeylessJudge.calls] == ["local-7b", "local-7b"]
+    assert ctx.usage == {"llm_eval/local-7b": Usage(calls=2, input_tokens=10, output_tokens=5)}  # no known price
+    from atp.core.errors import ConfigError
+
+    for name, problem in (("nope", "no judge back end named 'nope'"), ("atp.core.text:shorten", "is not a JudgeBackend subclass")):
+        with pytest.raises(ConfigError, match=problem):
+            judge(LlmEval({"backend": name}), {"criteria": "clarity"})

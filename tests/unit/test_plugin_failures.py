@@ -7,7 +7,7 @@ from __future__ import annotations
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import anyio
 import msgspec
@@ -16,7 +16,7 @@ import pytest
 from atp.core.adapter import Adapter
 from atp.core.config import agent_definitions, load_config, resolve_agent
 from atp.core.errors import PluginFailed
-from atp.core.evaluator import EvalContext, Evaluator, EvaluatorResultError, check
+from atp.core.evaluator import EvalContext, Evaluator, EvaluatorResultError, check, skipped
 from atp.core.hookspecs import hookimpl
 from atp.core.plugins import Plugins
 from atp.core.protocol import ATPRequest, ATPResponse, Metrics, StructuredArtifact
@@ -66,6 +66,24 @@ class Sync(Evaluator):
         return [check("sync", threading.current_thread() is not threading.main_thread(), name)]
 
 
+class Holding(Evaluator):
+    """Holds something across runs: released once, on the runs' event loop, when they are over."""
+
+    name = "holding"
+    closed: ClassVar[list[str]] = []
+
+    async def evaluate(self, ctx: EvalContext, config: Any) -> list[Check]:
+        return [skipped("holding", "nothing to hold today")] if ctx.test.id == "skips" else [check("holding", True, "held")]
+
+    async def aclose(self) -> None:
+        Holding.closed.append(threading.current_thread().name)
+        if ctx_fail[0]:
+            raise RuntimeError("could not let go")
+
+
+ctx_fail = [False]
+
+
 class MisbehavingSettings(msgspec.Struct):
     mode: str
 
@@ -98,7 +116,7 @@ class Misbehaving(Adapter):
 class Bundle:
     @hookimpl
     def atp_register_evaluators(self, register: Any) -> None:
-        for cls in (Returns, Blocking, Sync):
+        for cls in (Returns, Blocking, Sync, Holding):
             register(cls)
 
     @hookimpl
@@ -226,3 +244,21 @@ def test_fail_fast_stops_at_the_first_failing_run(tmp_path: Path, loaded: Plugin
     assert not results.summary.ok
     assert runner.store is not None
     assert RunStore.open(runner.store.directory).results() == results
+
+
+@pytest.mark.parametrize("fails", [False, True])
+def test_evaluators_are_closed_once_when_the_runs_are_over(tmp_path: Path, loaded: Plugins, fails: bool) -> None:
+    Holding.closed = []
+    ctx_fail[0] = fails
+    try:
+        tests = a_test("one", "{type: holding}") + a_test("two", "{type: holding}") + a_test("skips", "{type: holding}")
+        results, runner = run(tmp_path, loaded, suite("ok", tests))
+    finally:
+        ctx_fail[0] = False
+    assert Holding.closed == [threading.main_thread().name]
+    assert [t.status for t in results.tests] == ["passed", "passed", "passed"]
+    skipped_run = results.tests[2].runs[0]
+    assert skipped_run.skipped_checks[0].skipped == "nothing to hold today" and skipped_run.failed_checks == []
+    assert results.summary.skipped_checks == 1
+    failures = [f for f in runner.plugin_failures if "aclose" in f.where]
+    assert [(f.where, f.message) for f in failures] == ([("evaluator 'holding' aclose", "RuntimeError: could not let go")] if fails else [])

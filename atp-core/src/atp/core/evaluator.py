@@ -131,6 +131,10 @@ class Evaluator(ABC):
     async def evaluate(self, ctx: EvalContext, config: Any) -> list[Check]:
         """Check one run; ``config`` is an instance of :attr:`Config`."""
 
+    async def aclose(self) -> None:  # noqa: B027 - most evaluators hold nothing
+        """Release what the evaluator holds across runs (a client's connections): called once
+        when the suite's runs are over, on the event loop they ran on."""
+
 
 def check(name: str, passed: bool, message: str, score: float | None = None, **details: Any) -> Check:
     """A :class:`Check`, scored 1.0 or 0.0 unless a score is given."""

@@ -277,6 +277,9 @@ class Runner:
                     if self._services:
                         with anyio.CancelScope(shield=True):
                             await self._close_services()
+                    if self._evaluators:
+                        with anyio.CancelScope(shield=True):
+                            await self._close_evaluators()
         finally:
             if not started:  # the agent could not start: nothing ran, no run directory is left
                 store.close()
@@ -438,6 +441,16 @@ class Runner:
                 await started.service.aclose()
             except Exception as exc:
                 self._hook_failed(self.plugins.owner_name("service", key) or key, f"service {key!r} aclose", _single(exc))
+
+    async def _close_evaluators(self) -> None:
+        """Let every evaluator made release what it holds (a judge's connections), each within
+        :data:`SERVICE_LEAVE_SECONDS`; a failure is warned about and recorded, the results stand."""
+        for name, evaluator in self._evaluators.items():
+            try:
+                with anyio.fail_after(SERVICE_LEAVE_SECONDS):
+                    await evaluator.aclose()
+            except Exception as exc:
+                self._hook_failed(self.plugins.owner_name("evaluator", name) or name, f"evaluator {name!r} aclose", _single(exc))
 
     async def _run_all(self, adapter: Adapter, items: _Schedule, total: int) -> None:
         runs = self._runs_scope = anyio.CancelScope()

@@ -210,9 +210,13 @@ async def calibrate(labels: Labels, judge: Judge, *, threshold: float | None = N
             results[index] = rate(example, judgement.score, cut, judgement.samples[0].verdict.explanation)
         usage.add(Usage(calls=spent.calls, cached=spent.cached, input_tokens=spent.input_tokens, output_tokens=spent.output_tokens, cost_usd=cost))
 
-    async with anyio.create_task_group() as group:
-        for index in range(len(labels.examples)):
-            group.start_soon(one, index)
+    try:
+        async with anyio.create_task_group() as group:
+            for index in range(len(labels.examples)):
+                group.start_soon(one, index)
+    finally:
+        with anyio.CancelScope(shield=True):
+            await judge.aclose()
     rated = [r for r in results if isinstance(r, Rated)]
     errors = [r for r in results if isinstance(r, Failure)]
     criteria = sorted({r.criterion for r in rated})

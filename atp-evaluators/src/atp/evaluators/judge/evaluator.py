@@ -112,6 +112,10 @@ class LlmEval(Evaluator):
             self._judge = Judge(settings, backend, key)
         return self._judge
 
+    async def aclose(self) -> None:
+        if self._judge is not None:
+            await self._judge.aclose()
+
     async def evaluate(self, ctx: EvalContext, config: LlmEvalConfig) -> list[Check]:
         from atp.evaluators.judge.judge import JudgeFailed
 

@@ -186,6 +186,7 @@ class Judge:
             (settings.price_per_mtok.input, settings.price_per_mtok.output) if settings.price_per_mtok else None,
         )
         self._limiter: anyio.CapacityLimiter | None = None
+        self._backend: JudgeBackend | None = None
         self._sleep = sleep or anyio.sleep
 
     def limiter(self) -> anyio.CapacityLimiter:
@@ -193,17 +194,26 @@ class Judge:
             self._limiter = anyio.CapacityLimiter(self.settings.max_concurrent)
         return self._limiter
 
+    def backend(self) -> JudgeBackend:
+        """The back end every judgement of this judge goes through (one connection pool);
+        :meth:`aclose` releases it."""
+        if self._backend is None:
+            self._backend = self.backend_cls(self.settings, self.api_key)
+        return self._backend
+
+    async def aclose(self) -> None:
+        if self._backend is not None:
+            backend, self._backend = self._backend, None
+            await backend.aclose()
+
     async def judge(self, prompt: Prompt, samples: int) -> Judgement:
         """``samples`` judgements of ``prompt``, taken together."""
-        backend = self.backend_cls(self.settings, self.api_key)
+        backend = self.backend()
         results: list[Sample | None] = [None] * samples
         failures: list[JudgeFailed] = []
-        try:
-            async with anyio.create_task_group() as group:
-                for index in range(samples):
-                    group.start_soon(self._one, backend, prompt, index, results, failures)
-        finally:
-            await backend.aclose()
+        async with anyio.create_task_group() as group:
+            for index in range(samples):
+                group.start_soon(self._one, backend, prompt, index, results, failures)
         if failures:
             first = failures[0]
             spent = sum((s.spent for s in results if s is not None), Spent()) + sum((f.spent for f in failures), Spent())
