@@ -100,11 +100,28 @@ def test_atp_test_judges_caches_and_skips_without_a_key(tmp_path: Path) -> None:
         skipped = good["runs"][0]["checks"][1]
         assert skipped["passed"] is False and skipped["skipped"].startswith("the LLM judge (anthropic) has no API key")
         assert good["status"] == "passed" and good["runs"][0]["score_breakdown"]["completeness"] == 1.0
-        assert data["summary"]["skipped_checks"] == 2
-        assert "2 checks skipped" not in out  # per test, one each
-        assert "1 check skipped" in out
+        # a test whose every check was skipped was not checked: skipped, never passed
+        assert poor["status"] == "skipped" and poor["runs"][0]["outcome"] == "passed"
+        assert poor["skip_reason"].startswith("not checked: every check was skipped (llm_eval:relevance: the LLM judge")
+        assert data["summary"]["skipped_checks"] == 2 and data["summary"]["skipped"] == 1
+        assert "1 check skipped" in out and "skipped: not checked: every check was skipped" in out
         assert "Skipped checks: 2 (llm_eval:factual_accuracy, llm_eval:relevance): the LLM judge (anthropic) has no API key" in out
         assert code == 0, out
+
+
+def test_a_key_from_the_environment_is_masked_wherever_the_judge_echoes_it(tmp_path: Path) -> None:
+    from tests.judge_server import error
+
+    secret = "sk-ant-env-only-9c8b7a6d5e4f"
+    with JudgeServer(lambda body: error(401, "authentication_error", f"invalid x-api-key {secret}")) as server:
+        project(tmp_path, server, key=None)
+        code, out, data = run_json(tmp_path, "--test=good_report", env={"ANTHROPIC_API_KEY": secret})
+    assert code == 1 and len(server.requests) == 1
+    written = out + (tmp_path / "results.json").read_text()
+    assert secret not in written and "invalid x-api-key ***" in written
+    run = data["tests"][0]["runs"][0]
+    assert run["outcome"] == "error"
+    assert "cannot answer: the Messages API answered HTTP 401" in run["checks"][1]["message"]
 
 
 def test_a_judge_answering_nonsense_twice_makes_the_run_an_error_showing_the_answers(tmp_path: Path) -> None:
@@ -192,4 +209,21 @@ def test_calibration_errors_are_clear(tmp_path: Path) -> None:
     assert result.returncode == 2
     assert "labels.yaml:2" in result.stderr and "give the people's judgement" in result.stderr
     result = atp("judge", "calibrate", f"--labels={LABELS}", cwd=tmp_path, env={"ANTHROPIC_API_KEY": ""})
-    assert result.returncode == 2 and "needs an API key: set ANTHROPIC_API_KEY" in result.stderr
+    assert result.returncode == 2 and "needs an API key: set ANTHROPIC_API_KEY, secrets.anthropic_api_key" in result.stderr
+    outside = write(tmp_path / "labels" / "l.yaml", "examples:\n  - id: a\n    task: t\n    criteria: clarity\n    human: pass\n    artifact_file: ../../../../etc/passwd\n")
+    result = atp("judge", "calibrate", f"--labels={outside}", cwd=tmp_path, env={"ANTHROPIC_API_KEY": KEY})
+    assert result.returncode == 2 and "l.yaml:6: at examples[0].artifact_file: artifact_file '../../../../etc/passwd' is outside" in result.stderr
+
+
+def test_examples_the_judge_could_not_judge_fail_a_min_kappa_gate(tmp_path: Path) -> None:
+    from tests.judge_server import error
+
+    def flaky(body: dict[str, Any]) -> Any:
+        return error(400, "invalid_request_error", "no") if "Sydney" in body["messages"][0]["content"] else calibrated_judge(body)
+
+    with JudgeServer(flaky) as server:
+        write(tmp_path / "atp.config.yaml", f"evaluators:\n  llm_judge:\n    base_url: {server.url}\n    cache: false\n")
+        result = atp("judge", "calibrate", f"--labels={LABELS}", "--min-kappa=0.1", cwd=tmp_path, env={"ANTHROPIC_API_KEY": KEY})
+    assert result.returncode == 1
+    assert "not judged: capital-wrong: the judge cannot answer: the Messages API answered HTTP 400" in result.stdout
+    assert "1 of 12 examples could not be judged; --min-kappa needs them all" in result.stderr

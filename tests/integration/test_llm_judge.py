@@ -65,7 +65,7 @@ def test_a_judgement_over_the_threshold_passes_with_its_evidence_and_the_judges_
     assert details["judged"] == ["report.md"] and details["threshold"] == 0.7 and details["cached"] == 0
     (request,) = server.requests
     assert request["model"] == "claude-sonnet-4-6" and "temperature" not in request
-    assert request["tool_choice"] == {"type": "tool", "name": "record_judgement"}
+    assert request["tool_choice"] == {"type": "tool", "name": "record_judgement", "disable_parallel_tool_use": True}
     assert request["tools"][0]["input_schema"]["required"] == ["score", "explanation", "issues", "strengths"]
     assert server.key_of(0) == KEY
     assert ctx.usage == {
@@ -281,3 +281,151 @@ def test_a_plugins_back_end_is_chosen_by_the_settings(tmp_path: Path, monkeypatc
     for name, problem in (("nope", "no judge back end named 'nope'"), ("atp.core.text:shorten", "is not a JudgeBackend subclass")):
         with pytest.raises(ConfigError, match=problem):
             judge(LlmEval({"backend": name}), {"criteria": "clarity"})
+
+
+# --- what a hostile judge, agent or cache may do -----------------------------------------------
+
+
+def test_a_server_that_trickles_its_answer_is_cut_off_at_the_request_timeout(tmp_path: Path) -> None:
+    import socket
+    import threading
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    stop = threading.Event()
+
+    def trickle() -> None:
+        while not stop.is_set():
+            try:
+                listener.settimeout(0.2)
+                conn, _ = listener.accept()
+            except OSError:
+                continue
+            conn.recv(65536)
+            conn.sendall(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 1000\r\n\r\n")
+            while not stop.is_set():
+                try:
+                    conn.sendall(b" ")
+                except OSError:
+                    break
+                stop.wait(0.2)
+            conn.close()
+
+    thread = threading.Thread(target=trickle, daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{listener.getsockname()[1]}"
+    try:
+        instance = LlmEval({"base_url": url, "api_key": KEY, "cache": False, "request_timeout_seconds": 0.6, "max_retries": 1})
+        import time
+
+        began = time.monotonic()
+        with pytest.raises(CannotEvaluate, match=r"did not answer after 2 attempts: no answer within 0.6 s \(request_timeout_seconds\)"):
+            judge(instance, {"criteria": "clarity"})
+        assert time.monotonic() - began < 5
+    finally:
+        stop.set()
+        thread.join(2)
+        listener.close()
+
+
+def test_calls_to_other_tools_or_several_calls_are_corrected_with_a_result_for_every_call(tmp_path: Path) -> None:
+    from tests.judge_server import message
+
+    other = message([{"type": "tool_use", "id": "toolu_a", "name": "web_search", "input": {"q": "x"}}])
+    twice = message([
+        {"type": "tool_use", "id": "toolu_1", "name": "record_judgement", "input": {"score": 0.1, "explanation": "", "issues": [], "strengths": []}},
+        {"type": "tool_use", "id": "toolu_2", "name": "record_judgement", "input": {"score": 0.9, "explanation": "", "issues": [], "strengths": []}},
+    ])
+    with JudgeServer() as server:
+        server.script.extend([other, judgement(0.8), twice, judgement(0.7)])
+        (first,), _ = judge(evaluator(server, tmp_path), {"criteria": "clarity"})
+        (second,), _ = judge(evaluator(server, tmp_path), {"criteria": "coherence"})
+    assert first.score == 0.8 and second.score == 0.7
+    results = server.requests[1]["messages"][2]["content"]
+    assert [r["tool_use_id"] for r in results] == ["toolu_a"]
+    assert "the answer calls the tool 'web_search'; only record_judgement may be called" in results[0]["content"]
+    results = server.requests[3]["messages"][2]["content"]
+    assert [r["tool_use_id"] for r in results] == ["toolu_1", "toolu_2"]
+    assert "the answer calls record_judgement 2 times; call it once" in results[0]["content"]
+
+
+def test_duplicate_keys_lone_surrogates_and_deep_nesting_are_not_judgements(tmp_path: Path) -> None:
+    deep = "[" * 100000 + "]" * 100000
+    answers = [
+        text('{"score": 0.1, "explanation": "", "issues": [], "strengths": [], "score": 0.95}'),
+        tool_input({"score": 0.5, "explanation": "\ud800", "issues": [], "strengths": []}),
+        text(deep),
+    ]
+    with JudgeServer() as server:
+        for answer in answers:
+            server.script.extend([answer, judgement(0.75)])
+            (check,), _ = judge(evaluator(server, tmp_path, cache=True), {"criteria": "clarity", "prompt": f"case {len(server.requests)}"})
+            assert check.score == 0.75
+        problems = [r["messages"][2]["content"] for r in server.requests[1::2]]
+    assert "the answer gives 'score' twice" in problems[0]
+    assert "not valid Unicode" in problems[1][0]["content"]
+    assert "nested too deeply" in problems[2] or "not the JSON object alone" in problems[2]
+
+
+def test_a_plugin_back_end_raising_its_own_errors_is_retried_or_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    KeylessJudge.calls = []
+    Raising.errors = [ConnectionRefusedError(111, "Connection refused")]
+    (check,), _ = judge(LlmEval({"backend": "tests.integration.test_llm_judge:Raising", "cache": False}), {"criteria": "clarity"})
+    assert check.passed and (check.details or {})["retries"] == 1
+    Raising.errors = [KeyError("judgement")]
+    with pytest.raises(CannotEvaluate, match="the judge cannot answer: the raising back end raised KeyError: 'judgement'"):
+        judge(LlmEval({"backend": "tests.integration.test_llm_judge:Raising", "cache": False}), {"criteria": "clarity"})
+
+
+class Raising(KeylessJudge):
+    name = "raising"
+    errors: list[Exception] = []
+
+    async def send(self, call: JudgeCall) -> JudgeReply:
+        if Raising.errors:
+            raise Raising.errors.pop(0)
+        return JudgeReply(tool_input={"score": 0.9, "explanation": "", "issues": [], "strengths": []}, text="",
+                          content=[], tool_use_id=None)
+
+
+def test_the_cache_key_holds_the_server_and_a_planted_fifo_is_a_miss(tmp_path: Path) -> None:
+    import os
+
+    with JudgeServer(lambda body: judgement(0.95)) as stub, JudgeServer(lambda body: judgement(0.2)) as real:
+        (first,), _ = judge(evaluator(stub, tmp_path), {"criteria": "clarity"})
+        (second,), _ = judge(evaluator(real, tmp_path), {"criteria": "clarity"})
+        assert (first.score, second.score) == (0.95, 0.2) and len(real.requests) == 1
+        for entry in (tmp_path / "cache").rglob("*.json"):
+            entry.unlink()
+            os.mkfifo(entry)  # reading it would block forever
+        (third,), _ = judge(evaluator(real, tmp_path), {"criteria": "clarity"})
+        assert third.score == 0.2 and len(real.requests) == 2
+
+
+def test_the_mean_at_the_threshold_passes_and_a_failed_judgement_still_costs(tmp_path: Path) -> None:
+    with JudgeServer(lambda body: judgement(0.7)) as server:
+        (check,), _ = judge(evaluator(server, tmp_path, samples=3), {"criteria": "clarity", "threshold": 0.7})
+    assert check.passed and "scored 0.70 ≥ 0.70" in check.message
+    with JudgeServer(lambda body: judgement(3)) as server:
+        ctx = context()
+        with pytest.raises(CannotEvaluate):
+            judge(evaluator(server, tmp_path), {"criteria": "clarity"}, ctx)
+    assert ctx.usage["llm_eval/claude-sonnet-4-6"] == Usage(calls=2, input_tokens=240, output_tokens=80, cost_usd=(240 * 3 + 80 * 15) / 1e6)
+
+
+def test_many_large_artifacts_are_read_only_as_far_as_the_judge_needs(tmp_path: Path) -> None:
+    from atp.core.protocol import FileArtifact
+
+    big = tmp_path / "big.md"
+    big.write_text("x" * (8 * 1024 * 1024))
+    ctx = context({})
+    ctx.response.artifacts.extend(FileArtifact(path=str(big)) for _ in range(40))
+    with JudgeServer() as server:
+        (check,), _ = judge(evaluator(server, tmp_path, max_artifact_chars=1000), {"criteria": "clarity"}, ctx)
+        prompt = server.prompt_of()
+    notes = (check.details or {})["notes"]
+    assert "39 more artifacts not read: the judge's limit was reached" in notes
+    assert any(n.startswith("the artifact text is ") and n.endswith("the judge saw the first 1000") for n in notes)
+    assert len(prompt) < 5000 and "more characters not shown" in prompt

@@ -35,7 +35,13 @@ RETURNS: dict[str, Any] = {
     "score": [Check(name="x", passed=True, score=2.0, message="ok")],
     "nan": [Check(name="x", passed=True, score=float("nan"), message="ok")],
     "passed": [Check(name="x", passed="yes", score=1.0, message="ok")],  # type: ignore[arg-type]
+    "unsaid": [Check(name="x", passed=False, score=0.0, message="ok", skipped=" ")],
+    "skipscore": [Check(name="x", passed=False, score=0.9, message="ok", skipped="no key")],
+    "skippass": [Check(name="x", passed=True, score=0.0, message="ok", skipped="no key")],
 }
+
+
+SKIP_RULE = ": a skipped check needs a reason, passed=False and score 0 (atp.core.evaluator.skipped makes one)"
 
 
 class ReturnsConfig(msgspec.Struct):
@@ -167,6 +173,9 @@ def run(tmp_path: Path, plugins: Plugins, text: str, **options: Any) -> tuple[Su
         ("score", "returned a Check (item 0, 'x') whose 'score' is 2.0, not within 0-1"),
         ("nan", "returned a Check (item 0, 'x') whose 'score' is nan, not within 0-1"),
         ("passed", "returned a Check (item 0, 'x') whose 'passed' is str 'yes', not a bool"),
+        ("unsaid", "returned a Check (item 0, 'x') whose 'skipped' is str ' '" + SKIP_RULE),
+        ("skipscore", "returned a Check (item 0, 'x') whose 'skipped' is str 'no key'" + SKIP_RULE),
+        ("skippass", "returned a Check (item 0, 'x') whose 'skipped' is str 'no key'" + SKIP_RULE),
     ],
 )
 def test_an_evaluator_returning_something_else_makes_its_run_an_error(
@@ -256,9 +265,20 @@ def test_evaluators_are_closed_once_when_the_runs_are_over(tmp_path: Path, loade
     finally:
         ctx_fail[0] = False
     assert Holding.closed == [threading.main_thread().name]
-    assert [t.status for t in results.tests] == ["passed", "passed", "passed"]
+    assert [t.status for t in results.tests] == ["passed", "passed", "skipped"]
+    assert results.tests[2].skip_reason == "not checked: every check was skipped (holding: nothing to hold today)"
     skipped_run = results.tests[2].runs[0]
     assert skipped_run.skipped_checks[0].skipped == "nothing to hold today" and skipped_run.failed_checks == []
     assert results.summary.skipped_checks == 1
     failures = [f for f in runner.plugin_failures if "aclose" in f.where]
     assert [(f.where, f.message) for f in failures] == ([("evaluator 'holding' aclose", "RuntimeError: could not let go")] if fails else [])
+
+
+def test_a_critical_check_that_was_skipped_leaves_its_test_unchecked(tmp_path: Path, loaded: Plugins) -> None:
+    tests = a_test("skips", "{type: holding, critical: true}").replace(
+        "    assertions:\n", "    assertions:\n      - {type: sync}\n"
+    )
+    results, _ = run(tmp_path, loaded, suite("ok", tests))
+    (test,) = results.tests
+    assert test.status == "skipped" and results.summary.passed == 0
+    assert test.skip_reason == "not checked: the critical check holding was skipped (nothing to hold today)"

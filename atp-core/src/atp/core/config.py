@@ -21,9 +21,9 @@ import math
 import os
 import re
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import msgspec
 
@@ -42,6 +42,9 @@ from atp.core.suite import (
 )
 from atp.core.trace import DEFAULT_MAX_EVENT_BYTES, DEFAULT_MAX_EVENTS, DEFAULT_MAX_LOG_BYTES
 from atp.core.yamlfile import PathPart, YamlDocument, format_path, read_text
+
+if TYPE_CHECKING:
+    from atp.core.evaluator import Evaluator
 
 CONFIG_NAMES = ("atp.config.yaml", "atp.config.yml")
 PYPROJECT = "pyproject.toml"
@@ -643,10 +646,15 @@ def resolve_agent(
     return ResolvedAgent(definition, adapter_cls, settings, timeout, secrets)
 
 
-def masker_for(config: Config, agent: ResolvedAgent | None = None) -> Masker:
-    """Everything ATP writes is masked with the config's secrets, and the secret-looking
-    variables used by the agent's and the evaluators' settings."""
+def masker_for(
+    config: Config, agent: ResolvedAgent | None = None, evaluators: Iterable[type["Evaluator"]] = ()
+) -> Masker:
+    """Everything ATP writes is masked with the config's secrets, the secret-looking
+    variables used by the agent's and the evaluators' settings, and the values the run's
+    evaluators say they use (:meth:`Evaluator.secret_values`)."""
     values = list(config.secrets.values()) + config.evaluator_secrets()
     if agent is not None:
         values.extend(agent.secrets)
+    for evaluator in evaluators:
+        values.extend(evaluator.secret_values(config.evaluator_settings(evaluator.settings_name())))
     return Masker(values)

@@ -123,6 +123,13 @@ class Evaluator(ABC):
         evaluator that needs a key to a paid service; every value is masked in ATP's output."""
 
     @classmethod
+    def secret_values(cls, settings: Mapping[str, Any]) -> list[str]:
+        """Values ATP must mask in everything it writes because this evaluator uses them (a
+        judge's API key read from the environment, say); the config's ``secrets:`` and
+        secret-looking ``${VAR}`` values in the settings are masked anyway."""
+        return []
+
+    @classmethod
     def settings_name(cls) -> str:
         """The key of this evaluator's settings under ``evaluators:``."""
         return cls.settings_key or cls.name
@@ -210,8 +217,13 @@ def _check_problem(item: Check) -> str | None:
         return f"'message' is {describe(item.message)}, not a string"
     if item.details is not None and not isinstance(item.details, dict):
         return f"'details' is {describe(item.details)}, not a dict"
-    if item.skipped is not None and not (isinstance(item.skipped, str) and not item.passed):
-        return f"'skipped' is {describe(item.skipped)}: a skipped check needs a reason and passed=False"
+    if item.skipped is not None and not (
+        isinstance(item.skipped, str) and item.skipped.strip() and not item.passed and item.score == 0.0
+    ):
+        return (
+            f"'skipped' is {describe(item.skipped)}: a skipped check needs a reason, "
+            "passed=False and score 0 (atp.core.evaluator.skipped makes one)"
+        )
     return None
 
 

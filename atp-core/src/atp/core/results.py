@@ -351,6 +351,22 @@ def status_of_runs(runs: list[RunResult], rule: PassRule = ALL_RUNS) -> TestStat
     return "passed" if rule.passes(runs) else "failed"
 
 
+def unchecked_reason(run: RunResult) -> str | None:
+    """Why a run that passed was not really checked: every check it has was skipped, or a
+    ``critical`` one was (its test is then skipped with this reason, never passed)."""
+    if run.outcome != "passed" or not run.checks:
+        return None
+    skipped = run.skipped_checks
+    if not skipped:
+        return None
+    if len(skipped) == len(run.checks):
+        return f"not checked: every check was skipped ({skipped[0].name}: {skipped[0].skipped})"
+    critical = next((c for c in skipped if (c.details or {}).get("critical")), None)
+    if critical is not None:
+        return f"not checked: the critical check {critical.name} was skipped ({critical.skipped})"
+    return None
+
+
 METRIC_NAMES = ("total_tokens", "total_steps", "tool_calls", "llm_calls", "wall_time_seconds", "cost_usd")
 
 
@@ -446,6 +462,9 @@ def make_test_result(
     if runs:
         status = status_of_runs(runs, planned.pass_rule)
         skip_reason = None
+        unchecked = next((why for why in map(unchecked_reason, runs) if why), None) if status == "passed" else None
+        if unchecked is not None:  # what decides the test was not checked: it did not pass
+            status, skip_reason = "skipped", unchecked
     else:
         status = "skipped"
         skip_reason = planned.skip or _NOT_RUN.get(stopped_by or "") or (

@@ -700,7 +700,7 @@ class Runner:
         outcome: Outcome
         if could_not_run:
             outcome = "error"
-        elif response.status == "completed" and error is None and all(c.passed or c.skipped for c in checks):
+        elif response.status == "completed" and error is None and all(c.passed or c.skipped is not None for c in checks):
             outcome = "passed"
         else:
             outcome = "failed"

@@ -359,8 +359,8 @@ def compare_command(
             )
     definitions = agent_definitions(config, suite)
     agents = [resolve_agent(choose_agent(definitions, name), loaded.adapters) for name in names]
-    for assertion_type in sorted({a.type for test in selected for a in test.assertions}):
-        evaluator_cls = loaded.evaluator(assertion_type)
+    used_evaluators = [loaded.evaluator(t) for t in sorted({a.type for test in selected for a in test.assertions})]
+    for evaluator_cls in used_evaluators:
         config.check_evaluator_settings(evaluator_cls.settings_name(), evaluator_cls.Settings)
     warn_problems(loaded.problems())
     run_root = run_dir or config.run_dir
@@ -372,7 +372,7 @@ def compare_command(
             selected,
             agent,
             run_root=run_root,
-            masker=masker_for(config, agent),
+            masker=masker_for(config, agent, used_evaluators),
             parallel=in_flight,
             runs=runs if isinstance(runs, int) else None,
             deselected=deselected,

@@ -180,9 +180,9 @@ def run_suite(suite_path: Path, config: Config, options: Options, *, several: bo
             f"{', '.join(known) or 'none'})"
         )
     agent = resolve_agent(choose_agent(agent_definitions(config, suite), options.agent_name), loaded.adapters)
-    for assertion_type in sorted({a.type for test in selected for a in test.assertions}):
+    used_evaluators = [loaded.evaluator(t) for t in sorted({a.type for test in selected for a in test.assertions})]
+    for evaluator_cls in used_evaluators:
         # an unset ${VAR} or a wrong setting fails before any run
-        evaluator_cls = loaded.evaluator(assertion_type)
         config.check_evaluator_settings(evaluator_cls.settings_name(), evaluator_cls.Settings)
     known = set(loaded.evaluators) | {cls.settings_name() for cls in loaded.evaluators.values()}
     unknown = sorted(set(config.spec.evaluators) - known)
@@ -221,7 +221,7 @@ def run_suite(suite_path: Path, config: Config, options: Options, *, several: bo
         selected,
         agent,
         run_root=run_root,
-        masker=masker_for(config, agent),
+        masker=masker_for(config, agent, used_evaluators),
         parallel=options.parallel or defaults.parallel_workers or 1,
         runs=options.runs,
         deselected=deselected,

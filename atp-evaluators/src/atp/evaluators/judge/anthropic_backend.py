@@ -66,7 +66,7 @@ class AnthropicJudge(JudgeBackend):
                 system=call.system,
                 messages=call.messages,
                 tools=[call.tool],
-                tool_choice={"type": "tool", "name": call.tool["name"]},
+                tool_choice={"type": "tool", "name": call.tool["name"], "disable_parallel_tool_use": True},
                 extra_body=extra or None,
             )
         except sdk.APIStatusError as exc:

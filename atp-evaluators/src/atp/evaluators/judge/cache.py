@@ -15,14 +15,20 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import tempfile
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from atp.core import files
 from atp.evaluators.judge.prompt import AnswerProblem, Verdict, read_fields
 
 CACHE_FORMAT = 1
+MAX_ENTRY_BYTES = 1024 * 1024
+"""An entry larger than this is not read (a judgement is a few kilobytes)."""
+
+logger = logging.getLogger("atp.judge")
 
 
 def default_cache_dir(environ: dict[str, str] | os._Environ[str] = os.environ) -> Path:
@@ -46,23 +52,28 @@ class JudgeCache:
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory
+        self._warned = False
 
     def _path(self, key: str) -> Path:
         return self.directory / key[:2] / f"{key}.json"
 
     def get(self, key: str) -> Cached | None:
         try:
-            data = json.loads(self._path(key).read_text(encoding="utf-8"))
+            with files.open_read(self._path(key)) as handle:  # a regular file only: never a FIFO
+                raw = handle.read(MAX_ENTRY_BYTES + 1)
+            if len(raw) > MAX_ENTRY_BYTES:
+                return None
+            data = json.loads(raw)
             if not isinstance(data, dict) or data.get("format") != CACHE_FORMAT:
                 return None
             model = data.get("model")
             return Cached(read_fields(data.get("verdict")), model if isinstance(model, str) else None)
-        except (OSError, ValueError, AnswerProblem):
+        except (OSError, ValueError, RecursionError, AnswerProblem):
             return None
 
     def put(self, key: str, verdict: Verdict, model: str | None) -> None:
-        """Store a judgement; a cache that cannot be written is left alone (the judgement
-        stands, only the next run pays again)."""
+        """Store a judgement; a cache that cannot be written is warned about once and left
+        alone (the judgement stands, only the next run pays again)."""
         path = self._path(key)
         data = json.dumps({"format": CACHE_FORMAT, "model": model, "verdict": verdict.as_dict()}, ensure_ascii=False)
         try:
@@ -75,5 +86,7 @@ class JudgeCache:
             except BaseException:
                 os.unlink(temporary)
                 raise
-        except OSError:
-            pass
+        except (OSError, ValueError) as exc:
+            if not self._warned:
+                self._warned = True
+                logger.warning("the judge's cache %s cannot be written (%s): judgements are not kept", self.directory, exc)

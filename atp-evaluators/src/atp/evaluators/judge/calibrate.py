@@ -16,12 +16,14 @@ from typing import Annotated, Any, Literal
 import anyio
 import msgspec
 
+from atp.core import files
 from atp.core.errors import SuiteError
 from atp.core.results import Usage
 from atp.core.yamlfile import YamlDocument
 from atp.evaluators.judge import agreement
+from atp.evaluators.judge.backend import cost_of
 from atp.evaluators.judge.judge import Judge, JudgeFailed
-from atp.evaluators.judge.prompt import CRITERIA, CUSTOM, build_prompt
+from atp.evaluators.judge.prompt import CRITERIA, CUSTOM, build_prompt, cut, passes
 
 Fraction = Annotated[float, msgspec.Meta(ge=0.0, le=1.0)]
 MAX_ARTIFACT_BYTES = 4 * 1024 * 1024
@@ -87,9 +89,14 @@ def load_labels(path: Path) -> Labels:
         if example.artifact is not None:
             texts.append(example.artifact)
             continue
-        file = path.parent / str(example.artifact_file)
+        folder = path.parent.resolve()
+        file = (folder / str(example.artifact_file)).resolve()
+        if not file.is_relative_to(folder):
+            raise doc.error(
+                f"artifact_file {example.artifact_file!r} is outside the labels file's folder {folder}", ("examples", index, "artifact_file")
+            )
         try:
-            with open(file, "rb") as handle:
+            with files.open_read(file) as handle:  # a regular file only
                 data = handle.read(MAX_ARTIFACT_BYTES + 1)
         except OSError as exc:
             raise doc.error(f"artifact_file {example.artifact_file!r} cannot be read: {exc.strerror or exc}", ("examples", index, "artifact_file")) from None
@@ -171,7 +178,7 @@ def _round(value: float | None) -> float | None:
 
 def rate(example: LabelledExample, judge_score: float, threshold: float, explanation: str) -> Rated:
     human_pass = example.human == "pass" if example.human is not None else float(example.human_score or 0.0) >= threshold
-    judge_pass = judge_score >= threshold
+    judge_pass = passes(judge_score, threshold)
     if example.human_score is not None:
         gap = abs(judge_score - example.human_score)
     else:
@@ -192,22 +199,24 @@ async def calibrate(labels: Labels, judge: Judge, *, threshold: float | None = N
     """Judge every labelled example (as many at once as the judge's ``max_concurrent``) and
     measure the agreement."""
     settings = judge.settings
-    cut = threshold if threshold is not None else labels.threshold if labels.threshold is not None else settings.threshold
+    mark = threshold if threshold is not None else labels.threshold if labels.threshold is not None else settings.threshold
     count = samples or settings.samples
     results: list[Rated | Failure | None] = [None] * len(labels.examples)
     usage = Usage()
 
     async def one(index: int) -> None:
         example = labels.examples[index]
-        prompt = build_prompt(example.task, labels.artifacts[index], example.criteria, example.prompt)
+        artifact, _ = cut(labels.artifacts[index], settings.max_artifact_chars)  # as llm_eval sends it
+        prompt = build_prompt(example.task, artifact, example.criteria, example.prompt)
         try:
             judgement = await judge.judge(prompt, count)
         except JudgeFailed as failed:
-            spent, cost = failed.spent, None
+            spent = failed.spent
+            cost = cost_of(spent.input_tokens, spent.output_tokens, judge.price)
             results[index] = Failure(id=example.id, message=str(failed))
         else:
             spent, cost = judgement.spent, judgement.cost_usd
-            results[index] = rate(example, judgement.score, cut, judgement.samples[0].verdict.explanation)
+            results[index] = rate(example, judgement.score, mark, judgement.samples[0].verdict.explanation)
         usage.add(Usage(calls=spent.calls, cached=spent.cached, input_tokens=spent.input_tokens, output_tokens=spent.output_tokens, cost_usd=cost))
 
     try:
@@ -228,7 +237,7 @@ async def calibrate(labels: Labels, judge: Judge, *, threshold: float | None = N
         labels=labels.path,
         backend=settings.backend,
         model=settings.model,
-        threshold=cut,
+        threshold=mark,
         samples=count,
         examples=len(labels.examples),
         judged=len(rated),

@@ -59,8 +59,8 @@ def calibrate_command(
     key = find_key(backend, judge_settings.api_key, config.secrets, os.environ) if backend.needs_key else None
     if backend.needs_key and not key:
         raise ConfigError(
-            f"calibration asks the judge, which needs an API key: set {backend.key_variable or 'one'} "
-            f"or evaluators.{SETTINGS_KEY}.api_key"
+            f"calibration asks the judge, which needs an API key: set {backend.key_variable or 'one'}, "
+            f"secrets.{backend.key_secret or 'anthropic_api_key'} or evaluators.{SETTINGS_KEY}.api_key"
         )
     labels = load_labels(labels_path)
     report = anyio.run(
@@ -70,6 +70,9 @@ def calibrate_command(
         click.echo(report_json(report).decode(), nl=False)
     else:
         click.echo(render_text(report))
+    if min_kappa is not None and report.errors:
+        click.echo(f"atp: {len(report.errors)} of {report.examples} examples could not be judged; --min-kappa needs them all", err=True)
+        return 1
     if min_kappa is not None:
         kappa = report.overall.kappa
         if kappa is None or kappa < min_kappa:

@@ -34,7 +34,11 @@ from atp.core.results import Check
 from atp.core.text import shorten
 from atp.evaluators.artifact import masked, produced, text_of
 from atp.evaluators.judge.judge import JudgeSettings
-from atp.evaluators.judge.prompt import CRITERIA, CUSTOM, build_prompt
+from atp.evaluators.judge.prompt import CRITERIA, CUSTOM, build_prompt, cut, passes
+
+MASK_MARGIN = 4096
+"""Characters read beyond ``max_artifact_chars`` before the text is masked and cut: a secret
+that straddles the cut is masked whole (no secret is this long)."""
 
 SETTINGS_KEY = "llm_judge"
 
@@ -100,6 +104,22 @@ class LlmEval(Evaluator):
         super().__init__(settings)
         self._judge: Any = None
 
+    @classmethod
+    def secret_values(cls, settings: Any) -> list[str]:
+        """The judge's API key, wherever it is read from (an environment variable the config
+        does not mention included): an error message echoing it is masked."""
+        from atp.core.errors import AtpError
+        from atp.evaluators.judge.backend import find_key, load_backend
+        from atp.evaluators.judge.judge import read_settings
+
+        try:
+            judge_settings = read_settings(settings)
+            backend = load_backend(judge_settings.backend)
+        except AtpError:
+            return []
+        key = find_key(backend, judge_settings.api_key, {}, os.environ)
+        return [key] if key else []
+
     def judge(self) -> Any:
         """The judge all this evaluator's runs share (one concurrency limit, one cache)."""
         if self._judge is None:
@@ -117,6 +137,7 @@ class LlmEval(Evaluator):
             await self._judge.aclose()
 
     async def evaluate(self, ctx: EvalContext, config: LlmEvalConfig) -> list[Check]:
+        from atp.evaluators.judge.backend import cost_of
         from atp.evaluators.judge.judge import JudgeFailed
 
         judge = self.judge()
@@ -157,7 +178,7 @@ class LlmEval(Evaluator):
             try:
                 judgement = await judge.judge(prompt, samples)
             except JudgeFailed as failed:
-                self._count(ctx, judge, failed.spent, None)
+                self._count(ctx, judge, failed.spent, cost_of(failed.spent.input_tokens, failed.spent.output_tokens, judge.price))
                 raise CannotEvaluate(f"{label}: {failed}", criterion=name, model=settings.model, **failed.details) from None
             self._count(ctx, judge, judgement.spent, judgement.cost_usd)
             checks.append(self._check(label, name, judgement, threshold, [_label(a) for a in artifacts], notes, settings.model))
@@ -177,22 +198,31 @@ class LlmEval(Evaluator):
     @staticmethod
     async def _content(ctx: EvalContext, artifacts: list[Artifact], limit: int) -> tuple[str | None, list[str]]:
         """The text judged: one artifact's, or several one after the other, each under a line
-        naming it; cut at ``limit`` characters (the cut is said in the text and the notes)."""
+        naming it; masked (the judge is another party: ATP's secrets stay here) and cut at
+        ``limit`` characters (the cut is said in the text and the notes). Artifacts are read
+        one at a time and no further than the limit needs."""
         parts: list[str] = []
         notes: list[str] = []
-        for artifact in artifacts:
+        budget = limit + MASK_MARGIN
+        size = 0
+        for index, artifact in enumerate(artifacts):
+            if size >= budget:
+                notes.append(f"{len(artifacts) - index} more artifacts not read: the judge's limit was reached")
+                break
             found = await text_of(artifact, ctx)
             if found.note:
                 notes.append(found.note)
             if found.text is None:
                 continue
-            parts.append(found.text if len(artifacts) == 1 else f"=== {_label(artifact)} ===\n{found.text}")
+            part = found.text if len(artifacts) == 1 else f"=== {_label(artifact)} ===\n{found.text}"
+            part = part[: budget - size]
+            parts.append(part)
+            size += len(part) + 2
         if not parts:
             return None, notes
-        text = masked("\n\n".join(parts))  # the judge is another party: ATP's secrets stay here
-        if len(text) > limit:
-            notes.append(f"the artifact text is {len(text)} characters; the judge saw the first {limit}")
-            text = text[:limit] + f"\n[... {len(text) - limit} more characters not shown ...]"
+        text, note = cut(masked("\n\n".join(parts)), limit)
+        if note:
+            notes.append(note)
         return text, notes
 
     @staticmethod
@@ -202,10 +232,10 @@ class LlmEval(Evaluator):
         first = judgement.samples[0].verdict
         count = len(judgement.samples)
         score = round(judgement.score, 4)
-        passed = score >= threshold
+        passed = passes(judgement.score, threshold)
         relation = "≥" if passed else "<"
         spread = judgement.spread
-        about = f" (mean of {count} samples, sd {spread['stdev']:.2f})" if count > 1 else ""
+        about = f" (mean of {count} samples, sd {spread['stdev']:.2f}); first sample" if count > 1 else ""
         message = f"{criterion} scored {score:.2f} {relation} {threshold:.2f}{about}: {shorten(masked(first.explanation), 300)}"
         details: dict[str, Any] = {
             "criterion": criterion,

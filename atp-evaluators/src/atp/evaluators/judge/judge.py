@@ -17,7 +17,6 @@ The judge's tokens and cost are counted apart from the agent's (:class:`Spent`).
 from __future__ import annotations
 
 import json
-import math
 import random
 from collections.abc import Mapping
 from pathlib import Path
@@ -41,6 +40,7 @@ from atp.evaluators.judge.backend import (
 from atp.evaluators.judge.cache import JudgeCache, cache_key, default_cache_dir
 from atp.evaluators.judge.prompt import (
     JUDGEMENT_TOOL,
+    TOOL_NAME,
     AnswerProblem,
     Prompt,
     Verdict,
@@ -150,6 +150,14 @@ def shown(reply: JudgeReply) -> str:
 
 
 def read_reply(reply: JudgeReply) -> Verdict:
+    """The judgement in a reply: one call of the judgement tool (and no other tool), or the
+    JSON object alone in text."""
+    calls = [block for block in reply.content if block.get("type") == "tool_use"]
+    other = next((block.get("name") for block in calls if block.get("name") != TOOL_NAME), None)
+    if other is not None:
+        raise AnswerProblem(f"the answer calls the tool {str(other)[:80]!r}; only {TOOL_NAME} may be called")
+    if len(calls) > 1:
+        raise AnswerProblem(f"the answer calls {TOOL_NAME} {len(calls)} times; call it once")
     if reply.tool_input is not None:
         return read_fields(reply.tool_input)
     if not reply.text.strip():
@@ -187,6 +195,7 @@ class Judge:
         )
         self._limiter: anyio.CapacityLimiter | None = None
         self._backend: JudgeBackend | None = None
+        self._making: anyio.Lock | None = None
         self._sleep = sleep or anyio.sleep
 
     def limiter(self) -> anyio.CapacityLimiter:
@@ -194,11 +203,16 @@ class Judge:
             self._limiter = anyio.CapacityLimiter(self.settings.max_concurrent)
         return self._limiter
 
-    def backend(self) -> JudgeBackend:
-        """The back end every judgement of this judge goes through (one connection pool);
-        :meth:`aclose` releases it."""
+    async def backend(self) -> JudgeBackend:
+        """The back end every judgement of this judge goes through (one connection pool),
+        made once on a worker thread (the SDK's import takes most of a second, which would
+        stall every run in flight); :meth:`aclose` releases it."""
         if self._backend is None:
-            self._backend = self.backend_cls(self.settings, self.api_key)
+            if self._making is None:
+                self._making = anyio.Lock()
+            async with self._making:
+                if self._backend is None:
+                    self._backend = await anyio.to_thread.run_sync(self.backend_cls, self.settings, self.api_key)
         return self._backend
 
     async def aclose(self) -> None:
@@ -208,7 +222,7 @@ class Judge:
 
     async def judge(self, prompt: Prompt, samples: int) -> Judgement:
         """``samples`` judgements of ``prompt``, taken together."""
-        backend = self.backend()
+        backend = await self.backend()
         results: list[Sample | None] = [None] * samples
         failures: list[JudgeFailed] = []
         async with anyio.create_task_group() as group:
@@ -239,11 +253,15 @@ class Judge:
             results[index] = await self.sample(backend, prompt, index)
         except JudgeFailed as failed:
             failures.append(failed)
+        except Exception as exc:  # a back end's or the cache's own bug: said, not an exception group
+            failures.append(JudgeFailed(f"the judge failed: {type(exc).__name__}: {exc}", Spent()))
 
     def key(self, prompt: Prompt, index: int) -> str:
         s = self.settings
         return cache_key({
             "backend": s.backend,
+            "backend_class": f"{self.backend_cls.__module__}.{self.backend_cls.__qualname__}",
+            "base_url": s.base_url,
             "model": s.model,
             "temperature": s.temperature,
             "max_tokens": s.max_tokens,
@@ -299,10 +317,11 @@ class Judge:
         """The reply to ``call``, retrying what is transient."""
         retries = 0
         errors: list[str] = []
+        limit = self.settings.request_timeout_seconds
         while True:
             try:
                 async with self.limiter():
-                    reply = await backend.send(call)
+                    reply = await self._send_once(backend, call, limit)
                 return reply, Spent(calls=retries + 1, input_tokens=reply.input_tokens, output_tokens=reply.output_tokens, retries=retries)
             except TransientJudgeError as exc:
                 errors.append(str(exc))
@@ -319,18 +338,44 @@ class Judge:
                 raise JudgeFailed(f"the judge cannot answer: {exc}", Spent(calls=retries + 1, retries=retries), errors=[*errors, str(exc)]) from None
 
 
+    async def _send_once(self, backend: JudgeBackend, call: JudgeCall, limit: float) -> JudgeReply:
+        """One request, answered within ``limit`` seconds in all (a server that trickles its
+        answer does not hold a call longer); what a back end raises besides its two errors is
+        turned into one of them."""
+        try:
+            with anyio.fail_after(limit):
+                return await backend.send(call)
+        except TimeoutError:
+            raise TransientJudgeError(f"no answer within {limit:g} s (request_timeout_seconds)") from None
+        except JudgeError:
+            raise
+        except OSError as exc:
+            raise TransientJudgeError(f"the {self.backend_cls.name} back end could not connect: {exc}") from None
+        except Exception as exc:
+            raise JudgeError(f"the {self.backend_cls.name} back end raised {type(exc).__name__}: {exc}") from None
+
+
+def valid_unicode(value: Any) -> Any:
+    """``value`` (JSON-like) with lone surrogates replaced: an answer is replayed to the model
+    when it is corrected, and a request cannot carry them."""
+    if isinstance(value, str):
+        return value.encode("utf-8", "replace").decode("utf-8") if any("\ud800" <= c <= "\udfff" for c in value) else value
+    if isinstance(value, list):
+        return [valid_unicode(item) for item in value]
+    if isinstance(value, dict):
+        return {valid_unicode(k): valid_unicode(v) for k, v in value.items()}
+    return value
+
+
 def corrected(reply: JudgeReply, problem: str) -> list[dict[str, Any]]:
     """The turns that send an unreadable answer back with what is wrong with it."""
     text = correction(problem)
+    reply = reply._replace(content=valid_unicode(reply.content))
     if not reply.content:
         return [{"role": "assistant", "content": "(no answer)"}, {"role": "user", "content": text}]
-    if reply.tool_use_id is not None:
-        return [
-            {"role": "assistant", "content": reply.content},
-            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": reply.tool_use_id, "is_error": True, "content": text}]},
-        ]
+    calls = [block["id"] for block in reply.content if block.get("type") == "tool_use" and "id" in block]
+    if calls:  # every tool call is answered, as the Messages API requires
+        results = [{"type": "tool_result", "tool_use_id": call_id, "is_error": True, "content": text} for call_id in calls]
+        return [{"role": "assistant", "content": reply.content}, {"role": "user", "content": results}]
     return [{"role": "assistant", "content": reply.content}, {"role": "user", "content": text}]
 
-
-def rounded(value: float | None) -> float | None:
-    return None if value is None or not math.isfinite(value) else round(value, 6)

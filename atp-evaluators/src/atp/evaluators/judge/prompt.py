@@ -173,20 +173,51 @@ def read_fields(data: Any) -> Verdict:
         value = data[name]
         if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
             raise AnswerProblem(f"{name!r} is not a list of strings")
+    for text in (data["explanation"], *data["issues"], *data["strengths"]):
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            raise AnswerProblem("the answer holds text that is not valid Unicode (a lone surrogate)") from None
     return Verdict(float(score), data["explanation"], list(data["issues"]), list(data["strengths"]))
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    found: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in found:
+            raise AnswerProblem(f"the answer gives {key!r} twice")
+        found[key] = value
+    return found
 
 
 def read_text(text: str) -> Verdict:
     """A judgement from an answer in text: the JSON object alone (surrounding white space
     allowed; a Markdown code fence or prose around it is not)."""
     try:
-        data = json.loads(text)
+        data = json.loads(text, object_pairs_hook=_no_duplicates)
+    except RecursionError:
+        raise AnswerProblem("the answer is JSON nested too deeply") from None
     except ValueError as exc:
         stripped = text.strip()
         if stripped.startswith("{") and stripped.endswith("}"):
             raise AnswerProblem(f"the answer is not valid JSON ({exc})") from None
         raise AnswerProblem("the answer is not the JSON object alone (text around it, or no JSON)") from None
     return read_fields(data)
+
+
+def passes(score: float, threshold: float) -> bool:
+    """Whether a judge's score reaches the threshold, as every check and calibration decide it
+    (to 4 decimal places: the mean of 0.7, 0.7 and 0.7 is 0.7)."""
+    return round(score, 4) >= threshold
+
+
+def cut(text: str, limit: int) -> tuple[str, str | None]:
+    """The artifact as the judge sees it: at most ``limit`` characters, the cut said in the
+    text; with a note for the check when it was cut."""
+    if len(text) <= limit:
+        return text, None
+    note = f"the artifact text is {len(text)} characters; the judge saw the first {limit}"
+    return text[:limit] + f"\n[... {len(text) - limit} more characters not shown ...]", note
 
 
 def correction(problem: str) -> str:
