@@ -429,3 +429,31 @@ def test_many_large_artifacts_are_read_only_as_far_as_the_judge_needs(tmp_path: 
     assert "39 more artifacts not read: the judge's limit was reached" in notes
     assert any(n.startswith("the artifact text is ") and n.endswith("the judge saw the first 1000") for n in notes)
     assert len(prompt) < 5000 and "more characters not shown" in prompt
+
+
+def test_a_judge_that_cannot_be_reached_is_not_waited_for_again(tmp_path: Path) -> None:
+    import socket
+    import time
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]  # closed once the block ends: connections are refused
+    instance = LlmEval({"base_url": f"http://127.0.0.1:{port}", "api_key": KEY, "cache": False, "max_retries": 2})
+    ctx = context()
+    began = time.monotonic()
+
+    async def both() -> list[str]:
+        messages = []
+        for criterion in ("clarity", "coherence"):
+            try:
+                await instance.evaluate(ctx, msgspec.convert({"criteria": criterion}, LlmEvalConfig))
+            except CannotEvaluate as exc:
+                messages.append(str(exc))
+        await instance.aclose()
+        return messages
+
+    first, second = anyio.run(both)
+    assert first.startswith("llm_eval:clarity: the judge did not answer after 3 attempts: the Messages API could not be reached")
+    assert second.startswith("llm_eval:coherence: the judge could not be reached earlier in this run, so it is not asked again")
+    assert time.monotonic() - began < 4  # one round of backoff (0.5 s + 1 s), not two
+    assert ctx.usage["llm_eval/claude-sonnet-4-6"].calls == 3

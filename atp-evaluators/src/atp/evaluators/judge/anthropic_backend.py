@@ -75,8 +75,11 @@ class AnthropicJudge(JudgeBackend):
             if status in RETRIED_STATUSES or status >= 500:
                 raise TransientJudgeError(text, retry_after(getattr(exc.response, "headers", None))) from None
             raise JudgeError(text) from None
+        except sdk.APITimeoutError as exc:
+            raise TransientJudgeError(f"the Messages API did not answer in time: {exc}") from None
         except sdk.APIConnectionError as exc:
-            raise TransientJudgeError(f"the Messages API could not be reached: {exc}") from None
+            cause = exc.__cause__ or exc.__context__
+            raise TransientJudgeError(f"the Messages API could not be reached: {exc} ({cause})", unreachable=True) from None
         except sdk.AnthropicError as exc:
             raise JudgeError(f"the anthropic SDK failed: {type(exc).__name__}: {exc}") from None
         content: list[dict[str, Any]] = []

@@ -66,9 +66,11 @@ class TransientJudgeError(JudgeError):
     """The judge did not answer this time (rate limit, server error, connection); worth asking
     again after ``retry_after`` seconds when the service said how long."""
 
-    def __init__(self, message: str, retry_after: float | None = None) -> None:
+    def __init__(self, message: str, retry_after: float | None = None, *, unreachable: bool = False) -> None:
         super().__init__(message)
         self.retry_after = retry_after
+        self.unreachable = unreachable
+        """The service could not be reached at all (no connection), rather than busy."""
 
 
 class JudgeBackend(ABC):

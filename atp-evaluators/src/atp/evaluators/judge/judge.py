@@ -196,6 +196,9 @@ class Judge:
         self._limiter: anyio.CapacityLimiter | None = None
         self._backend: JudgeBackend | None = None
         self._making: anyio.Lock | None = None
+        self._unreachable: str | None = None
+        """Why the judge could not be reached at all, once every attempt of a request failed
+        to connect: later requests of this judge fail at once instead of waiting again."""
         self._sleep = sleep or anyio.sleep
 
     def limiter(self) -> anyio.CapacityLimiter:
@@ -318,14 +321,24 @@ class Judge:
         retries = 0
         errors: list[str] = []
         limit = self.settings.request_timeout_seconds
+        unreachable = True
         while True:
+            if self._unreachable is not None:
+                raise JudgeFailed(
+                    f"the judge could not be reached earlier in this run, so it is not asked again: {self._unreachable}",
+                    Spent(calls=retries, retries=max(retries - 1, 0)),
+                    errors=errors,
+                )
             try:
                 async with self.limiter():
                     reply = await self._send_once(backend, call, limit)
                 return reply, Spent(calls=retries + 1, input_tokens=reply.input_tokens, output_tokens=reply.output_tokens, retries=retries)
             except TransientJudgeError as exc:
                 errors.append(str(exc))
+                unreachable = unreachable and exc.unreachable
                 if retries >= self.settings.max_retries:
+                    if unreachable:
+                        self._unreachable = str(exc)
                     raise JudgeFailed(
                         f"the judge did not answer after {retries + 1} attempts: {exc}",
                         Spent(calls=retries + 1, retries=retries),
@@ -350,7 +363,7 @@ class Judge:
         except JudgeError:
             raise
         except OSError as exc:
-            raise TransientJudgeError(f"the {self.backend_cls.name} back end could not connect: {exc}") from None
+            raise TransientJudgeError(f"the {self.backend_cls.name} back end could not connect: {exc}", unreachable=True) from None
         except Exception as exc:
             raise JudgeError(f"the {self.backend_cls.name} back end raised {type(exc).__name__}: {exc}") from None
 
