@@ -200,6 +200,9 @@ def test_a_tests_runs_checks_and_trace(driver: Any, tmp_path: Path) -> None:
     wait_for(driver, "document.querySelector('details.run .checks-table')")
     checks = driver.find_element(By.CSS_SELECTOR, "details.run .checks-table")
     assert "contains:report.md" in checks.text and "report.md contains 'Teams' (line 3)" in checks.text
+    unmade = checks.find_element(By.CSS_SELECTOR, "tr.check.skipped")  # never shown as passed or failed
+    assert "llm_eval:clarity" in unmade.text and "—" in unmade.text
+    assert unmade.find_element(By.CSS_SELECTOR, ".check-skipped").get_attribute("title") == "skipped: the LLM judge has no API key"
 
     click(driver, "details.run details.trace > summary")
     wait_for(driver, "document.querySelectorAll('details.trace .event').length === 9")

@@ -1,6 +1,7 @@
 """The code-execution evaluators running real commands: pytest and ruff (installed in the dev
 environment) over example artifacts (tests/fixtures/code_exec), commands that pass, fail,
-hang, fork, detach and reach for the network."""
+hang, fork, detach, reach for the network and for ATP's secrets, and agents' files that try to
+pass a check they should fail."""
 
 from __future__ import annotations
 
@@ -12,15 +13,18 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 import pytest
 
+from atp.core import ledger
 from atp.core.evaluator import EvalContext, Evaluator, checked_result
-from atp.core.protocol import PROTOCOL_VERSION, ATPRequest, ATPResponse
+from atp.core.protocol import PROTOCOL_VERSION, ATPRequest, ATPResponse, FileArtifact
 from atp.core.results import Check
 from atp.core.testing import make_test, response
 from atp.core.trace import Trace
@@ -81,6 +85,48 @@ def gone(pid: int, seconds: float = 3.0) -> bool:
             return False
         time.sleep(0.05)
     return True
+
+
+def marked(marker: str) -> set[int]:
+    """The processes with ``marker`` among their arguments, as the host sees them (a command's
+    own ``/proc`` shows only its PID namespace's pids)."""
+    found = set()
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                arguments = Path(f"/proc/{name}/cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if marker.encode() in arguments and alive(int(name)):
+                found.add(int(name))
+    return found
+
+
+T = TypeVar("T")
+
+
+def while_running(work: Callable[[], T], ready: Path, marker: str) -> tuple[T, set[int]]:
+    """``work()``, run on another thread; and the processes with ``marker`` among their
+    arguments once the file ``ready`` exists (the command wrote it)."""
+    done: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            done["result"] = work()
+        except BaseException as exc:
+            done["error"] = exc
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not ready.exists() and thread.is_alive() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    pids = marked(marker)
+    thread.join(30)
+    assert not thread.is_alive()
+    if "error" in done:
+        raise done["error"]
+    return done["result"], pids
 
 
 @pytest.fixture
@@ -164,6 +210,100 @@ def test_with_a_workspace_pytest_runs_in_a_copy(tmp_path: Path) -> None:
     assert (workspace / "solution.py").read_text() == GOOD
 
 
+FORGES = textwrap.dedent(
+    """
+    import os, sys
+    def add(a, b):
+        return 0
+    def sub(a, b):
+        return 0
+    report = next(a.split("=", 1)[1] for a in sys.argv if a.startswith("--junitxml="))
+    with open(report, "w") as f:
+        f.write('<testsuites><testsuite><testcase classname="test_solution" name="test_add"/></testsuite></testsuites>')
+    os._exit(EXIT)
+    """
+)
+
+
+def test_a_forged_report_that_disagrees_with_the_exit_code_or_is_short_fails() -> None:
+    """The agent's module runs inside pytest: it writes a report of its own and ends pytest."""
+    config = {"path": "solution.py", "files": {"test_solution.py": TESTS}}
+    short = run_check(code_exec.Pytest, config, response(files={"solution.py": FORGES.replace("EXIT", "0")}))
+    assert not short.passed
+    assert short.message == (
+        "pytest's report holds 1 test, but the suite's test files define 2 test functions "
+        "(min_tests; set it to expect fewer)"
+    )
+    disagreeing = run_check(code_exec.Pytest, config, response(files={"solution.py": FORGES.replace("EXIT", "1")}))
+    assert not disagreeing.passed
+    assert disagreeing.message.startswith("pytest's exit code 1 says a test failed, but its JUnit report counts none failed")
+    allowed = run_check(code_exec.Pytest, {**config, "min_tests": 1}, response(files={"solution.py": FORGES.replace("EXIT", "0")}))
+    assert allowed.passed  # what ATP cannot tell from a real run: see the Pytest docstring
+
+
+def test_only_the_suites_tests_count_when_it_gives_them() -> None:
+    resp = response(files={"solution.py": HALF, "test_mine.py": "def test_mine():\n    pass\n"})
+    check = run_check(code_exec.Pytest, {"files": {"test_solution.py": TESTS}, "min_pass_rate": 0.5}, resp)
+    assert not check.passed
+    assert check.message == (
+        "pytest's report holds 1 test from outside the suite's test files (test_solution.py): "
+        "test_mine::test_mine; only the suite's tests count"
+    )
+    assert (check.details or {})["foreign_tests"] == ["test_mine::test_mine"]
+
+
+def test_tests_in_a_subfolder_import_the_agents_modules_as_python_m_pytest_would() -> None:
+    check = run_check(code_exec.Pytest, {"files": {"tests/test_solution.py": TESTS}}, response(files={"solution.py": GOOD}))
+    assert check.passed and check.message == "2 of 2 tests passed (100%)", check.message
+
+
+FAKE_PYTEST = (
+    "import sys\nreport = next(a.split('=', 1)[1] for a in sys.argv if a.startswith('--junitxml='))\n"
+    "open(report, 'w').write('<testsuite>' + '<testcase classname=\"test_solution\" name=\"t\"/>' * 5 + '</testsuite>')\n"
+)
+FAKE_RUFF = (
+    "import sys\nreport = next(a.split('=', 1)[1] for a in sys.argv if a.startswith('--output-file='))\n"
+    "open(report, 'w').write('[]')\n"
+)
+BAD = "import os, sys\nx=1;y=2\n"
+
+
+def test_an_agents_file_cannot_stand_in_for_the_tool() -> None:
+    resp = response(files={"solution.py": HALF, "pytest.py": FAKE_PYTEST})
+    tested = run_check(code_exec.Pytest, {"files": {"test_solution.py": TESTS}}, resp)
+    assert not tested.passed and tested.message.startswith("1 of 2 tests passed"), tested.message
+    for fake in ({"ruff.py": FAKE_RUFF}, {"ruff/__init__.py": "", "ruff/__main__.py": FAKE_RUFF}):
+        linted = run_check(code_exec.Lint, {"select": ["E", "F"]}, response(files={"solution.py": BAD, **fake}))
+        assert not linted.passed and (linted.details or {})["findings_total"] == 4, linted.message
+
+
+CONFTEST_PASSES_ALL = (
+    "import pytest\n"
+    "@pytest.hookimpl(hookwrapper=True)\n"
+    "def pytest_runtest_makereport(item, call):\n"
+    "    outcome = yield\n"
+    "    report = outcome.get_result()\n"
+    "    report.outcome, report.longrepr = 'passed', None\n"
+)
+
+
+def test_with_path_only_the_selected_files_of_a_workspace_are_taken(tmp_path: Path) -> None:
+    workspace = tmp_path / "workspace"
+    write(workspace / "solution.py", HALF)
+    write(workspace / "conftest.py", CONFTEST_PASSES_ALL)
+    write(workspace / "ruff" / "__init__.py", "")
+    write(workspace / "ruff" / "__main__.py", FAKE_RUFF)
+    write(workspace / "dirty.py", BAD)
+    resp = response(artifacts=[FileArtifact(path="solution.py"), FileArtifact(path="dirty.py")])
+    config = {"path": "solution.py", "files": {"test_solution.py": TESTS}}
+    tested = run_check(code_exec.Pytest, config, resp, workspace=workspace)
+    assert not tested.passed and tested.message.startswith("1 of 2 tests passed"), tested.message
+    linted = run_check(code_exec.Lint, {"path": "dirty.py", "select": ["E", "F"]}, resp, workspace=workspace)
+    assert (linted.details or {})["findings_total"] == 4, linted.message
+    everything = run_check(code_exec.Pytest, {"files": {"test_solution.py": TESTS}}, resp, workspace=workspace)
+    assert everything.passed  # without path, the whole workspace, its conftest.py too (as documented)
+
+
 # --- lint -----------------------------------------------------------------------------------
 
 
@@ -198,6 +338,12 @@ def test_the_agent_cannot_loosen_its_own_lint() -> None:
     resp = response(files={"dirty.py": DIRTY, "ruff.toml": "[lint]\nignore = [\"F\"]\n", "pyproject.toml": "[tool.ruff]\nexclude = [\"*.py\"]\n"})
     check = run_check(code_exec.Lint, {"select": ["F"]}, resp)
     assert not check.passed and (check.details or {})["findings_total"] == 3
+
+
+def test_suppression_comments_do_not_switch_lint_off() -> None:
+    for source in ("# ruff: noqa\nimport os\n", "# flake8: noqa\nimport os\n", "import os  # noqa: F401\n"):
+        check = run_check(code_exec.Lint, {"select": ["F"]}, response(files={"solution.py": source}))
+        assert not check.passed and (check.details or {})["findings_total"] == 1, source
 
 
 def test_lint_needs_a_python_file_and_ruff(tmp_path: Path) -> None:
@@ -263,7 +409,7 @@ HANGS = textwrap.dedent(
         if len(sys.argv) > 2:
             os.setsid()  # leaves the command's process group
         with open(sys.argv[1] + ".tmp", "w") as f:
-            f.write(os.readlink("/proc/self"))  # its pid as the host sees it
+            f.write("started")
         os.rename(sys.argv[1] + ".tmp", sys.argv[1])
         while True:
             time.sleep(0.1)
@@ -274,53 +420,188 @@ HANGS = textwrap.dedent(
 )
 
 
-def hang(tmp_path: Path, *extra: str) -> tuple[Check, int]:
-    pid_file = tmp_path / "child.pid"
-    config = {"command": ["python", "hang.py", str(pid_file), *extra], "files": {"hang.py": HANGS}, "timeout_seconds": 1}
+def hang(tmp_path: Path, *extra: str) -> tuple[Check, set[int]]:
+    """A command that forks a child and loops, killed after 1 s; with the processes it was
+    (the command, its child, and what ran it) while it ran."""
+    ready = tmp_path / "child.started"
+    config = {"command": ["python", "hang.py", str(ready), *extra], "files": {"hang.py": HANGS}, "timeout_seconds": 1}
     started = time.monotonic()
-    check = run_check(code_exec.CustomCommand, config, response())
+    check, pids = while_running(lambda: run_check(code_exec.CustomCommand, config, response()), ready, str(ready))
     assert time.monotonic() - started < 10
-    return check, int(pid_file.read_text())
+    assert len(pids) >= 2, pids  # the command and its child, at least
+    return check, pids
 
 
 def test_a_hanging_command_is_killed_with_the_child_it_forked(tmp_path: Path, temporary: Path) -> None:
-    check, child = hang(tmp_path)
+    check, pids = hang(tmp_path)
     assert not check.passed
-    assert check.message == "python hang.py " + str(tmp_path / "child.pid") + " was killed after 1 s (timeout_seconds); its output ends: looping"
+    assert check.message == "python hang.py " + str(tmp_path / "child.started") + " was killed after 1 s (timeout_seconds); its output ends: looping"
     assert (check.details or {})["exit_code"] is None
-    assert gone(child), f"the forked child {child} is still running"
+    assert all(gone(pid) for pid in pids), f"some of {pids} still run"
     assert list(temporary.iterdir()) == []
 
 
 @needs_namespaces
 def test_a_child_that_left_the_process_group_dies_with_the_pid_namespace(tmp_path: Path) -> None:
-    check, child = hang(tmp_path, "setsid")
+    check, pids = hang(tmp_path, "setsid")
     assert not check.passed and "was killed after 1 s" in check.message
     assert (check.details or {})["processes"].startswith("PID namespace")
-    assert gone(child), f"the detached child {child} is still running"
+    assert all(gone(pid) for pid in pids), f"some of {pids} still run"
 
 
 def test_without_namespaces_the_process_group_is_killed_and_the_details_say_why(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(code_exec, "_isolation", code_exec.Isolation((), "unshare is switched off for this test"))
-    check, child = hang(tmp_path)
+    check, pids = hang(tmp_path)
     details = check.details or {}
     assert details["network"] == "not isolated (unshare is switched off for this test)"
     assert details["processes"] == "process group (no PID namespace: unshare is switched off for this test)"
-    assert gone(child)
+    assert details["proc"] == "the system's (the command can read the environment of ATP's processes)"
+    assert all(gone(pid) for pid in pids)
 
 
 def test_a_cancelled_evaluation_kills_the_command_and_removes_its_folder(tmp_path: Path, temporary: Path) -> None:
-    pid_file = tmp_path / "child.pid"
-    config = code_exec.CustomCommandConfig(command=["python", "hang.py", str(pid_file)], files={"hang.py": HANGS})
+    ready = tmp_path / "child.started"
+    config = code_exec.CustomCommandConfig(command=["python", "hang.py", str(ready)], files={"hang.py": HANGS})
 
     async def cancel_midway() -> None:
         with anyio.move_on_after(1.5):
             await code_exec.CustomCommand().evaluate(ctx_for(response()), config)
 
-    anyio.run(cancel_midway)
-    assert gone(int(pid_file.read_text()))
+    _, pids = while_running(lambda: anyio.run(cancel_midway), ready, str(ready))
+    assert pids and all(gone(pid) for pid in pids)
+    assert list(temporary.iterdir()) == []
+
+
+def test_the_command_is_killed_when_atp_is(tmp_path: Path) -> None:
+    """ATP killed with SIGKILL (no cleanup of its own) takes the command with it: the command
+    runs with a parent-death signal."""
+    ready = tmp_path / "started"
+    script = textwrap.dedent(
+        f"""
+        from atp.core.testing import response, run_evaluator
+        from atp.evaluators import code_exec
+        command = ["python", "-c", "import pathlib, sys, time; pathlib.Path(sys.argv[1]).touch(); time.sleep(60)", {str(ready)!r}]
+        run_evaluator(code_exec.CustomCommand, {{"command": command, "timeout_seconds": 50}}, response())
+        """
+    )
+    atp = subprocess.Popen([sys.executable, "-c", script], cwd=ROOT, env={**os.environ, "TMPDIR": str(tmp_path)})
+    try:
+        deadline = time.monotonic() + 30
+        while not ready.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        pids = marked(str(ready))
+        assert pids, "the command did not start"
+    finally:
+        atp.kill()
+        atp.wait()
+    assert all(gone(pid) for pid in pids), f"some of {pids} outlived ATP"
+
+
+def test_the_command_is_recorded_in_the_process_ledger(tmp_path: Path) -> None:
+    """So that the next ``atp test`` (or ``atp clean``) stops what a killed ATP left."""
+    processes = ledger.ProcessLedger.create(tmp_path)
+    with ledger.activate(processes):
+        check = run_check(
+            code_exec.CustomCommand, {"command": ["sh", "-c", "echo $ATP_AGENT_TOKEN"], "regex": "^[0-9a-f]{16}$"}, response()
+        )
+        records = [json.loads(line) for line in (tmp_path / ledger.LEDGER_FILE).read_text().splitlines()]
+        assert processes.running == frozenset()  # ended, once reaped
+    assert check.passed, check.message
+    owner, record = records
+    assert owner["owner"] == os.getpid()
+    assert record["token"] == (check.details or {})["output"].strip() and record["pid"] > 1
+    assert not (tmp_path / ledger.LEDGER_FILE).exists()  # a clean end
+
+
+SEARCH_ENVIRON = textwrap.dedent(
+    """
+    import os, sys
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                environ = open(f"/proc/{pid}/environ", "rb").read().split(b"\\0")
+            except OSError:
+                continue
+            if b"ATP_TEST_SECRET_MARKER=s3cr3t" in environ:
+                print("found in", pid)
+                sys.exit(0)
+    print("not found")
+    """
+)
+
+
+def with_secret(isolated: bool) -> dict[str, Any]:
+    """The details of a command that searches /proc for ATP's secret, run by an ATP whose
+    environment holds one (from its start: what /proc shows)."""
+    script = textwrap.dedent(
+        f"""
+        import json
+        from atp.core.testing import response, run_evaluator
+        from atp.evaluators import code_exec
+        if not {isolated!r}:
+            code_exec._isolation = code_exec.Isolation((), "unshare is switched off for this test")
+        config = {{"command": ["python", "search.py"], "files": {{"search.py": {SEARCH_ENVIRON!r}}}}}
+        (check,) = run_evaluator(code_exec.CustomCommand, config, response())
+        print(json.dumps(check.details))
+        """
+    )
+    env = {**os.environ, "ATP_TEST_SECRET_MARKER": "s3cr3t"}
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+@needs_namespaces
+def test_an_isolated_command_sees_only_its_own_processes_in_proc() -> None:
+    details = with_secret(isolated=True)
+    assert details["output"] == "not found\n", details
+    if os.geteuid() == 0 or "--map-root-user" in ISOLATION.prefix:
+        assert details["proc"] == "the namespace's own, but the command is root there and could unmount it"
+    else:
+        assert details["proc"] == "the namespace's own (ATP's processes are not in it)"
+    lister = {"command": ["python", "-c", "import os; print(sorted(int(p) for p in os.listdir('/proc') if p.isdigit()))"]}
+    assert (run_check(code_exec.CustomCommand, lister, response()).details or {})["output"] == "[1]\n"
+
+
+def test_without_namespaces_atps_environment_is_readable_as_the_docs_say() -> None:
+    details = with_secret(isolated=False)
+    assert details["output"].startswith("found in"), details
+    assert details["proc"] == "the system's (the command can read the environment of ATP's processes)"
+
+
+LIMITS = "import resource; print(*(resource.getrlimit(getattr(resource, 'RLIMIT_' + n)) for n in ('AS', 'FSIZE', 'CORE', 'NOFILE')))"
+
+
+def test_the_command_runs_with_resource_limits() -> None:
+    check = run_check(code_exec.CustomCommand, {"command": ["python", "-c", LIMITS]}, response())
+    mib = 1024 * 1024
+    assert (check.details or {})["output"] == f"{(4096 * mib,) * 2} {(1024 * mib,) * 2} (0, 0) (4096, 4096)\n"
+    check = run_check(code_exec.CustomCommand, {"command": ["python", "-c", LIMITS], "max_memory_mb": 0, "max_file_mb": 0}, response())
+    assert (check.details or {})["output"].endswith(" (0, 0) (4096, 4096)\n")
+    assert "(4294967296, 4294967296)" not in (check.details or {})["output"]
+
+
+def test_a_command_past_its_limits_fails() -> None:
+    write_big = "open('big', 'wb').write(b'x' * (2 * 1024 * 1024))"
+    check = run_check(code_exec.CustomCommand, {"command": ["python", "-c", write_big], "max_file_mb": 1}, response())
+    assert not check.passed and "File too large" in check.message, check.message
+    allocate = "b = bytearray(600 * 1024 * 1024)"
+    check = run_check(code_exec.CustomCommand, {"command": ["python", "-c", allocate], "max_memory_mb": 300}, response())
+    assert not check.passed and "MemoryError" in check.message, check.message
+
+
+def test_the_command_gets_default_signal_dispositions() -> None:
+    """The trampoline is Python, which ignores SIGPIPE: the command must not inherit that."""
+    check = run_check(code_exec.CustomCommand, {"command": ["sh", "-c", "yes | head -n 1"]}, response())
+    assert check.passed and (check.details or {})["output"] == "y\n", check.details
+
+
+def test_a_deeply_nested_folder_is_removed(temporary: Path) -> None:
+    nest = "import os\nfor i in range(3000):\n    os.mkdir('d'); os.chdir('d')\nos.chmod('.', 0o500)\nprint('made')"
+    check = run_check(code_exec.CustomCommand, {"command": ["python", "-c", nest]}, response())
+    assert check.passed, check.message
     assert list(temporary.iterdir()) == []
 
 
@@ -360,12 +641,16 @@ def test_as_another_user_commands_run_isolated_or_say_why_not() -> None:
         print(json.dumps({"why": code_exec._isolation.why, "passed": check.passed, "network": check.details["network"]}))
         """
     )
+    nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+    runs = subprocess.run([*nobody, "sh", "-c", 'exec "$0" -c ""', sys.executable], capture_output=True, text=True, timeout=60)
+    if runs.returncode != 0:  # (commands start through ATP's interpreter: it must be able to run it)
+        pytest.skip(f"this interpreter cannot be run by another user here: {runs.stderr.strip()}")
     shared = Path(tempfile.mkdtemp())  # (tmp_path's parents are the test user's own)
     try:
         shared.chmod(0o755)
         (shared / "probe.py").write_text(script)
         done = subprocess.run(
-            ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, str(shared / "probe.py")],
+            [*nobody, sys.executable, str(shared / "probe.py")],
             capture_output=True, text=True, timeout=60, cwd=shared, env={**os.environ, "PYTHONPATH": str(ROOT)},
         )  # fmt: skip
     finally:

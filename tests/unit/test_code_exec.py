@@ -1,13 +1,18 @@
 """The code-execution evaluators' own parts, without running pytest or ruff: their configs
-(checked when a suite loads), the reading of JUnit and ruff reports (good and hostile), and the
-folder a command runs in (what goes in, what is refused, that it is always removed)."""
+(checked when a suite loads), the reading of JUnit and ruff reports (good and hostile, and
+cross-checked with pytest's exit code), the folder a command runs in (what goes in, what is
+refused, that it is always removed, however deep), the isolation probe and the killing of a
+command."""
 
 from __future__ import annotations
 
 import os
+import signal
 import stat
+import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -28,6 +33,7 @@ from atp.evaluators.code_exec import (
     Folder,
     FolderError,
     LintConfig,
+    Outcome,
     PytestConfig,
     ReportError,
     parse_junit,
@@ -48,12 +54,15 @@ def ctx_for(resp: ATPResponse, *, workspace: Path | None = None, agent_dir: Path
     )
 
 
-def folder_of(ctx: EvalContext, suite_files: dict[str, str] | None = None) -> dict[str, Any]:
+def folder_of(
+    ctx: EvalContext, suite_files: dict[str, str] | None = None, *, whole_workspace: bool = True
+) -> dict[str, Any]:
     """Make the command's folder for every artifact of ``ctx``, and report what it held: its
     files' texts by relative path, and the folder itself (removed by then)."""
 
     async def make() -> dict[str, Any]:
-        async with work_folder(ctx, list(ctx.response.artifacts), suite_files or {}) as folder:
+        artifacts = list(ctx.response.artifacts)
+        async with work_folder(ctx, artifacts, suite_files or {}, whole_workspace=whole_workspace) as folder:
             texts = {
                 path.relative_to(folder.work).as_posix(): path.read_text()
                 for path in sorted(folder.work.rglob("*"))
@@ -81,6 +90,7 @@ def test_configs_have_defaults_that_check_strictly() -> None:
     pytest_config = convert({}, PytestConfig)
     assert (pytest_config.min_pass_rate, pytest_config.args, pytest_config.files) == (1.0, [], {})
     assert (pytest_config.timeout_seconds, pytest_config.network, pytest_config.env) == (None, False, {})
+    assert (pytest_config.min_tests, pytest_config.max_memory_mb, pytest_config.max_file_mb) == (None, 4096, 1024)
     lint = convert({}, LintConfig)
     assert (lint.select, lint.ignore, lint.max_findings, lint.path) == (None, None, 0, None)
     command = convert({"command": "python -c 'print(1)'"}, CustomCommandConfig)
@@ -99,6 +109,22 @@ def test_configs_have_defaults_that_check_strictly() -> None:
         (PytestConfig, {"files": {"../test_x.py": ""}}, "leads out of the folder (..)"),
         (PytestConfig, {"files": {"": ""}}, "names no file"),
         (PytestConfig, {"files": {"tests/": ""}}, "names no file"),
+        (PytestConfig, {"files": {"a": "", "./a": ""}}, "'files' has 'a' and './a', which name the same file 'a'"),
+        (PytestConfig, {"files": {"a": "", "b/../a": ""}}, "'files' has 'a' and 'b/../a', which name the same file 'a'"),
+        (PytestConfig, {"files": {"d/" * 64 + "x.py": ""}}, "has 65 parts; ATP takes at most 64"),
+        (PytestConfig, {"min_tests": 0}, "Expected `int` >= 1"),
+        (PytestConfig, {"max_memory_mb": -1}, "Expected `int` >= 0"),
+        (PytestConfig, {"args": ["--junitxml=/tmp/mine.xml"]}, "'args' may not set --junitxml"),
+        (PytestConfig, {"args": ["--junit-xml", "x.xml"]}, "'args' may not set --junit-xml"),
+        (PytestConfig, {"args": ["--junit-prefix=x"]}, "'args' may not set --junit-prefix"),
+        (PytestConfig, {"args": ["--rootdir=/"]}, "'args' may not set --rootdir"),
+        (PytestConfig, {"args": ["-p", "no:junitxml"]}, "'args' may not switch off the junitxml plugin"),
+        (PytestConfig, {"args": ["-pno:junitxml"]}, "'args' may not switch off the junitxml plugin"),
+        (PytestConfig, {"args": ["-o", "junit_family=xunit1"]}, "'args' may not override the ini option 'junit_family'"),
+        (PytestConfig, {"args": ["-qojunit_logging=all"]}, "'args' may not override the ini option 'junit_logging'"),
+        (PytestConfig, {"args": ["--override-ini=addopts=-p no:junitxml"]}, "may not override the ini option 'addopts'"),
+        (PytestConfig, {"args": ["--override-ini", "junit_suite_name=x"]}, "may not override the ini option 'junit_suite_name'"),
+        (PytestConfig, {"env": {"PYTEST_ADDOPTS": "--junitxml=x"}}, "'env.PYTEST_ADDOPTS' may not set --junitxml"),
         (PytestConfig, {"env": {"A=B": "1"}}, "invalid variable name"),
         (PytestConfig, {"python": " "}, "'python' names no interpreter"),
         (PytestConfig, {"path": ""}, "'path' is empty"),
@@ -123,6 +149,22 @@ def test_configs_refuse_what_would_not_work(kind: type[msgspec.Struct], config: 
 
 def test_suite_files_paths_are_normalised() -> None:
     assert convert({"files": {"./tests/test_a.py": "x"}}, PytestConfig).files == {"tests/test_a.py": "x"}
+
+
+def test_pytest_args_that_leave_the_report_alone_are_taken() -> None:
+    args = ["-x", "-q", "-k", "pno:junitxml or add", "-p", "no:randomly", "-o", "python_files=check_*.py", "tests/"]
+    assert convert({"args": args}, PytestConfig).args == args
+    assert convert({"args": ["--", "-p", "no:junitxml"]}, PytestConfig).args == ["--", "-p", "no:junitxml"]
+
+
+def test_the_suites_test_functions_are_counted() -> None:
+    files = {
+        "test_a.py": "def test_one():\n    pass\n\nasync def test_two():\n    pass\n\nclass TestX:\n    def test_three(self):\n        pass\n",
+        "tests/b_test.py": "def testing():\n    pass\n",
+        "helpers.py": "def test_not_collected():\n    pass\n",
+        "conftest.py": "",
+    }
+    assert code_exec.suite_tests(files) == {"test_a.py": 3, "tests/b_test.py": 1}
 
 
 def test_a_typo_in_an_assertion_fails_the_suite_when_it_loads(tmp_path: Path, plugins: Plugins) -> None:
@@ -275,6 +317,71 @@ def test_a_junit_report_that_is_too_large_or_not_xml_is_refused() -> None:
         parse_junit(b"<testsuites><testcase name='x'>")
     with pytest.raises(ReportError, match="not well-formed"):
         parse_junit(b"PASSED 10 tests")
+
+
+def test_tests_from_outside_the_suites_test_files_are_counted_apart() -> None:
+    cases = (
+        '<testcase classname="test_solution" name="test_a"/>'
+        '<testcase classname="test_solution.TestX" name="test_b"/>'
+        '<testcase classname="tests.test_more" name="test_c"/>'
+        '<testcase classname="test_mine" name="test_cheat"/>'
+        '<testcase classname="test_solutionx" name="test_d"/>'
+    )
+    data = f"<testsuites><testsuite>{cases}</testsuite></testsuites>".encode()
+    report = parse_junit(data, ["test_solution.py", "tests/test_more.py"])
+    assert (report.passed, report.total, report.foreign) == (5, 5, 2)
+    assert report.foreign_tests == ["test_mine::test_cheat", "test_solutionx::test_d"]
+    assert parse_junit(data).foreign == 0  # no test files given: every test counts
+    xunit1 = b'<testsuite><testcase classname="test_solution" name="t" file="elsewhere.py"/></testsuite>'
+    assert parse_junit(xunit1, ["test_solution.py"]).foreign == 1  # by its file, where it has one
+
+
+def judged(tmp_path: Path, code: int | None, report: str | None, config: dict[str, Any] | None = None) -> Any:
+    """The pytest check for a run that ended with ``code`` and wrote ``report``."""
+    (tmp_path / "work").mkdir(exist_ok=True)
+    if report is not None:
+        (tmp_path / "junit.xml").write_text(f"<testsuites><testsuite>{report}</testsuite></testsuites>")
+    folder = Folder(tmp_path, tmp_path / "work", tmp_path / "home", tmp_path / "tmp", [], [], 0)
+    outcome = Outcome(code, "the output", 0, 0.5, 50.0, "isolated", "PID namespace")
+    parsed = convert({"files": {"test_solution.py": TESTS_FOR_SOLUTION}, **(config or {})}, PytestConfig)
+    details = {"output": outcome.output}
+    return anyio.run(code_exec.Pytest().judge, "pytest", parsed, folder, outcome, details)
+
+
+TESTS_FOR_SOLUTION = (CODE / "tests_for_solution.py").read_text()
+PASSED = '<testcase classname="test_solution" name="test_add"/><testcase classname="test_solution" name="test_sub"/>'
+FAILED = '<testcase classname="test_solution" name="test_add"/><testcase classname="test_solution" name="test_sub"><failure message="assert 1 == 2"/></testcase>'
+
+
+def test_a_report_that_disagrees_with_pytests_exit_code_fails(tmp_path: Path) -> None:
+    assert judged(tmp_path, 0, PASSED).passed
+    assert not judged(tmp_path, 1, FAILED).passed and judged(tmp_path, 1, FAILED).score == 0.5
+    lying = judged(tmp_path, 1, PASSED)
+    assert not lying.passed and lying.score == 0
+    assert lying.message == (
+        "pytest's exit code 1 says a test failed, but its JUnit report counts none failed; the code under "
+        "test runs in pytest's process and may have changed one of them, so ATP trusts neither"
+    )
+    hiding = judged(tmp_path, 0, FAILED)
+    assert not hiding.passed
+    assert hiding.message.startswith("pytest's exit code 0 says every test passed, but its JUnit report counts 1 failed or errored")
+    killed = judged(tmp_path, -9, PASSED)
+    assert not killed.passed and killed.message.startswith("pytest was ended by signal 9, which is not how pytest ends a test run")
+    odd = judged(tmp_path, 7, PASSED)
+    assert not odd.passed and odd.message.startswith("pytest exited with 7, which is not how pytest ends a test run")
+
+
+def test_a_report_with_too_few_tests_fails(tmp_path: Path) -> None:
+    one = '<testcase classname="test_solution" name="test_add"/>'
+    short = judged(tmp_path, 0, one)
+    assert not short.passed and (short.details or {})["min_tests"] == 2
+    assert short.message == (
+        "pytest's report holds 1 test, but the suite's test files define 2 test functions "
+        "(min_tests; set it to expect fewer)"
+    )
+    assert judged(tmp_path, 0, one, {"min_tests": 1}).passed
+    explicit = judged(tmp_path, 0, PASSED, {"min_tests": 3})
+    assert not explicit.passed and explicit.message == "pytest's report holds 2 tests, fewer than min_tests 3"
 
 
 # --- ruff reports ---------------------------------------------------------------------------
@@ -481,3 +588,151 @@ def test_the_folder_is_removed_however_the_block_ends(tmp_path: Path) -> None:
 
     anyio.run(cancel)
     assert len(roots) == 2 and not any(root.exists() for root in roots)
+
+
+def test_an_artifact_path_has_at_most_64_parts() -> None:
+    message = refusal(ctx_for(response(files={"d/" * 64 + "x.py": "x"})))
+    assert "has 65 parts; ATP takes at most 64; ATP places the agent's files" in message
+    assert folder_of(ctx_for(response(files={"d/" * 63 + "x.py": "x"})))["texts"] == {"d/" * 63 + "x.py": "x"}
+
+
+def test_of_several_artifacts_with_one_path_the_last_is_used_and_said(tmp_path: Path) -> None:
+    resp = response(
+        artifacts=[
+            FileArtifact(path="a.py", content="first"),
+            FileArtifact(path="b.py", content="b"),
+            FileArtifact(path="./a.py", content="second"),
+            FileArtifact(path="x/../a.py", content="third"),
+        ]
+    )
+    made = folder_of(ctx_for(resp))
+    assert made["texts"] == {"a.py": "third", "b.py": "b"}
+    assert made["folder"].placed == ["a.py", "b.py"]
+    assert made["folder"].duplicates == ("a.py (3 artifacts; the last was used)",)
+
+
+def test_with_path_only_the_selected_files_of_the_workspace_are_copied(tmp_path: Path) -> None:
+    workspace = make_workspace(tmp_path)
+    write(workspace / "conftest.py", "import sys; sys.exit(0)\n")
+    write(workspace / "pkg" / "mod.py", "M = 1\n")
+    resp = response(artifacts=[FileArtifact(path="solution.py"), ReferenceArtifact(path=str(workspace / "pkg" / "mod.py"))])
+    made = folder_of(ctx_for(resp, workspace=workspace), {"test_solution.py": "t"}, whole_workspace=False)
+    assert made["texts"] == {"solution.py": GOOD, "pkg/mod.py": "M = 1\n", "test_solution.py": "t"}
+    assert made["folder"].skipped == 0  # (the workspace was not walked)
+    whole = folder_of(ctx_for(resp, workspace=workspace), whole_workspace=True)
+    assert "conftest.py" in whole["texts"]
+    message = refusal(ctx_for(response(artifacts=[FileArtifact(path="linked/secret.txt")]), workspace=workspace))
+    assert message.startswith("linked/secret.txt is outside the workspace")
+
+
+def test_too_many_artifacts_are_refused_before_any_is_looked_at(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(code_exec, "MAX_COPY_FILES", 3)
+
+    def never(*_: Any) -> Any:
+        raise AssertionError("resolve() was called")
+
+    monkeypatch.setattr(code_exec, "resolve", never)
+    resp = response(artifacts=[ReferenceArtifact(path=f"f{i}.py") for i in range(4)])
+    assert refusal(ctx_for(resp)) == (
+        "the agent produced 4 file artifacts; ATP copies at most 3 files into the command's folder"
+    )
+
+
+def test_paths_are_resolved_off_the_event_loop(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    write(tmp_path / "solution.py", GOOD)
+    threads: list[threading.Thread] = []
+    real = code_exec.resolve
+
+    def spied(path: str, ctx: EvalContext) -> Any:
+        threads.append(threading.current_thread())
+        return real(path, ctx)
+
+    monkeypatch.setattr(code_exec, "resolve", spied)
+    folder_of(ctx_for(response(artifacts=[FileArtifact(path="solution.py")]), agent_dir=tmp_path))
+    assert threads and threads[0] is not threading.main_thread()
+
+
+def nest(top: Path, depth: int) -> None:
+    """``depth`` nested folders ``d`` in ``top`` (made relative to each other: the whole path
+    would be too long for the system), with a file and a link leading out at the bottom."""
+    fd = os.open(top, os.O_RDONLY)
+    try:
+        for _ in range(depth):
+            os.mkdir("d", dir_fd=fd)
+            below = os.open("d", os.O_RDONLY, dir_fd=fd)
+            os.close(fd)
+            fd = below
+        os.close(os.open("file", os.O_WRONLY | os.O_CREAT, 0o600, dir_fd=fd))
+        os.symlink(str(top.parent / "outside"), "out", dir_fd=fd)
+        os.fchmod(fd, 0o500)  # read-only, as a command may leave it
+    finally:
+        os.close(fd)
+
+
+def test_a_deeply_nested_folder_is_removed_without_recursion_or_following_links(tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    write(outside / "keep.txt", "kept")
+    top = tmp_path / "top"
+    top.mkdir()
+    nest(top, 3000)
+    os.symlink(outside, top / "link")
+    code_exec._remove_tree(top)
+    assert not top.exists() and (outside / "keep.txt").read_text() == "kept"
+
+
+def test_the_folder_is_removed_after_the_command_nested_folders_in_it(tmp_path: Path) -> None:
+    async def deep() -> Path:
+        async with work_folder(ctx_for(response()), [], {}) as folder:
+            nest(folder.work, 1500)
+            return folder.root
+
+    root = anyio.run(deep)
+    assert not root.exists()
+
+
+# --- isolation and killing ------------------------------------------------------------------
+
+
+def test_a_probe_that_timed_out_is_not_remembered(monkeypatch: pytest.MonkeyPatch) -> None:
+    answers = [
+        (code_exec.Isolation((), "unshare did not finish within 2 s"), False),
+        (code_exec.Isolation(("/usr/bin/unshare", "--net")), True),
+    ]
+    calls = []
+
+    async def probe() -> Any:
+        calls.append(1)
+        return answers[len(calls) - 1]
+
+    monkeypatch.setattr(code_exec, "_isolation", None)
+    monkeypatch.setattr(code_exec, "_probe", probe)
+    assert anyio.run(code_exec.isolation).why == "unshare did not finish within 2 s"
+    assert anyio.run(code_exec.isolation).prefix == ("/usr/bin/unshare", "--net")
+    assert anyio.run(code_exec.isolation).prefix == ("/usr/bin/unshare", "--net")
+    assert len(calls) == 2 and code_exec.PROBE_SECONDS <= 2
+
+
+def test_a_reaped_command_is_never_signalled(monkeypatch: pytest.MonkeyPatch) -> None:
+    popen = subprocess.Popen(["true"], stdout=subprocess.PIPE, start_new_session=True)
+    command = code_exec._Command(popen, "0" * 16)
+    deadline = time.monotonic() + 10
+    while not command.exited() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    signals: list[tuple[str, int]] = []
+    monkeypatch.setattr(os, "killpg", lambda pid, sig: signals.append(("group", pid)))
+    monkeypatch.setattr(os, "kill", lambda pid, sig: signals.append(("process", pid)))
+    command.kill()  # ended, not yet reaped: its pid still names it and its group
+    assert signals == [("group", popen.pid), ("process", popen.pid)]
+    assert command.reap() == 0
+    signals.clear()
+    command.kill()
+    assert signals == []  # reaped: its pid may name another process now
+    command.close()
+
+
+def test_the_trampoline_sets_the_limits_asked_for() -> None:
+    config = convert({"command": ["true"], "max_memory_mb": 100, "max_file_mb": 0}, CustomCommandConfig)
+    argv = code_exec.trampoline(config)
+    assert argv[:4] == [sys.executable, "-I", "-S", "-c"] and argv[-1] == "--"
+    assert argv[5:-1] == [str(os.getpid()), "CORE=0", "NOFILE=4096", f"AS={100 * 1024 * 1024}"]
+    assert signal.SIGKILL == 9  # (what the trampoline asks for, as a number)

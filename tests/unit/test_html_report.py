@@ -156,9 +156,11 @@ def make_store(tmp_path: Path) -> tuple[SuiteResults, RunStore]:
         StructuredArtifact(name="result", data={"competitors": ["Microsoft Teams", "Zoom"], "count": 2}),
         ReferenceArtifact(path="/tmp/big.bin", size_bytes=5_000_000),
     ]
+    judged = Check(name="llm_eval:clarity", passed=False, score=0.0, message="the LLM judge has no API key",
+                   skipped="the LLM judge has no API key")
     for number, score in ((1, 88.0), (2, 87.0)):
         store.append(run_result(
-            "basic_search", number, score=score, checks=[ok], artifacts=artifacts,
+            "basic_search", number, score=score, checks=[ok, judged], artifacts=artifacts,
             score_breakdown={"quality": 0.9, "efficiency": 0.7},
             metrics=Metrics(total_tokens=150, tool_calls=1, llm_calls=1, cost_usd=0.002),
             events_file=write_events(store, "basic_search", number, TRACE),
