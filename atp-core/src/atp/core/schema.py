@@ -296,9 +296,26 @@ def config_schema(
     return _document("ATP configuration (atp.config.yaml)", root, components.definitions)
 
 
+BOUNDS = frozenset({"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"})
+
+
+def _whole_bounds(value: Any) -> Any:
+    """``value`` with every bound that is a whole float written as an int. ``Meta(ge=0)`` and
+    ``Meta(ge=0.0)`` are equal, so Python's cache of ``Annotated`` types hands out whichever
+    was made first: without this, the text would depend on the order modules were imported."""
+    if isinstance(value, dict):
+        return {
+            key: int(item) if key in BOUNDS and isinstance(item, float) and item.is_integer() else _whole_bounds(item)
+            for key, item in value.items()
+        }
+    if isinstance(value, list):
+        return [_whole_bounds(item) for item in value]
+    return value
+
+
 def schema_text(schema: Mapping[str, Any]) -> str:
     """A schema as the JSON text ``atp schema`` prints (stable, for a committed copy)."""
-    return json.dumps(schema, indent=2, ensure_ascii=False) + "\n"
+    return json.dumps(_whole_bounds(schema), indent=2, ensure_ascii=False) + "\n"
 
 
 # --- a Struct's keys, for people -------------------------------------------------------------

@@ -25,7 +25,7 @@ from atp.evaluators.judge.backend import cost_of
 from atp.evaluators.judge.judge import Judge, JudgeFailed
 from atp.evaluators.judge.prompt import CRITERIA, CUSTOM, build_prompt, cut, passes
 
-Fraction = Annotated[float, msgspec.Meta(ge=0.0, le=1.0)]
+Fraction = Annotated[float, msgspec.Meta(ge=0, le=1)]
 MAX_ARTIFACT_BYTES = 4 * 1024 * 1024
 NOTABLE_GAP = 0.1
 """A disagreement listed: pass/fail differ, or the scores are this far apart or more."""

@@ -47,7 +47,7 @@ class LlmEvalConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     criteria: str | list[str]
     prompt: str | None = None
     """For ``criteria: custom``, what to judge; with a built-in criterion, added guidance."""
-    threshold: Annotated[float, msgspec.Meta(ge=0.0, le=1.0)] | None = None
+    threshold: Annotated[float, msgspec.Meta(ge=0, le=1)] | None = None
     artifact: str | None = None
     """The artifact to judge: a file's path (a glob like ``*.md`` matches several) or a
     structured artifact's name; without it, every artifact the agent produced."""

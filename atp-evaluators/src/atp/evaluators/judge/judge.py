@@ -55,12 +55,12 @@ MAX_WAIT_SECONDS = 60.0
 SHOWN_ANSWER_CHARS = 2000
 """An answer that is not a judgement is shown up to this many characters."""
 
-Fraction = Annotated[float, msgspec.Meta(ge=0.0, le=1.0)]
+Fraction = Annotated[float, msgspec.Meta(ge=0, le=1)]
 
 
 class Price(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
-    input: Annotated[float, msgspec.Meta(ge=0.0)]
-    output: Annotated[float, msgspec.Meta(ge=0.0)]
+    input: Annotated[float, msgspec.Meta(ge=0)]
+    output: Annotated[float, msgspec.Meta(ge=0)]
 
 
 class JudgeSettings(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
@@ -68,7 +68,7 @@ class JudgeSettings(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
 
     backend: str = "anthropic"
     model: str = DEFAULT_MODEL
-    temperature: Annotated[float, msgspec.Meta(ge=0.0, le=1.0)] | None = None
+    temperature: Annotated[float, msgspec.Meta(ge=0, le=1)] | None = None
     """Sent only when set. Anthropic's Messages API as the ``anthropic`` SDK 2.x speaks it
     (version 2026-10-21) refuses every sampling parameter, ``temperature: 0`` included, so the
     default sends none; set it for a compatible server or proxy that takes it."""
