@@ -28,7 +28,10 @@ from atp.core.protocol import PROTOCOL_VERSION, ATPRequest, ATPResponse, FileArt
 from atp.core.results import Check
 from atp.core.testing import make_test, response
 from atp.core.trace import Trace
-from atp.evaluators import code_exec
+from atp.evaluators.code_exec import command as command_module
+from atp.evaluators.code_exec.command import MAX_OUTPUT_BYTES, Isolation, isolation
+from atp.evaluators.code_exec.config import CustomCommandConfig
+from atp.evaluators.code_exec.evaluators import OUTPUT_DETAIL_CHARS, CustomCommand, Lint, Pytest
 from tests.conftest import FIXTURES, ROOT, write
 
 CODE = FIXTURES / "code_exec"
@@ -36,7 +39,7 @@ GOOD = (CODE / "solution_good.py").read_text()
 HALF = (CODE / "solution_half.py").read_text()
 TESTS = (CODE / "tests_for_solution.py").read_text()
 DIRTY = (CODE / "dirty.txt").read_text()
-ISOLATION = anyio.run(code_exec.isolation)
+ISOLATION = anyio.run(isolation)
 needs_namespaces = pytest.mark.skipif(
     not ISOLATION.prefix, reason=f"no PID and network namespaces here: {ISOLATION.why}"
 )
@@ -142,7 +145,7 @@ def temporary(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def test_a_passing_solution_passes_with_score_1(temporary: Path) -> None:
-    check = run_check(code_exec.Pytest, {"files": {"test_solution.py": TESTS}}, response(files={"solution.py": GOOD}))
+    check = run_check(Pytest, {"files": {"test_solution.py": TESTS}}, response(files={"solution.py": GOOD}))
     assert check.passed and check.score == 1.0, check.message
     assert check.name == "pytest" and check.message == "2 of 2 tests passed (100%)"
     details = check.details or {}
@@ -153,7 +156,7 @@ def test_a_passing_solution_passes_with_score_1(temporary: Path) -> None:
 
 def test_a_half_right_solution_scores_half_and_names_the_failed_test() -> None:
     config = {"path": "solution.py", "files": {"test_solution.py": TESTS}}
-    check = run_check(code_exec.Pytest, config, response(files={"solution.py": HALF, "notes.md": "x"}))
+    check = run_check(Pytest, config, response(files={"solution.py": HALF, "notes.md": "x"}))
     assert not check.passed and check.score == 0.5
     assert check.name == "pytest:solution.py"
     assert check.message == "1 of 2 tests passed (50%); failed: test_solution::test_sub (assert -2 == 2)"
@@ -161,27 +164,27 @@ def test_a_half_right_solution_scores_half_and_names_the_failed_test() -> None:
     assert failure["test"] == "test_solution::test_sub"
     assert failure["message"].startswith("assert -2 == 2")
     assert "test_solution.py:9: AssertionError" in failure["text"]
-    lenient = run_check(code_exec.Pytest, {**config, "min_pass_rate": 0.5}, response(files={"solution.py": HALF}))
+    lenient = run_check(Pytest, {**config, "min_pass_rate": 0.5}, response(files={"solution.py": HALF}))
     assert lenient.passed and lenient.score == 0.5
     assert lenient.message.startswith("1 of 2 tests passed (50%; min_pass_rate 50%); failed: test_solution::test_sub")
 
 
 def test_the_suites_tests_win_over_the_agents() -> None:
     resp = response(files={"solution.py": HALF, "test_solution.py": "def test_nothing():\n    pass\n"})
-    check = run_check(code_exec.Pytest, {"files": {"test_solution.py": TESTS}}, resp)
+    check = run_check(Pytest, {"files": {"test_solution.py": TESTS}}, resp)
     assert not check.passed and (check.details or {})["replaced_by_suite_files"] == ["test_solution.py"]
 
 
 def test_no_tests_a_collection_error_and_a_usage_error_fail_saying_so() -> None:
-    none = run_check(code_exec.Pytest, {}, response(files={"solution.py": GOOD}))
+    none = run_check(Pytest, {}, response(files={"solution.py": GOOD}))
     assert not none.passed and none.message == "pytest collected no tests (exit code 5)"
-    broken = run_check(code_exec.Pytest, {"files": {"test_solution.py": TESTS}}, response(files={"other.py": GOOD}))
+    broken = run_check(Pytest, {"files": {"test_solution.py": TESTS}}, response(files={"other.py": GOOD}))
     assert not broken.passed
     assert broken.message == (
         "pytest could not collect the tests: collection error in test_solution "
         "(ModuleNotFoundError: No module named 'solution')"
     )
-    usage = run_check(code_exec.Pytest, {"args": ["--no-such-option"]}, response(files={"solution.py": GOOD}))
+    usage = run_check(Pytest, {"args": ["--no-such-option"]}, response(files={"solution.py": GOOD}))
     assert not usage.passed
     assert usage.message.startswith("pytest was used wrongly (usage error) (exit code 4) and wrote no JUnit report;")
     assert "unrecognized arguments: --no-such-option" in usage.message
@@ -196,7 +199,7 @@ def fake_python(tmp_path: Path, module: str) -> str:
 
 def test_pytest_not_installed_says_how_to_install_it(tmp_path: Path) -> None:
     python = fake_python(tmp_path, "pytest")
-    check = run_check(code_exec.Pytest, {}, response(files={"solution.py": GOOD}), settings={"python": python})
+    check = run_check(Pytest, {}, response(files={"solution.py": GOOD}), settings={"python": python})
     assert not check.passed
     assert check.message == f"pytest is not installed for {python}; install it with: pip install 'atp-evaluators[code]'"
 
@@ -205,7 +208,7 @@ def test_with_a_workspace_pytest_runs_in_a_copy(tmp_path: Path) -> None:
     workspace = tmp_path / "workspace"
     write(workspace / "solution.py", GOOD)
     write(workspace / "test_solution.py", TESTS + "\n\ndef test_writes():\n    open('solution.py', 'w').write('broken')\n")
-    check = run_check(code_exec.Pytest, {}, response(files={}), workspace=workspace)
+    check = run_check(Pytest, {}, response(files={}), workspace=workspace)
     assert check.passed and check.message == "3 of 3 tests passed (100%)", check.message
     assert (workspace / "solution.py").read_text() == GOOD
 
@@ -228,22 +231,22 @@ FORGES = textwrap.dedent(
 def test_a_forged_report_that_disagrees_with_the_exit_code_or_is_short_fails() -> None:
     """The agent's module runs inside pytest: it writes a report of its own and ends pytest."""
     config = {"path": "solution.py", "files": {"test_solution.py": TESTS}}
-    short = run_check(code_exec.Pytest, config, response(files={"solution.py": FORGES.replace("EXIT", "0")}))
+    short = run_check(Pytest, config, response(files={"solution.py": FORGES.replace("EXIT", "0")}))
     assert not short.passed
     assert short.message == (
         "pytest's report holds 1 test, but the suite's test files define 2 test functions "
         "(min_tests; set it to expect fewer)"
     )
-    disagreeing = run_check(code_exec.Pytest, config, response(files={"solution.py": FORGES.replace("EXIT", "1")}))
+    disagreeing = run_check(Pytest, config, response(files={"solution.py": FORGES.replace("EXIT", "1")}))
     assert not disagreeing.passed
     assert disagreeing.message.startswith("pytest's exit code 1 says a test failed, but its JUnit report counts none failed")
-    allowed = run_check(code_exec.Pytest, {**config, "min_tests": 1}, response(files={"solution.py": FORGES.replace("EXIT", "0")}))
+    allowed = run_check(Pytest, {**config, "min_tests": 1}, response(files={"solution.py": FORGES.replace("EXIT", "0")}))
     assert allowed.passed  # what ATP cannot tell from a real run: see the Pytest docstring
 
 
 def test_only_the_suites_tests_count_when_it_gives_them() -> None:
     resp = response(files={"solution.py": HALF, "test_mine.py": "def test_mine():\n    pass\n"})
-    check = run_check(code_exec.Pytest, {"files": {"test_solution.py": TESTS}, "min_pass_rate": 0.5}, resp)
+    check = run_check(Pytest, {"files": {"test_solution.py": TESTS}, "min_pass_rate": 0.5}, resp)
     assert not check.passed
     assert check.message == (
         "pytest's report holds 1 test from outside the suite's test files (test_solution.py): "
@@ -253,7 +256,7 @@ def test_only_the_suites_tests_count_when_it_gives_them() -> None:
 
 
 def test_tests_in_a_subfolder_import_the_agents_modules_as_python_m_pytest_would() -> None:
-    check = run_check(code_exec.Pytest, {"files": {"tests/test_solution.py": TESTS}}, response(files={"solution.py": GOOD}))
+    check = run_check(Pytest, {"files": {"tests/test_solution.py": TESTS}}, response(files={"solution.py": GOOD}))
     assert check.passed and check.message == "2 of 2 tests passed (100%)", check.message
 
 
@@ -270,10 +273,10 @@ BAD = "import os, sys\nx=1;y=2\n"
 
 def test_an_agents_file_cannot_stand_in_for_the_tool() -> None:
     resp = response(files={"solution.py": HALF, "pytest.py": FAKE_PYTEST})
-    tested = run_check(code_exec.Pytest, {"files": {"test_solution.py": TESTS}}, resp)
+    tested = run_check(Pytest, {"files": {"test_solution.py": TESTS}}, resp)
     assert not tested.passed and tested.message.startswith("1 of 2 tests passed"), tested.message
     for fake in ({"ruff.py": FAKE_RUFF}, {"ruff/__init__.py": "", "ruff/__main__.py": FAKE_RUFF}):
-        linted = run_check(code_exec.Lint, {"select": ["E", "F"]}, response(files={"solution.py": BAD, **fake}))
+        linted = run_check(Lint, {"select": ["E", "F"]}, response(files={"solution.py": BAD, **fake}))
         assert not linted.passed and (linted.details or {})["findings_total"] == 4, linted.message
 
 
@@ -296,11 +299,11 @@ def test_with_path_only_the_selected_files_of_a_workspace_are_taken(tmp_path: Pa
     write(workspace / "dirty.py", BAD)
     resp = response(artifacts=[FileArtifact(path="solution.py"), FileArtifact(path="dirty.py")])
     config = {"path": "solution.py", "files": {"test_solution.py": TESTS}}
-    tested = run_check(code_exec.Pytest, config, resp, workspace=workspace)
+    tested = run_check(Pytest, config, resp, workspace=workspace)
     assert not tested.passed and tested.message.startswith("1 of 2 tests passed"), tested.message
-    linted = run_check(code_exec.Lint, {"path": "dirty.py", "select": ["E", "F"]}, resp, workspace=workspace)
+    linted = run_check(Lint, {"path": "dirty.py", "select": ["E", "F"]}, resp, workspace=workspace)
     assert (linted.details or {})["findings_total"] == 4, linted.message
-    everything = run_check(code_exec.Pytest, {"files": {"test_solution.py": TESTS}}, resp, workspace=workspace)
+    everything = run_check(Pytest, {"files": {"test_solution.py": TESTS}}, resp, workspace=workspace)
     assert everything.passed  # without path, the whole workspace, its conftest.py too (as documented)
 
 
@@ -308,7 +311,7 @@ def test_with_path_only_the_selected_files_of_a_workspace_are_taken(tmp_path: Pa
 
 
 def test_a_clean_file_passes_lint() -> None:
-    check = run_check(code_exec.Lint, {"select": ["E", "F", "W"]}, response(files={"solution.py": GOOD, "notes.md": "x"}))
+    check = run_check(Lint, {"select": ["E", "F", "W"]}, response(files={"solution.py": GOOD, "notes.md": "x"}))
     assert check.passed and check.score == 1.0, check.message
     assert check.message == "no findings in solution.py"
     assert (check.details or {})["findings"] == [] and (check.details or {})["findings_total"] == 0
@@ -316,7 +319,7 @@ def test_a_clean_file_passes_lint() -> None:
 
 def test_a_dirty_file_fails_lint_with_its_findings_listed() -> None:
     resp = response(files={"solution.py": GOOD, "dirty.py": DIRTY})
-    check = run_check(code_exec.Lint, {"select": ["F"]}, resp)
+    check = run_check(Lint, {"select": ["F"]}, resp)
     assert not check.passed and check.score == 0.25
     assert check.message == (
         "3 findings in solution.py, dirty.py (max_findings 0): dirty.py:1:8 F401 `os` imported but unused; "
@@ -328,29 +331,29 @@ def test_a_dirty_file_fails_lint_with_its_findings_listed() -> None:
     assert details["findings"][0] == {
         "file": "dirty.py", "line": 1, "column": 8, "code": "F401", "message": "`os` imported but unused",
     }
-    allowed = run_check(code_exec.Lint, {"select": ["F"], "max_findings": 3, "path": "dirty.py"}, resp)
+    allowed = run_check(Lint, {"select": ["F"], "max_findings": 3, "path": "dirty.py"}, resp)
     assert allowed.passed and allowed.message == "3 findings (max_findings 3) in dirty.py"
-    ignored = run_check(code_exec.Lint, {"select": ["F"], "ignore": ["F401"]}, resp)
+    ignored = run_check(Lint, {"select": ["F"], "ignore": ["F401"]}, resp)
     assert (ignored.details or {})["findings_total"] == 1 and ignored.score == 0.5
 
 
 def test_the_agent_cannot_loosen_its_own_lint() -> None:
     resp = response(files={"dirty.py": DIRTY, "ruff.toml": "[lint]\nignore = [\"F\"]\n", "pyproject.toml": "[tool.ruff]\nexclude = [\"*.py\"]\n"})
-    check = run_check(code_exec.Lint, {"select": ["F"]}, resp)
+    check = run_check(Lint, {"select": ["F"]}, resp)
     assert not check.passed and (check.details or {})["findings_total"] == 3
 
 
 def test_suppression_comments_do_not_switch_lint_off() -> None:
     for source in ("# ruff: noqa\nimport os\n", "# flake8: noqa\nimport os\n", "import os  # noqa: F401\n"):
-        check = run_check(code_exec.Lint, {"select": ["F"]}, response(files={"solution.py": source}))
+        check = run_check(Lint, {"select": ["F"]}, response(files={"solution.py": source}))
         assert not check.passed and (check.details or {})["findings_total"] == 1, source
 
 
 def test_lint_needs_a_python_file_and_ruff(tmp_path: Path) -> None:
-    check = run_check(code_exec.Lint, {}, response(files={"report.md": "# hi"}))
+    check = run_check(Lint, {}, response(files={"report.md": "# hi"}))
     assert not check.passed and check.message == "expected a Python file to lint (*.py); the agent produced report.md"
     python = fake_python(tmp_path, "ruff")
-    check = run_check(code_exec.Lint, {"python": python}, response(files={"a.py": GOOD}))
+    check = run_check(Lint, {"python": python}, response(files={"a.py": GOOD}))
     assert check.message == f"ruff is not installed for {python}; install it with: pip install 'atp-evaluators[code]'"
 
 
@@ -360,20 +363,20 @@ def test_lint_needs_a_python_file_and_ruff(tmp_path: Path) -> None:
 def test_a_command_passes_on_its_exit_code_and_regex() -> None:
     resp = response(files={"solution.py": GOOD})
     ok = run_check(
-        code_exec.CustomCommand,
+        CustomCommand,
         {"command": "python -c 'import solution; print(solution.add(2, 3))'", "regex": "^5$"},
         resp,
     )
     assert ok.passed and ok.message == "python -c 'import solution; print(solution.add(2, 3))' exited with 0 and its output matches '^5$'"
     details = ok.details or {}
     assert details["exit_code"] == 0 and details["output"] == "5\n" and details["duration_seconds"] < 10
-    mismatch = run_check(code_exec.CustomCommand, {"command": ["python", "-c", "print(6)"], "regex": "^5$"}, resp)
+    mismatch = run_check(CustomCommand, {"command": ["python", "-c", "print(6)"], "regex": "^5$"}, resp)
     assert not mismatch.passed and mismatch.score == 0.5
     assert mismatch.message == "python -c 'print(6)' exited with 0 as expected, but its output does not match '^5$'; it ends: 6"
-    failed = run_check(code_exec.CustomCommand, {"command": ["python", "-c", "import sys; print('nope'); sys.exit(3)"]}, resp)
+    failed = run_check(CustomCommand, {"command": ["python", "-c", "import sys; print('nope'); sys.exit(3)"]}, resp)
     assert not failed.passed and (failed.details or {})["exit_code"] == 3
     assert failed.message == "expected python -c 'import sys; print('\"'\"'nope'\"'\"'); sys.exit(3)' to exit with 0; it exited with 3; its output ends: nope"
-    expected = run_check(code_exec.CustomCommand, {"command": ["sh", "-c", "exit 3"], "expect_exit": 3}, resp)
+    expected = run_check(CustomCommand, {"command": ["sh", "-c", "exit 3"], "expect_exit": 3}, resp)
     assert expected.passed
 
 
@@ -381,7 +384,7 @@ def test_a_command_sees_the_suites_files_and_env_and_none_of_atps(monkeypatch: p
     monkeypatch.setenv("ATP_TEST_SECRET_TOKEN", "s3cr3t")
     script = "#!/bin/sh\necho \"mode=$MODE token=${ATP_TEST_SECRET_TOKEN:-none} home=$HOME\"\n"
     check = run_check(
-        code_exec.CustomCommand,
+        CustomCommand,
         {"command": ["./show.sh"], "files": {"show.sh": script}, "env": {"MODE": "strict"}, "regex": "mode=strict token=none home=/"},
         response(),
     )
@@ -389,17 +392,17 @@ def test_a_command_sees_the_suites_files_and_env_and_none_of_atps(monkeypatch: p
 
 
 def test_a_missing_program_is_a_failed_check() -> None:
-    check = run_check(code_exec.CustomCommand, {"command": ["no-such-program-x"]}, response())
+    check = run_check(CustomCommand, {"command": ["no-such-program-x"]}, response())
     assert not check.passed and check.message.startswith("the command cannot be run: 'no-such-program-x' was not found on the PATH")
 
 
 def test_output_is_kept_to_its_last_mebibyte() -> None:
     command = ["python", "-c", "import sys; sys.stdout.write('x' * (3 * 1024 * 1024) + 'THE END')"]
-    check = run_check(code_exec.CustomCommand, {"command": command, "regex": "THE END$"}, response())
+    check = run_check(CustomCommand, {"command": command, "regex": "THE END$"}, response())
     assert check.passed, check.message
     details = check.details or {}
-    assert details["output_cut_bytes"] == 3 * 1024 * 1024 + 7 - code_exec.MAX_OUTPUT_BYTES
-    assert details["output"].endswith("xTHE END") and len(details["output"]) == code_exec.OUTPUT_DETAIL_CHARS + 1
+    assert details["output_cut_bytes"] == 3 * 1024 * 1024 + 7 - MAX_OUTPUT_BYTES
+    assert details["output"].endswith("xTHE END") and len(details["output"]) == OUTPUT_DETAIL_CHARS + 1
 
 
 HANGS = textwrap.dedent(
@@ -426,7 +429,7 @@ def hang(tmp_path: Path, *extra: str) -> tuple[Check, set[int]]:
     ready = tmp_path / "child.started"
     config = {"command": ["python", "hang.py", str(ready), *extra], "files": {"hang.py": HANGS}, "timeout_seconds": 1}
     started = time.monotonic()
-    check, pids = while_running(lambda: run_check(code_exec.CustomCommand, config, response()), ready, str(ready))
+    check, pids = while_running(lambda: run_check(CustomCommand, config, response()), ready, str(ready))
     assert time.monotonic() - started < 10
     assert len(pids) >= 2, pids  # the command and its child, at least
     return check, pids
@@ -452,7 +455,7 @@ def test_a_child_that_left_the_process_group_dies_with_the_pid_namespace(tmp_pat
 def test_without_namespaces_the_process_group_is_killed_and_the_details_say_why(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(code_exec, "_isolation", code_exec.Isolation((), "unshare is switched off for this test"))
+    monkeypatch.setattr(command_module, "_isolation", Isolation((), "unshare is switched off for this test"))
     check, pids = hang(tmp_path)
     details = check.details or {}
     assert details["network"] == "not isolated (unshare is switched off for this test)"
@@ -463,11 +466,11 @@ def test_without_namespaces_the_process_group_is_killed_and_the_details_say_why(
 
 def test_a_cancelled_evaluation_kills_the_command_and_removes_its_folder(tmp_path: Path, temporary: Path) -> None:
     ready = tmp_path / "child.started"
-    config = code_exec.CustomCommandConfig(command=["python", "hang.py", str(ready)], files={"hang.py": HANGS})
+    config = CustomCommandConfig(command=["python", "hang.py", str(ready)], files={"hang.py": HANGS})
 
     async def cancel_midway() -> None:
         with anyio.move_on_after(1.5):
-            await code_exec.CustomCommand().evaluate(ctx_for(response()), config)
+            await CustomCommand().evaluate(ctx_for(response()), config)
 
     _, pids = while_running(lambda: anyio.run(cancel_midway), ready, str(ready))
     assert pids and all(gone(pid) for pid in pids)
@@ -481,9 +484,9 @@ def test_the_command_is_killed_when_atp_is(tmp_path: Path) -> None:
     script = textwrap.dedent(
         f"""
         from atp.core.testing import response, run_evaluator
-        from atp.evaluators import code_exec
+        from atp.evaluators.code_exec.evaluators import CustomCommand
         command = ["python", "-c", "import pathlib, sys, time; pathlib.Path(sys.argv[1]).touch(); time.sleep(60)", {str(ready)!r}]
-        run_evaluator(code_exec.CustomCommand, {{"command": command, "timeout_seconds": 50}}, response())
+        run_evaluator(CustomCommand, {{"command": command, "timeout_seconds": 50}}, response())
         """
     )
     atp = subprocess.Popen([sys.executable, "-c", script], cwd=ROOT, env={**os.environ, "TMPDIR": str(tmp_path)})
@@ -504,7 +507,7 @@ def test_the_command_is_recorded_in_the_process_ledger(tmp_path: Path) -> None:
     processes = ledger.ProcessLedger.create(tmp_path)
     with ledger.activate(processes):
         check = run_check(
-            code_exec.CustomCommand, {"command": ["sh", "-c", "echo $ATP_AGENT_TOKEN"], "regex": "^[0-9a-f]{16}$"}, response()
+            CustomCommand, {"command": ["sh", "-c", "echo $ATP_AGENT_TOKEN"], "regex": "^[0-9a-f]{16}$"}, response()
         )
         records = [json.loads(line) for line in (tmp_path / ledger.LEDGER_FILE).read_text().splitlines()]
         assert processes.running == frozenset()  # ended, once reaped
@@ -539,11 +542,12 @@ def with_secret(isolated: bool) -> dict[str, Any]:
         f"""
         import json
         from atp.core.testing import response, run_evaluator
-        from atp.evaluators import code_exec
+        from atp.evaluators.code_exec import command
+        from atp.evaluators.code_exec.evaluators import CustomCommand
         if not {isolated!r}:
-            code_exec._isolation = code_exec.Isolation((), "unshare is switched off for this test")
+            command._isolation = command.Isolation((), "unshare is switched off for this test")
         config = {{"command": ["python", "search.py"], "files": {{"search.py": {SEARCH_ENVIRON!r}}}}}
-        (check,) = run_evaluator(code_exec.CustomCommand, config, response())
+        (check,) = run_evaluator(CustomCommand, config, response())
         print(json.dumps(check.details))
         """
     )
@@ -562,7 +566,7 @@ def test_an_isolated_command_sees_only_its_own_processes_in_proc() -> None:
     else:
         assert details["proc"] == "the namespace's own (ATP's processes are not in it)"
     lister = {"command": ["python", "-c", "import os; print(sorted(int(p) for p in os.listdir('/proc') if p.isdigit()))"]}
-    assert (run_check(code_exec.CustomCommand, lister, response()).details or {})["output"] == "[1]\n"
+    assert (run_check(CustomCommand, lister, response()).details or {})["output"] == "[1]\n"
 
 
 def test_without_namespaces_atps_environment_is_readable_as_the_docs_say() -> None:
@@ -575,32 +579,32 @@ LIMITS = "import resource; print(*(resource.getrlimit(getattr(resource, 'RLIMIT_
 
 
 def test_the_command_runs_with_resource_limits() -> None:
-    check = run_check(code_exec.CustomCommand, {"command": ["python", "-c", LIMITS]}, response())
+    check = run_check(CustomCommand, {"command": ["python", "-c", LIMITS]}, response())
     mib = 1024 * 1024
     assert (check.details or {})["output"] == f"{(4096 * mib,) * 2} {(1024 * mib,) * 2} (0, 0) (4096, 4096)\n"
-    check = run_check(code_exec.CustomCommand, {"command": ["python", "-c", LIMITS], "max_memory_mb": 0, "max_file_mb": 0}, response())
+    check = run_check(CustomCommand, {"command": ["python", "-c", LIMITS], "max_memory_mb": 0, "max_file_mb": 0}, response())
     assert (check.details or {})["output"].endswith(" (0, 0) (4096, 4096)\n")
     assert "(4294967296, 4294967296)" not in (check.details or {})["output"]
 
 
 def test_a_command_past_its_limits_fails() -> None:
     write_big = "open('big', 'wb').write(b'x' * (2 * 1024 * 1024))"
-    check = run_check(code_exec.CustomCommand, {"command": ["python", "-c", write_big], "max_file_mb": 1}, response())
+    check = run_check(CustomCommand, {"command": ["python", "-c", write_big], "max_file_mb": 1}, response())
     assert not check.passed and "File too large" in check.message, check.message
     allocate = "b = bytearray(600 * 1024 * 1024)"
-    check = run_check(code_exec.CustomCommand, {"command": ["python", "-c", allocate], "max_memory_mb": 300}, response())
+    check = run_check(CustomCommand, {"command": ["python", "-c", allocate], "max_memory_mb": 300}, response())
     assert not check.passed and "MemoryError" in check.message, check.message
 
 
 def test_the_command_gets_default_signal_dispositions() -> None:
     """The trampoline is Python, which ignores SIGPIPE: the command must not inherit that."""
-    check = run_check(code_exec.CustomCommand, {"command": ["sh", "-c", "yes | head -n 1"]}, response())
+    check = run_check(CustomCommand, {"command": ["sh", "-c", "yes | head -n 1"]}, response())
     assert check.passed and (check.details or {})["output"] == "y\n", check.details
 
 
 def test_a_deeply_nested_folder_is_removed(temporary: Path) -> None:
     nest = "import os\nfor i in range(3000):\n    os.mkdir('d'); os.chdir('d')\nos.chmod('.', 0o500)\nprint('made')"
-    check = run_check(code_exec.CustomCommand, {"command": ["python", "-c", nest]}, response())
+    check = run_check(CustomCommand, {"command": ["python", "-c", nest]}, response())
     assert check.passed, check.message
     assert list(temporary.iterdir()) == []
 
@@ -619,8 +623,8 @@ def listener() -> socket.socket:
 def test_an_isolated_command_has_no_network() -> None:
     with listener() as server:
         port = str(server.getsockname()[1])
-        refused = run_check(code_exec.CustomCommand, {"command": ["python", "-c", CONNECT, port]}, response())
-        allowed = run_check(code_exec.CustomCommand, {"command": ["python", "-c", CONNECT, port], "network": True}, response())
+        refused = run_check(CustomCommand, {"command": ["python", "-c", CONNECT, port]}, response())
+        allowed = run_check(CustomCommand, {"command": ["python", "-c", CONNECT, port], "network": True}, response())
     assert not refused.passed and "Network is unreachable" in refused.message, refused.message
     assert (refused.details or {})["network"] == "isolated (a network namespace of its own)"
     assert allowed.passed, allowed.message
@@ -636,9 +640,10 @@ def test_as_another_user_commands_run_isolated_or_say_why_not() -> None:
         """
         import json, anyio
         from atp.core.testing import response, run_evaluator
-        from atp.evaluators import code_exec
-        (check,) = run_evaluator(code_exec.CustomCommand, {"command": ["sh", "-c", "echo hi"], "regex": "hi"}, response())
-        print(json.dumps({"why": code_exec._isolation.why, "passed": check.passed, "network": check.details["network"]}))
+        from atp.evaluators.code_exec import command
+        from atp.evaluators.code_exec.evaluators import CustomCommand
+        (check,) = run_evaluator(CustomCommand, {"command": ["sh", "-c", "echo hi"], "regex": "hi"}, response())
+        print(json.dumps({"why": command._isolation.why, "passed": check.passed, "network": check.details["network"]}))
         """
     )
     nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]

@@ -27,18 +27,32 @@ from atp.core.plugins import Plugins
 from atp.core.protocol import PROTOCOL_VERSION, ATPRequest, ATPResponse, FileArtifact, ReferenceArtifact
 from atp.core.testing import make_test, response
 from atp.core.trace import Trace
-from atp.evaluators import code_exec
-from atp.evaluators.code_exec import (
-    CustomCommandConfig,
-    Folder,
-    FolderError,
-    LintConfig,
+from atp.evaluators.code_exec import command as command_module
+from atp.evaluators.code_exec import folder as folder_module
+from atp.evaluators.code_exec import reports as reports_module
+from atp.evaluators.code_exec.command import (
+    PROBE_SECONDS,
+    Isolation,
     Outcome,
-    PytestConfig,
+    _Command,
+    _Tail,
+    command_env,
+    find_program,
+    isolation,
+    trampoline,
+)
+from atp.evaluators.code_exec.config import CustomCommandConfig, LintConfig, PytestConfig
+from atp.evaluators.code_exec.evaluators import CustomCommand, Lint, Pytest, _reason, suite_tests
+from atp.evaluators.code_exec.folder import Folder, FolderError, _remove_tree, work_folder
+from atp.evaluators.code_exec.reports import (
+    FAILURE_TEXT_CHARS,
+    MAX_JUNIT_BYTES,
+    SHOWN_FAILURES,
+    SHOWN_FINDINGS,
+    Finding,
     ReportError,
     parse_junit,
     parse_ruff,
-    work_folder,
 )
 from tests.conftest import FIXTURES, write
 
@@ -164,7 +178,7 @@ def test_the_suites_test_functions_are_counted() -> None:
         "helpers.py": "def test_not_collected():\n    pass\n",
         "conftest.py": "",
     }
-    assert code_exec.suite_tests(files) == {"test_a.py": 3, "tests/b_test.py": 1}
+    assert suite_tests(files) == {"test_a.py": 3, "tests/b_test.py": 1}
 
 
 def test_a_typo_in_an_assertion_fails_the_suite_when_it_loads(tmp_path: Path, plugins: Plugins) -> None:
@@ -190,7 +204,7 @@ def test_a_typo_in_an_assertion_fails_the_suite_when_it_loads(tmp_path: Path, pl
 
 
 def test_the_three_assertion_types_are_registered_as_quality_checks(plugins: Plugins) -> None:
-    for name, cls in (("pytest", code_exec.Pytest), ("lint", code_exec.Lint), ("custom_command", code_exec.CustomCommand)):
+    for name, cls in (("pytest", Pytest), ("lint", Lint), ("custom_command", CustomCommand)):
         assert plugins.evaluator(name) is cls and cls.category == "quality"
 
 
@@ -198,7 +212,7 @@ def test_the_three_assertion_types_are_registered_as_quality_checks(plugins: Plu
 
 
 def test_the_command_gets_five_sixths_of_the_evaluator_limit_at_most() -> None:
-    evaluator = code_exec.Pytest()
+    evaluator = Pytest()
     assert evaluator.command_timeout(convert({}, PytestConfig)) == (50.0, None)
     assert evaluator.command_timeout(convert({"timeout_seconds": 5}, PytestConfig)) == (5.0, None)
     timeout, note = evaluator.command_timeout(convert({"timeout_seconds": 120}, PytestConfig))
@@ -207,7 +221,7 @@ def test_the_command_gets_five_sixths_of_the_evaluator_limit_at_most() -> None:
         "timeout_seconds 120 is more than the 50 s that the evaluator's own limit (60 s, "
         "evaluators.pytest.timeout_seconds) leaves the command; it was given 50 s"
     )
-    raised = code_exec.Lint({"timeout_seconds": 300})
+    raised = Lint({"timeout_seconds": 300})
     assert raised.command_timeout(convert({"timeout_seconds": 120}, LintConfig)) == (120.0, None)
     assert raised.command_timeout(convert({}, LintConfig)) == (250.0, None)
 
@@ -216,7 +230,7 @@ def test_the_environment_is_minimal(monkeypatch: pytest.MonkeyPatch, tmp_path: P
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-secret")
     monkeypatch.setenv("PATH", "/usr/bin:/bin")
     folder = Folder(tmp_path, tmp_path / "work", tmp_path / "home", tmp_path / "tmp", [], [], 0)
-    env = code_exec.command_env(folder, "/opt/py/bin/python3", {"MODE": "strict"})
+    env = command_env(folder, "/opt/py/bin/python3", {"MODE": "strict"})
     assert env == {
         "PATH": "/opt/py/bin:/usr/bin:/bin",
         "HOME": str(tmp_path / "home"),
@@ -225,22 +239,22 @@ def test_the_environment_is_minimal(monkeypatch: pytest.MonkeyPatch, tmp_path: P
         "PYTHONDONTWRITEBYTECODE": "1",
         "MODE": "strict",
     }
-    assert code_exec.command_env(folder, "python3", {})["PATH"] == "/usr/bin:/bin"  # no empty entry
+    assert command_env(folder, "python3", {})["PATH"] == "/usr/bin:/bin"  # no empty entry
 
 
 def test_programs_are_found_on_the_path_or_in_the_folder(tmp_path: Path) -> None:
     script = write(tmp_path / "check.sh", "#!/bin/sh\n")
-    assert code_exec.find_program("./check.sh", os.defpath, tmp_path) == (None, "'./check.sh' is not executable")
+    assert find_program("./check.sh", os.defpath, tmp_path) == (None, "'./check.sh' is not executable")
     script.chmod(0o755)
-    assert code_exec.find_program("./check.sh", os.defpath, tmp_path) == (str(script), None)
-    assert code_exec.find_program("./absent", os.defpath, tmp_path) == (None, "'./absent' is not a file")
-    assert code_exec.find_program(sys.executable, os.defpath, tmp_path) == (sys.executable, None)
-    program, problem = code_exec.find_program("no-such-program-x", "/nonexistent", tmp_path)
+    assert find_program("./check.sh", os.defpath, tmp_path) == (str(script), None)
+    assert find_program("./absent", os.defpath, tmp_path) == (None, "'./absent' is not a file")
+    assert find_program(sys.executable, os.defpath, tmp_path) == (sys.executable, None)
+    program, problem = find_program("no-such-program-x", "/nonexistent", tmp_path)
     assert program is None and problem == "'no-such-program-x' was not found on the PATH (/nonexistent)"
 
 
 def test_only_the_end_of_a_long_output_is_kept() -> None:
-    tail = code_exec._Tail(10)
+    tail = _Tail(10)
     for chunk in (b"0123456789", b"abcdefghij", b"KLMNOPQRST", b"xyz"):
         tail.add(chunk)
     assert tail.kept() == b"NOPQRSTxyz" and tail.total == 33
@@ -264,7 +278,7 @@ def test_a_collection_error_is_told_apart() -> None:
     assert report.ran == 1 and report.failures == []
     (error,) = report.collection_errors
     assert error.test == "test_solution" and error.message == "collection failure"
-    assert code_exec._reason(error) == "ModuleNotFoundError: No module named 'solution'"
+    assert _reason(error) == "ModuleNotFoundError: No module named 'solution'"
 
 
 def test_many_failures_are_all_counted_and_fifty_listed_with_short_texts() -> None:
@@ -273,9 +287,9 @@ def test_many_failures_are_all_counted_and_fifty_listed_with_short_texts() -> No
         for i in range(80)
     )
     report = parse_junit(f"<testsuites><testsuite>{cases}</testsuite></testsuites>".encode())
-    assert report.failed == 80 and len(report.failures) == code_exec.SHOWN_FAILURES == 50
+    assert report.failed == 80 and len(report.failures) == SHOWN_FAILURES == 50
     text = report.failures[0].text
-    assert text.startswith("…") and text.endswith("xEND") and len(text) == code_exec.FAILURE_TEXT_CHARS + 1
+    assert text.startswith("…") and text.endswith("xEND") and len(text) == FAILURE_TEXT_CHARS + 1
 
 
 BOMB = """<?xml version="1.0"?>
@@ -312,7 +326,7 @@ def test_a_junit_report_with_a_doctype_is_refused_at_once(data: bytes) -> None:
 
 def test_a_junit_report_that_is_too_large_or_not_xml_is_refused() -> None:
     with pytest.raises(ReportError, match="^the JUnit report is larger than 16 MiB; ATP does not read it$"):
-        parse_junit(b" " * (code_exec.MAX_JUNIT_BYTES + 1))
+        parse_junit(b" " * (MAX_JUNIT_BYTES + 1))
     with pytest.raises(ReportError, match="^the JUnit report is not well-formed XML: "):
         parse_junit(b"<testsuites><testcase name='x'>")
     with pytest.raises(ReportError, match="not well-formed"):
@@ -345,7 +359,7 @@ def judged(tmp_path: Path, code: int | None, report: str | None, config: dict[st
     outcome = Outcome(code, "the output", 0, 0.5, 50.0, "isolated", "PID namespace")
     parsed = convert({"files": {"test_solution.py": TESTS_FOR_SOLUTION}, **(config or {})}, PytestConfig)
     details = {"output": outcome.output}
-    return anyio.run(code_exec.Pytest().judge, "pytest", parsed, folder, outcome, details)
+    return anyio.run(Pytest().judge, "pytest", parsed, folder, outcome, details)
 
 
 TESTS_FOR_SOLUTION = (CODE / "tests_for_solution.py").read_text()
@@ -407,7 +421,7 @@ def test_a_ruff_report_lists_its_findings_relative_to_the_folder() -> None:
 def test_every_finding_is_counted_and_a_hundred_listed() -> None:
     item = '{"filename": "a.py", "location": {"row": 1, "column": 1}, "code": null, "message": "bad"}'
     count, findings = parse_ruff(f"[{','.join([item] * 250)}]".encode())
-    assert count == 250 and len(findings) == code_exec.SHOWN_FINDINGS == 100
+    assert count == 250 and len(findings) == SHOWN_FINDINGS == 100
     assert findings[0].code == "syntax-error"
 
 
@@ -426,14 +440,14 @@ def test_a_ruff_report_that_is_not_one_is_refused(data: bytes, error: str) -> No
 
 
 def test_a_ruff_report_that_is_too_large_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(code_exec, "MAX_RUFF_BYTES", 100)
+    monkeypatch.setattr(reports_module, "MAX_RUFF_BYTES", 100)
     with pytest.raises(ReportError, match="^ruff's report is larger than 0 MiB"):
         parse_ruff(b"[" + b" " * 100 + b"]")
 
 
 def test_a_malformed_finding_keeps_what_it_has() -> None:
     count, (finding,) = parse_ruff(b'[{"location": "row 3", "code": "E1", "filename": "x.py"}]')
-    assert count == 1 and finding == code_exec.Finding("x.py", None, None, "E1", "")
+    assert count == 1 and finding == Finding("x.py", None, None, "E1", "")
 
 
 # --- the folder a command runs in -----------------------------------------------------------
@@ -554,13 +568,13 @@ def test_the_copy_is_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     workspace = tmp_path / "workspace"
     for i in range(6):
         write(workspace / f"f{i}.txt", "0123456789")
-    monkeypatch.setattr(code_exec, "MAX_COPY_FILES", 5)
+    monkeypatch.setattr(folder_module, "MAX_COPY_FILES", 5)
     assert refusal(ctx_for(response(), workspace=workspace)) == (
         "the command's folder would hold more than 5 files (the workspace, the agent's files and the "
         "suite's together); ATP copies at most 5 files and 256 MiB"
     )
-    monkeypatch.setattr(code_exec, "MAX_COPY_FILES", 10_000)
-    monkeypatch.setattr(code_exec, "MAX_COPY_BYTES", 55)
+    monkeypatch.setattr(folder_module, "MAX_COPY_FILES", 10_000)
+    monkeypatch.setattr(folder_module, "MAX_COPY_BYTES", 55)
     assert refusal(ctx_for(response(), workspace=workspace)).startswith("the command's folder would hold more than 256 MiB")
     assert refusal(ctx_for(response(files={"big.py": "x" * 56}))).startswith("the command's folder would hold more than 256 MiB")
     assert list(temporary.iterdir()) == []  # each refused folder was removed
@@ -626,12 +640,12 @@ def test_with_path_only_the_selected_files_of_the_workspace_are_copied(tmp_path:
 
 
 def test_too_many_artifacts_are_refused_before_any_is_looked_at(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(code_exec, "MAX_COPY_FILES", 3)
+    monkeypatch.setattr(folder_module, "MAX_COPY_FILES", 3)
 
     def never(*_: Any) -> Any:
         raise AssertionError("resolve() was called")
 
-    monkeypatch.setattr(code_exec, "resolve", never)
+    monkeypatch.setattr(folder_module, "resolve", never)
     resp = response(artifacts=[ReferenceArtifact(path=f"f{i}.py") for i in range(4)])
     assert refusal(ctx_for(resp)) == (
         "the agent produced 4 file artifacts; ATP copies at most 3 files into the command's folder"
@@ -641,13 +655,13 @@ def test_too_many_artifacts_are_refused_before_any_is_looked_at(monkeypatch: pyt
 def test_paths_are_resolved_off_the_event_loop(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     write(tmp_path / "solution.py", GOOD)
     threads: list[threading.Thread] = []
-    real = code_exec.resolve
+    real = folder_module.resolve
 
     def spied(path: str, ctx: EvalContext) -> Any:
         threads.append(threading.current_thread())
         return real(path, ctx)
 
-    monkeypatch.setattr(code_exec, "resolve", spied)
+    monkeypatch.setattr(folder_module, "resolve", spied)
     folder_of(ctx_for(response(artifacts=[FileArtifact(path="solution.py")]), agent_dir=tmp_path))
     assert threads and threads[0] is not threading.main_thread()
 
@@ -676,7 +690,7 @@ def test_a_deeply_nested_folder_is_removed_without_recursion_or_following_links(
     top.mkdir()
     nest(top, 3000)
     os.symlink(outside, top / "link")
-    code_exec._remove_tree(top)
+    _remove_tree(top)
     assert not top.exists() and (outside / "keep.txt").read_text() == "kept"
 
 
@@ -695,8 +709,8 @@ def test_the_folder_is_removed_after_the_command_nested_folders_in_it(tmp_path: 
 
 def test_a_probe_that_timed_out_is_not_remembered(monkeypatch: pytest.MonkeyPatch) -> None:
     answers = [
-        (code_exec.Isolation((), "unshare did not finish within 2 s"), False),
-        (code_exec.Isolation(("/usr/bin/unshare", "--net")), True),
+        (Isolation((), "unshare did not finish within 2 s"), False),
+        (Isolation(("/usr/bin/unshare", "--net")), True),
     ]
     calls = []
 
@@ -704,17 +718,17 @@ def test_a_probe_that_timed_out_is_not_remembered(monkeypatch: pytest.MonkeyPatc
         calls.append(1)
         return answers[len(calls) - 1]
 
-    monkeypatch.setattr(code_exec, "_isolation", None)
-    monkeypatch.setattr(code_exec, "_probe", probe)
-    assert anyio.run(code_exec.isolation).why == "unshare did not finish within 2 s"
-    assert anyio.run(code_exec.isolation).prefix == ("/usr/bin/unshare", "--net")
-    assert anyio.run(code_exec.isolation).prefix == ("/usr/bin/unshare", "--net")
-    assert len(calls) == 2 and code_exec.PROBE_SECONDS <= 2
+    monkeypatch.setattr(command_module, "_isolation", None)
+    monkeypatch.setattr(command_module, "_probe", probe)
+    assert anyio.run(isolation).why == "unshare did not finish within 2 s"
+    assert anyio.run(isolation).prefix == ("/usr/bin/unshare", "--net")
+    assert anyio.run(isolation).prefix == ("/usr/bin/unshare", "--net")
+    assert len(calls) == 2 and PROBE_SECONDS <= 2
 
 
 def test_a_reaped_command_is_never_signalled(monkeypatch: pytest.MonkeyPatch) -> None:
     popen = subprocess.Popen(["true"], stdout=subprocess.PIPE, start_new_session=True)
-    command = code_exec._Command(popen, "0" * 16)
+    command = _Command(popen, "0" * 16)
     deadline = time.monotonic() + 10
     while not command.exited() and time.monotonic() < deadline:
         time.sleep(0.01)
@@ -732,7 +746,7 @@ def test_a_reaped_command_is_never_signalled(monkeypatch: pytest.MonkeyPatch) ->
 
 def test_the_trampoline_sets_the_limits_asked_for() -> None:
     config = convert({"command": ["true"], "max_memory_mb": 100, "max_file_mb": 0}, CustomCommandConfig)
-    argv = code_exec.trampoline(config)
+    argv = trampoline(config)
     assert argv[:4] == [sys.executable, "-I", "-S", "-c"] and argv[-1] == "--"
     assert argv[5:-1] == [str(os.getpid()), "CORE=0", "NOFILE=4096", f"AS={100 * 1024 * 1024}"]
     assert signal.SIGKILL == 9  # (what the trampoline asks for, as a number)
