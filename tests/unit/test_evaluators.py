@@ -147,6 +147,16 @@ def test_limits_use_trace_and_reported_metrics() -> None:
     assert one(behavior.MaxSteps, {"limit": 5}, PLAIN).message == "the agent reported no steps (limit 5)"
 
 
+def test_min_tool_calls_counts_calls_of_any_tool() -> None:
+    assert one(behavior.MinToolCalls, {"limit": 3}, PLAIN, TRACE).message == "3 tool calls (at least 3)"
+    short = one(behavior.MinToolCalls, {"limit": 4}, PLAIN, TRACE)
+    assert not short.passed and short.message.startswith("expected at least 4 tool calls; made 3 (")
+    none = one(behavior.MinToolCalls, {"limit": 1}, PLAIN, [])
+    assert none.message == "expected at least 1 tool calls; made 0 (none)"
+    (made,) = run_evaluator(behavior.Behavior, {"check": "min_tool_calls", "limit": 1}, PLAIN, TRACE)
+    assert made.name == "behavior:min_tool_calls" and made.passed
+
+
 def test_no_errors() -> None:
     failed = one(behavior.NoErrors, {}, PLAIN, TRACE)
     assert not failed.passed

@@ -366,7 +366,7 @@ def test_behavior_check_form_is_the_key_form() -> None:
     ("config", "message"),
     [
         ({"check": "no_error"}, "unknown check 'no_error' in 'check'; behavior checks are must_use_tools, "
-                                "forbidden_tools, max_tool_calls, max_steps, no_errors"),
+                                "forbidden_tools, min_tool_calls, max_tool_calls, max_steps, no_errors"),
         ({"check": "must_use_tools"}, "check: must_use_tools needs 'tools'"),
         ({"check": "max_steps"}, "check: max_steps needs 'limit'"),
         ({"check": "must_use_tools", "tools": []}, "'tools' names no tool"),

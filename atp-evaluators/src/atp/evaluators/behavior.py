@@ -1,7 +1,7 @@
 """Evaluators of how the agent worked, read from its event trace.
 
-``must_use_tools`` and ``forbidden_tools`` (``tools: [...]``), ``max_tool_calls`` and
-``max_steps`` (``limit: N``), ``no_errors`` (``allow_recoverable: true`` to let recoverable
+``must_use_tools`` and ``forbidden_tools`` (``tools: [...]``), ``min_tool_calls``,
+``max_tool_calls`` and ``max_steps`` (``limit: N``), ``no_errors`` (``allow_recoverable: true`` to let recoverable
 errors pass), and ``behavior``, which takes several of these at once::
 
     - type: behavior
@@ -154,6 +154,22 @@ def check_max_tool_calls(ctx: EvalContext, limit: int, name: str) -> Check:
     )
 
 
+def check_min_tool_calls(ctx: EvalContext, least: int, name: str) -> Check:
+    """At least ``least`` tool calls, whatever the tools are called: the check a suite run
+    against agents of several frameworks can make (their tool names differ)."""
+    count = tool_call_count(ctx)
+    if count >= least:
+        return check(name, True, f"{count} tool calls (at least {least})")
+    return check(
+        name,
+        False,
+        f"expected at least {least} tool calls; made {count} ({calls_text(ctx) if count else 'none'})",
+        expected=least,
+        actual=count,
+        called=called_tools(ctx),
+    )
+
+
 def check_max_steps(ctx: EvalContext, limit: int, name: str) -> Check:
     steps = step_count(ctx)
     if steps is None:
@@ -266,6 +282,16 @@ class MaxToolCalls(Evaluator):
         return [check_max_tool_calls(ctx, config.limit, self.name)]
 
 
+class MinToolCalls(Evaluator):
+    name = "min_tool_calls"
+    summary = "the agent made at least 'limit' tool calls, of any tools"
+    category = "behavior"
+    Config = LimitConfig
+
+    async def evaluate(self, ctx: EvalContext, config: LimitConfig) -> list[Check]:
+        return [check_min_tool_calls(ctx, config.limit, self.name)]
+
+
 class MaxSteps(Evaluator):
     name = "max_steps"
     summary = "the agent took at most 'limit' steps"
@@ -286,7 +312,7 @@ class NoErrors(Evaluator):
         return [await check_no_errors(ctx, config.allow_recoverable, self.name)]
 
 
-CHECKS = ("must_use_tools", "forbidden_tools", "max_tool_calls", "max_steps", "no_errors")
+CHECKS = ("must_use_tools", "forbidden_tools", "min_tool_calls", "max_tool_calls", "max_steps", "no_errors")
 """The checks ``behavior`` runs, each named by its key (or by ``check:``)."""
 
 
@@ -299,6 +325,7 @@ class BehaviorConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
 
     must_use_tools: list[str] | None = None
     forbidden_tools: list[str] | None = None
+    min_tool_calls: Limit | None = None
     max_tool_calls: Limit | None = None
     max_steps: Limit | None = None
     no_errors: bool | None = None
@@ -308,7 +335,7 @@ class BehaviorConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     tools: list[str] | None = None
     """The tools of ``check: must_use_tools`` or ``check: forbidden_tools``."""
     limit: Limit | None = None
-    """The limit of ``check: max_tool_calls`` or ``check: max_steps``."""
+    """The limit of ``check: min_tool_calls``, ``check: max_tool_calls`` or ``check: max_steps``."""
 
     def __post_init__(self) -> None:
         if self.check is not None:
@@ -332,8 +359,8 @@ class BehaviorConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
             raise ValueError(
                 f"give 'check: {name}' alone or the checks as keys, not both ('{given[0]}' is given too)"
             )
-        takes = {"must_use_tools": "tools", "forbidden_tools": "tools", "max_tool_calls": "limit",
-                 "max_steps": "limit"}.get(name)
+        takes = {"must_use_tools": "tools", "forbidden_tools": "tools", "min_tool_calls": "limit",
+                 "max_tool_calls": "limit", "max_steps": "limit"}.get(name)
         for key in ("tools", "limit"):
             if key != takes and getattr(self, key) is not None:
                 raise ValueError(f"'{key}' does not apply to check: {name}")
@@ -352,7 +379,8 @@ class BehaviorConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
 class Behavior(Evaluator):
     name = "behavior"
     summary = (
-        "several trace checks at once: must_use_tools, forbidden_tools, max_tool_calls, max_steps, no_errors"
+        "several trace checks at once: must_use_tools, forbidden_tools, min_tool_calls, max_tool_calls, "
+        "max_steps, no_errors"
     )
     category = "behavior"
     Config = BehaviorConfig
@@ -363,6 +391,8 @@ class Behavior(Evaluator):
             checks.append(check_must_use(ctx, config.must_use_tools, "behavior:must_use_tools"))
         if config.forbidden_tools is not None:
             checks.append(check_forbidden(ctx, config.forbidden_tools, "behavior:forbidden_tools"))
+        if config.min_tool_calls is not None:
+            checks.append(check_min_tool_calls(ctx, config.min_tool_calls, "behavior:min_tool_calls"))
         if config.max_tool_calls is not None:
             checks.append(check_max_tool_calls(ctx, config.max_tool_calls, "behavior:max_tool_calls"))
         if config.max_steps is not None:

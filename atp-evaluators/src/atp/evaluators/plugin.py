@@ -20,6 +20,7 @@ def atp_register_evaluators(register: Any) -> None:
         artifact.Sections,
         behavior.MustUseTools,
         behavior.ForbiddenTools,
+        behavior.MinToolCalls,
         behavior.MaxToolCalls,
         behavior.MaxSteps,
         behavior.NoErrors,
