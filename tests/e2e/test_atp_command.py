@@ -248,7 +248,7 @@ def test_broken_plugin_is_reported_and_the_rest_work(tmp_path: Path) -> None:
     assert plugins.returncode == 0
     assert ("broken  (atp-broken-plugin 0.1)\n    error: failed to load: ModuleNotFoundError: "
             "No module named 'atp_broken_plugin_missing_module'") in plugins.stdout
-    assert "adapters  (atp-adapters 0.1.0)\n    adapters: cli, python, http, websocket, grpc, container\n    services: tools\n" in plugins.stdout
+    assert "adapters  (atp-adapters 0.1.0)\n    adapters: cli, python, http, websocket, grpc, container, langgraph, crewai, term-sdk, agent-interface\n    services: tools\n" in plugins.stdout
     run = atp("test", f"--suite={QUICKSTART}", "--agent=research-agent", cwd=tmp_path, env=env)
     assert run.returncode == 0
     assert "atp: warning: plugin 'broken': failed to load" in run.stderr

@@ -184,6 +184,55 @@ def test_an_agent_that_cannot_start_fails_reachable_and_skips_the_rest(tmp_path:
     assert "the agent is not reachable" in line_of(result.stdout, "probe")
 
 
+def test_an_http_agent_nothing_answers_for_is_said_to_be_unreachable(tmp_path: Path) -> None:
+    """The http adapter tells an agent it cannot reach (start it) from one that fails its health
+    check; its wording was "says it is unhealthy ... make the agent healthy" for both."""
+    from tests.network import free_port
+
+    port = free_port()
+    suite = write(
+        tmp_path / "suite.yaml",
+        "test_suite: v\nagents:\n"
+        f"  - {{name: web, type: http, endpoint: 'http://127.0.0.1:{port}/run'}}\n"
+        "tests:\n  - id: t\n    task: {description: x}\n",
+    )
+    result = validate(str(suite), cwd=tmp_path)
+    assert result.returncode == 1, result.stdout + result.stderr
+    reachable = line_of(result.stdout, "reachable")
+    assert "the agent's health check cannot reach it" in reachable
+    assert f"seen: cannot reach agent 'web' at http://127.0.0.1:{port}/run/health: connection refused" in reachable
+    assert "fix:  start the agent (or wait until it is ready), then validate it again" in reachable
+    assert "the agent is not reachable" in line_of(result.stdout, "probe")
+
+
+def test_an_adapter_with_the_default_health_keeps_its_wording() -> None:
+    """An adapter that only says yes or no (its health_check; the default health()) cannot tell
+    an agent it cannot reach from an unhealthy one: `atp validate` says what it always said."""
+    import anyio
+
+    from atp.cli.commands.validate import Validation
+    from atp.core.adapter import Adapter
+    from atp.core.secrets import Masker
+
+    class Sulking(Adapter):
+        type = "sulking"
+
+        async def health_check(self) -> bool:
+            return False
+
+        async def execute(self, request: object, sink: object) -> object:  # type: ignore[override]
+            raise AssertionError("not sent: the agent is not healthy")
+
+    validation = Validation(
+        lambda: Sulking(None, name="a", base_dir=Path(".")), "sulking", timeout=5, masker=Masker(), report=lambda _: None
+    )
+    reachable, *rest = anyio.run(validation.run)
+    assert (reachable.name, reachable.outcome) == ("reachable", "failed")
+    assert reachable.summary == "the agent's health check says it is not healthy"
+    assert reachable.fix == "start the agent (or wait until it is ready), then validate it again"
+    assert [r.outcome for r in rest] == ["skipped"] * 4
+
+
 def test_events_out_of_order_fail_the_events_check_saying_where(tmp_path: Path) -> None:
     result = validate(str(agents_suite(tmp_path, "out_of_order")), "--json", cwd=tmp_path)
     assert result.returncode == 1, result.stdout + result.stderr

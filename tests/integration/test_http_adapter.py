@@ -326,6 +326,56 @@ def test_health_check(agent: FaultyAgent) -> None:
     assert anyio.run(check, "http://no-such-host.invalid:8000", False) is False
 
 
+def test_health_tells_an_agent_it_cannot_reach_from_one_that_fails_its_check(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`atp validate` and `atp list-agents --check` say "cannot reach it" (start the agent) for an
+    agent nothing answers for, and what failed for one that answers wrongly."""
+    import socket
+
+    import atp.adapters.http as http
+    from atp.core.adapter import Health
+
+    monkeypatch.setattr(http, "HEALTH_SECONDS", 0.5)
+
+    def health(url: str) -> Health:
+        return anyio.run(adapter_for({"endpoint": url, "connect_timeout": 2}).health)
+
+    with FaultyAgent() as server:
+        assert health(server.url) == Health(status="healthy")
+    with FaultyAgent(health_status=503) as server:
+        assert health(server.url) == Health(
+            status="unhealthy", detail=f"GET {server.url}/health answered HTTP 503 Service Unavailable"
+        )
+    with FaultyAgent(health_status=302) as server:
+        redirected = health(server.url)
+        assert redirected.status == "unhealthy"
+        assert redirected.detail.startswith(f"GET {server.url}/health failed: the agent answered with a redirect (HTTP 302)")
+    port = free_port()
+    assert health(f"http://127.0.0.1:{port}") == Health(
+        status="unreachable",
+        detail=f"cannot reach agent 'agent' at http://127.0.0.1:{port}/health: connection refused (is the agent "
+        "running and listening there?)",
+    )
+    with socket.socket() as silent:  # (accepts connections, never answers)
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        url = f"http://127.0.0.1:{silent.getsockname()[1]}"
+        assert health(url) == Health(status="unhealthy", detail=f"GET {url}/health failed: no answer within 0.5 s")
+
+
+def test_a_network_adapter_without_health_of_its_own_says_when_it_cannot_reach_the_agent() -> None:
+    pytest.importorskip("websockets", reason="the websocket adapter needs websockets")
+    from atp.adapters.websocket import WebSocketAdapter, WebSocketSettings
+
+    port = free_port()
+    settings = msgspec.convert({"endpoint": f"ws://127.0.0.1:{port}/ws"}, WebSocketSettings)
+    health = anyio.run(WebSocketAdapter(settings, name="agent", base_dir=Path(".")).health)
+    assert health.status == "unreachable"
+    assert health.detail == (
+        f"cannot reach agent 'agent' at ws://127.0.0.1:{port}/ws: connection refused (is the agent running and "
+        "listening there?)"
+    )
+
+
 # --- secrets, TLS, settings ----------------------------------------------------------------
 
 

@@ -393,7 +393,9 @@ def test_the_plugin_registers_python_and_not_the_testing_helper() -> None:
 
     plugins = Plugins(entry_points=False)
     plugins.register(atp.adapters.plugin, name="adapters")
-    assert set(plugins.adapters) == {"cli", "python", "http", "websocket", "grpc", "container"}  # not "function"
+    assert set(plugins.adapters) == {
+        "cli", "python", "http", "websocket", "grpc", "container", "langgraph", "crewai", "term-sdk", "agent-interface",
+    }  # not "function"
     assert plugins.adapters["python"] is PythonAdapter
 
 

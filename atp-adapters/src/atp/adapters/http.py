@@ -29,8 +29,10 @@ The wire format:
   wait for it.
 - Whatever the URL, the answer's ``Content-Type`` says how it is read: ``text/event-stream`` as
   a stream, anything else as one ATP Response.
-- ``GET {endpoint}/health`` for :meth:`HttpAdapter.health_check` (a 404 counts as healthy: the
-  agent answered, it just has no health endpoint).
+- ``GET {endpoint}/health`` for :meth:`HttpAdapter.health` and ``health_check`` (a 404 counts
+  as healthy: the agent answered, it just has no health endpoint): ``unreachable`` when no
+  connection opens, ``unhealthy`` saying what failed otherwise (an HTTP status, a redirect, no
+  answer within :data:`HEALTH_SECONDS`).
 
 One ``httpx.AsyncClient`` (one pool of keep-alive connections) per agent serves every run, also
 with ``--parallel``; it is made in :meth:`HttpAdapter.start` and closed in
@@ -51,15 +53,21 @@ from urllib.parse import urlsplit, urlunsplit
 import anyio
 
 from atp.adapters.network import (
-    ERROR_BODY_BYTES,
     Incoming,
     NetworkAdapter,
     NetworkSettings,
+    http_client,
+    http_failure,
+    read_body,
+    read_some,
+    redirect_words,
     refusal,
+    request_errors,
     shown_url,
     tls_context,
     unreachable,
 )
+from atp.core.adapter import Health
 from atp.core.errors import AdapterError, AgentError, ProtocolError
 from atp.core.plugins import require
 from atp.core.protocol import ATPRequest, ATPResponse, encode
@@ -67,12 +75,8 @@ from atp.core.trace import EventSink
 
 ATP_JSON = "application/vnd.atp.v1+json"
 EVENT_STREAM = "text/event-stream"
-KEEPALIVE_CONNECTIONS = 1000
-"""Idle connections kept open for the next runs: more than ``--parallel`` ever asks, so that
-runs reuse connections instead of opening new ones."""
-KEEPALIVE_SECONDS = 60.0
 HEALTH_SECONDS = 10.0
-"""How long :meth:`HttpAdapter.health_check` waits for the agent's answer."""
+"""How long :meth:`HttpAdapter.health` waits for the agent's answer."""
 FALLBACK_STATUSES = (404, 405)
 """Answers to ``/execute/stream`` that make ``stream: auto`` use ``/execute``."""
 FINISH_BYTES = 64 * 1024
@@ -169,20 +173,7 @@ class HttpAdapter(NetworkAdapter):
         self._client = self._new_client()
 
     def _new_client(self) -> Any:
-        httpx = self._httpx
-        # An http:// endpoint never uses TLS: a context that trusts nothing is made in
-        # microseconds, where loading every CA takes milliseconds.
-        verify = self._tls if self._tls is not None else ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-        return httpx.AsyncClient(
-            verify=verify,
-            timeout=httpx.Timeout(None, connect=self.settings.connect_timeout),
-            limits=httpx.Limits(
-                max_connections=None,  # --parallel bounds the runs in flight
-                max_keepalive_connections=KEEPALIVE_CONNECTIONS,
-                keepalive_expiry=KEEPALIVE_SECONDS,
-            ),
-            follow_redirects=False,
-        )
+        return http_client(self._httpx, connect_timeout=self.settings.connect_timeout, tls=self._tls)
 
     async def aclose(self) -> None:
         client, self._client = self._client, None
@@ -196,16 +187,47 @@ class HttpAdapter(NetworkAdapter):
     async def healthy(self) -> bool:
         """Whether ``GET {endpoint}/health`` answers (2xx, or 404: no health endpoint, but the
         agent is there) within :data:`HEALTH_SECONDS`."""
-        httpx = self._httpx
+        return (await self._health()).status == "healthy"
+
+    async def health(self) -> Health:
+        """``GET {endpoint}/health`` (the client opened for the moment when the adapter was not
+        started): ``healthy`` for a 2xx or a 404; ``unreachable`` when no connection opens
+        (saying why); ``unhealthy`` saying what failed: another HTTP status, a redirect, no whole
+        answer within :data:`HEALTH_SECONDS`."""
+        if self.opened:
+            return await self._health()
+        await self.start()
         try:
-            answer = await self._client.get(
-                self.health_url,
-                headers=self.headers[False],
-                timeout=httpx.Timeout(HEALTH_SECONDS, connect=self.settings.connect_timeout),
-            )
-        except httpx.HTTPError:
-            return False
-        return answer.is_success or answer.status_code == 404
+            return await self._health()
+        finally:
+            await self.aclose()
+
+    async def _health(self) -> Health:
+        httpx = self._httpx
+        url = self.health_url
+        where = f"GET {shown_url(url)}"
+        try:
+            with anyio.fail_after(HEALTH_SECONDS):
+                async with self._client.stream(
+                    "GET",
+                    url,
+                    headers=self.headers[False],
+                    timeout=httpx.Timeout(HEALTH_SECONDS, connect=self.settings.connect_timeout),
+                ) as answer:
+                    status, location = answer.status_code, answer.headers.get("location", "")
+        except TimeoutError:
+            return Health(status="unhealthy", detail=f"{where} failed: no answer within {HEALTH_SECONDS:g} s")
+        except request_errors(httpx) as exc:
+            failure = http_failure(httpx, exc, url, connect_timeout=self.settings.connect_timeout)
+            if failure.kind == "connect":
+                return Health(status="unreachable", detail=str(unreachable(self.name, url, exc, connect_timeout=self.settings.connect_timeout)))
+            return Health(status="unhealthy", detail=f"{where} failed: {failure.words}")
+        if 200 <= status < 300 or status == 404:
+            return Health(status="healthy")
+        if 300 <= status < 400:
+            return Health(status="unhealthy", detail=f"{where} failed: {redirect_words(status, location)}")
+        phrase = httpx.codes.get_reason_phrase(status)
+        return Health(status="unhealthy", detail=f"{where} answered HTTP {status} {phrase}".rstrip())
 
     # --- runs ------------------------------------------------------------------------------
 
@@ -254,30 +276,27 @@ class HttpAdapter(NetworkAdapter):
                         self._decided(probe)
                 if probe is None or self._stream is not False:
                     return await self._read(answer, incoming, stream)
-        except httpx.HTTPError as exc:
+        except request_errors(httpx) as exc:
             raise self._fault(exc, url, incoming) from None
         return await self._post(client, False, body, sink)  # (the agent does not stream)
 
-    def _fault(self, exc: Exception, url: str, incoming: Incoming) -> Exception:
-        """An httpx error as what happened to the run."""
-        httpx = self._httpx
-        if isinstance(exc, (httpx.ConnectError, httpx.ConnectTimeout, httpx.ProxyError)):
+    def _fault(self, exc: BaseException, url: str, incoming: Incoming) -> Exception:
+        """An httpx error as what happened to the run (:func:`~atp.adapters.network.http_failure`)."""
+        failure = http_failure(self._httpx, exc, url, connect_timeout=self.settings.connect_timeout)
+        if failure.kind == "connect":
             return unreachable(self.name, url, exc, connect_timeout=self.settings.connect_timeout)
-        if isinstance(exc, httpx.DecodingError):
-            return AgentError(f"{incoming.where}: the agent's answer cannot be decoded ({exc}), {incoming.so_far}")
-        detail = str(exc) or type(exc).__name__
-        return incoming.cut(detail.rstrip("."))
+        if failure.kind == "url":
+            return AdapterError(f"{incoming.where}: {failure.words}")
+        if failure.kind == "decode":
+            return AgentError(f"{incoming.where}: {failure.words}, {incoming.so_far}")
+        return incoming.cut(failure.words)
 
     async def _read(self, answer: Any, incoming: Incoming, stream: bool) -> ATPResponse:
         status = answer.status_code
         if not answer.is_success:
             if answer.is_redirect:
-                location = answer.headers.get("location", "")
-                raise AgentError(
-                    f"{incoming.where}: the agent answered with a redirect (HTTP {status}) to "
-                    f"{shown_url(location)!r}; ATP does not follow redirects: set 'endpoint' to where the agent is"
-                )
-            data = await self._some(answer, ERROR_BODY_BYTES)
+                raise AgentError(f"{incoming.where}: {redirect_words(status, answer.headers.get('location', ''))}")
+            data = await read_some(answer)
             hint = ""
             if stream and status in FALLBACK_STATUSES and self.settings.stream is True:
                 hint = "; the agent has no streaming endpoint: set 'stream: false' (or 'auto')"
@@ -285,24 +304,9 @@ class HttpAdapter(NetworkAdapter):
             raise refusal(incoming.where, status, phrase, data, hint=hint)
         if EVENT_STREAM in answer.headers.get("content-type", "").lower():
             return await self._read_events(answer, incoming)
-        length = answer.headers.get("content-length", "")
-        if length.isdigit() and int(length) > incoming.limit:
-            raise incoming.flooded()
-        chunks = []
-        async for chunk in answer.aiter_bytes():
-            incoming.received(len(chunk))
-            chunks.append(chunk)
-        return incoming.body(chunks[0] if len(chunks) == 1 else b"".join(chunks))
-
-    @staticmethod
-    async def _some(answer: Any, limit: int) -> bytes:
-        """At most ``limit`` bytes of an answer's body (the rest is left unread)."""
-        data = b""
-        async for chunk in answer.aiter_bytes():
-            data += chunk
-            if len(data) >= limit:
-                return data[:limit]
-        return data
+        data = await read_body(answer, incoming.limit - incoming.received_bytes, incoming.flooded)
+        incoming.received(len(data))
+        return incoming.body(data)
 
     async def _read_events(self, answer: Any, incoming: Incoming) -> ATPResponse:
         """An SSE stream: the messages of each network read decoded and delivered together,

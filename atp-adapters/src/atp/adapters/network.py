@@ -39,6 +39,14 @@ Faults, worded by the functions here so that every network adapter says the same
 
 The runner's time limit cancels the adapter's ``execute``: the adapter closes its connection, and
 the events delivered until then stay in the run's trace.
+
+Health (:meth:`NetworkAdapter.health`, for ``atp validate`` and ``atp list-agents --check``): an
+agent whose health check fails is ``unreachable``, saying why, when no connection to its
+endpoint opens, else ``unhealthy``. The adapters that speak HTTP with httpx (``http``,
+``agent-interface``, ``term-sdk``) share how their client is made (:func:`http_client`), how a
+body is read within a bound (:func:`read_body`, which trusts a ``Content-Length`` over the bound
+to refuse at once; :func:`read_some`), and how an httpx error is worded (:func:`http_failure`).
+Agent text that ATP's own errors and warnings quote is masked and cut first (:func:`quoted`).
 """
 
 from __future__ import annotations
@@ -48,16 +56,18 @@ import math
 import re
 import socket
 import ssl
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal, NamedTuple
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
+import anyio
 import msgspec
 
-from atp.core.adapter import Adapter
+from atp.core.adapter import Adapter, Health
 from atp.core.errors import AdapterError, AgentError, AgentRefused, ProtocolError
 from atp.core.protocol import ATPResponse, Event, decode_event, decode_event_lines, decode_response
+from atp.core.text import mask, printable, shorten
 from atp.core.trace import EventSink
 
 MiB = 1024 * 1024
@@ -68,6 +78,13 @@ DEFAULT_CONNECT_TIMEOUT = 10.0
 MAX_CONNECT_TIMEOUT = 600.0
 ERROR_BODY_BYTES = 64 * 1024
 """How much of an error answer (an HTTP 500's body) ATP reads to show what it says."""
+KEEPALIVE_CONNECTIONS = 1000
+"""Idle connections an HTTP client keeps open for the next runs: more than ``--parallel`` ever
+asks, so that runs reuse connections instead of opening new ones."""
+KEEPALIVE_SECONDS = 60.0
+QUOTE_CHARS = 200
+"""The most of an agent's text (an Location header, a health report's ``last_error``) that an
+error or a warning ATP words itself quotes, after secrets are masked."""
 
 SECRET_HEADERS = frozenset({"authorization", "proxy-authorization", "cookie", "x-api-key", "api-key"})
 """Headers whose values are always secrets."""
@@ -213,6 +230,48 @@ class NetworkAdapter(Adapter):
         finally:
             await self.aclose()
 
+    async def health(self) -> Health:
+        """``healthy`` when the health check passes. When it does not: ``unreachable``, saying
+        why, when no connection to the endpoint's host and port opens within ``connect_timeout``
+        (refused, a host name that does not resolve); else ``unhealthy`` (something answers
+        there, but not as a healthy agent). An adapter that knows more overrides it."""
+        if await self.health_check():
+            return Health(status="healthy")
+        endpoint = self.settings.endpoint
+        failure = await connect_test(endpoint, self.settings.connect_timeout)
+        if failure is not None:
+            return Health(status="unreachable", detail=f"cannot reach agent {self.name!r} at {shown_url(endpoint)}: {failure}")
+        return Health(
+            status="unhealthy",
+            detail=f"a connection to {shown_url(endpoint)} opens, but the agent's health check fails there",
+        )
+
+
+DEFAULT_PORTS = {"http": 80, "https": 443, "ws": 80, "wss": 443}
+
+
+async def connect_test(url: str, connect_timeout: float) -> str | None:
+    """Why no TCP connection to the host and port of ``url`` opens within ``connect_timeout``
+    (:func:`connect_failure`'s words), or ``None`` when one does (it is closed at once); also
+    ``None`` when the URL names no port and its scheme has no default one."""
+    try:
+        parts = urlsplit(url)
+        host, port = parts.hostname, parts.port or DEFAULT_PORTS.get(parts.scheme.lower())
+    except ValueError:
+        return None
+    if not host or port is None:
+        return None
+
+    def connect() -> None:
+        socket.create_connection((host, port), timeout=connect_timeout).close()
+
+    try:
+        with anyio.fail_after(connect_timeout + 1):
+            await anyio.to_thread.run_sync(connect, abandon_on_cancel=True)
+    except (OSError, TimeoutError) as exc:
+        return connect_failure(exc, url, connect_timeout)
+    return None
+
 
 def secret_name(name: str) -> bool:
     """Whether a header or query parameter of this name carries a secret."""
@@ -262,7 +321,124 @@ def tls_context(settings: NetworkSettings, base_dir: Path, *, agent: str) -> ssl
     return context
 
 
+# --- HTTP (httpx): the http, agent-interface and term-sdk adapters ---------------------------
+
+
+def http_client(
+    httpx: Any,
+    *,
+    connect_timeout: float,
+    timeout: float | None = None,
+    tls: ssl.SSLContext | None = None,
+    trust_env: bool = True,
+) -> Any:
+    """An ``httpx.AsyncClient`` for one agent: ``connect_timeout`` seconds to connect, ``timeout``
+    for each read and write (``None``: the caller bounds the exchange; httpx's timeouts are per
+    read, so a caller that must bound a whole answer wraps it in ``anyio.fail_after``), a pool
+    of keep-alive connections for the next runs (``--parallel`` bounds the runs in flight), and
+    redirects never followed. ``tls`` is the context of an ``https`` endpoint
+    (:func:`tls_context`); without one, a context that trusts nothing is made in microseconds
+    (where loading every CA takes milliseconds): an ``http`` URL never uses it.
+    ``trust_env=False``: no proxy from the environment (ATP and an agent it started itself)."""
+    verify = tls if tls is not None else ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    return httpx.AsyncClient(
+        verify=verify,
+        timeout=httpx.Timeout(timeout, connect=connect_timeout),
+        limits=httpx.Limits(
+            max_connections=None,
+            max_keepalive_connections=KEEPALIVE_CONNECTIONS,
+            keepalive_expiry=KEEPALIVE_SECONDS,
+        ),
+        follow_redirects=False,
+        trust_env=trust_env,
+    )
+
+
+def request_errors(httpx: Any) -> tuple[type[BaseException], ...]:
+    """What sending a request with httpx may raise besides the run's own errors: its transport
+    and protocol errors, and ``InvalidURL`` (a URL httpx will not send, which is not an
+    ``HTTPError``)."""
+    return (httpx.HTTPError, httpx.InvalidURL)
+
+
+async def read_body(answer: Any, limit: int, flooded: Callable[[], Exception]) -> bytes:
+    """The whole body of a streamed httpx answer, at most ``limit`` bytes: ``flooded()`` is
+    raised as soon as its ``Content-Length`` or what arrived says it is larger (nothing more is
+    read)."""
+    length = answer.headers.get("content-length", "")
+    if length.isdigit() and int(length) > limit:
+        raise flooded()
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in answer.aiter_bytes():
+        size += len(chunk)
+        if size > limit:
+            raise flooded()
+        chunks.append(chunk)
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
+async def read_some(answer: Any, limit: int = ERROR_BODY_BYTES) -> bytes:
+    """At most ``limit`` bytes of an answer's body (an error answer's, to show what it says);
+    the rest is left unread."""
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in answer.aiter_bytes():
+        chunks.append(chunk)
+        size += len(chunk)
+        if size >= limit:
+            break
+    return b"".join(chunks)[:limit]
+
+
+class HttpFailure(NamedTuple):
+    """What went wrong with one HTTP request (:func:`http_failure`)."""
+
+    kind: Literal["connect", "timeout", "decode", "url", "cut"]
+    """``connect``: no connection (the agent cannot be reached); ``timeout``: no answer within a
+    read or write timeout; ``decode``: an answer whose content encoding is broken; ``url``: a
+    URL httpx will not send; ``cut``: the connection broke (or another transport error)."""
+    words: str
+
+
+def http_failure(
+    httpx: Any, exc: BaseException, url: str, *, connect_timeout: float | None = None, timeout: str | None = None
+) -> HttpFailure:
+    """An httpx error of a request to ``url`` in words: :func:`connect_failure`'s for no
+    connection; ``timeout`` (``no answer within 10 s (request_timeout)``) for a read or write
+    timeout when given (else it is a ``cut``)."""
+    if isinstance(exc, (httpx.InvalidURL, httpx.UnsupportedProtocol)):
+        return HttpFailure("url", f"ATP cannot send a request to this URL ({exc})")
+    if isinstance(exc, (httpx.ConnectError, httpx.ConnectTimeout, httpx.ProxyError)):
+        return HttpFailure("connect", connect_failure(exc, url, connect_timeout))
+    if isinstance(exc, httpx.TimeoutException) and timeout is not None:
+        return HttpFailure("timeout", timeout)
+    if isinstance(exc, httpx.DecodingError):
+        return HttpFailure("decode", f"the agent's answer cannot be decoded ({exc})")
+    return HttpFailure("cut", (str(exc) or type(exc).__name__).rstrip("."))
+
+
+def redirect_words(status: int, location: str) -> str:
+    """A redirect answer (status ``status`` to ``location``, agent text: masked, shortened) in
+    words."""
+    return (
+        f"the agent answered with a redirect (HTTP {status}) to {quoted(shown_url(location))!r}; ATP does not "
+        f"follow redirects: set 'endpoint' to where the agent is"
+    )
+
+
 # --- faults ----------------------------------------------------------------------------------
+
+
+def quoted(text: str, limit: int = QUOTE_CHARS, *, secrets: Any = None) -> str:
+    """Agent text as an error or a warning ATP words itself may quote it: its secrets masked
+    (``secrets``, a :class:`~atp.core.secrets.Masker` of the agent's own settings, and the
+    run's, when there is one: :func:`~atp.core.text.mask`), then shortened to ``limit``
+    characters and made printable. Text that reaches the terminal as it is (an ``atp: error:``,
+    a warning) needs this: only evidence of an AgentError is masked by the runner."""
+    if secrets is not None:
+        text = secrets.text(text)
+    return printable(shorten(mask(text), limit))
 
 
 def unreachable(agent: str, url: str, exc: BaseException, *, connect_timeout: float | None = None) -> AdapterError:

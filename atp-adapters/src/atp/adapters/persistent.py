@@ -55,9 +55,11 @@ if TYPE_CHECKING:
 logger = logging.getLogger("atp.adapters.persistent")
 
 
-class _Quiet:
-    """The sink of a process between runs. Nothing reads its pipes then (what it writes
-    meanwhile goes to the next run), so nothing comes here but the rest of a line cut short."""
+class Quiet:
+    """A sink that drops everything: the sink of a process between runs (nothing reads its
+    pipes then, what it writes meanwhile goes to the next run, so nothing comes here but the
+    rest of a line cut short), and of a term-sdk agent started for a health check, which has
+    no run to log to."""
 
     def event(self, event: Event, raw: bytes | None = None) -> None:
         pass
@@ -72,7 +74,7 @@ class _Quiet:
         pass
 
 
-_QUIET = _Quiet()
+QUIET = Quiet()
 
 
 class Worker:
@@ -88,7 +90,7 @@ class Worker:
         """The runs it has served (or is serving)."""
         self.stdout = bytearray()
         """stdout read and not yet taken (what came after the last response)."""
-        self.err = StderrLines(_QUIET, max_line)
+        self.err = StderrLines(QUIET, max_line)
 
     @property
     def alive(self) -> bool:
@@ -137,7 +139,7 @@ class ProcessPool:
         self.busy.discard(worker)
         limit = self.settings.max_runs_per_process
         if done and not self.closed and (limit is None or worker.runs < limit):
-            worker.err.sink = _QUIET
+            worker.err.sink = QUIET
             self.idle.append(worker)
         else:
             await self._retire(worker, sink, gently=done)

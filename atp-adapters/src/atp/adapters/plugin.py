@@ -26,6 +26,15 @@ def atp_register_adapters(register: Any) -> None:
     from atp.adapters.container import ContainerAdapter
 
     register(ContainerAdapter)  # a Docker image, a container per run: type: container
+    from atp.adapters.agent_interface import AgentInterfaceAdapter
+    from atp.adapters.crewai import CrewAIAdapter
+    from atp.adapters.langgraph import LangGraphAdapter
+    from atp.adapters.term_sdk import TermSdkAdapter
+
+    register(LangGraphAdapter)  # a LangGraph graph run in the ATP process: type: langgraph
+    register(CrewAIAdapter)  # a CrewAI crew run in the ATP process: type: crewai
+    register(TermSdkAdapter)  # a Term Challenge SDK 2.0 agent server: type: term-sdk
+    register(AgentInterfaceAdapter)  # an Agent Interface Standard v1.0 agent: type: agent-interface
 
 
 @hookimpl

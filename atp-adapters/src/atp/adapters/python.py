@@ -50,11 +50,11 @@ import os
 import sys
 import threading
 import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from types import FrameType, ModuleType, TracebackType
-from typing import Any, NoReturn, Protocol, Union
+from typing import Any, NoReturn, Protocol, TypeVar, Union
 
 import anyio
 import msgspec
@@ -81,6 +81,7 @@ _ENCODE_ERRORS = (TypeError, ValueError, OverflowError, RecursionError, msgspec.
 """What encoding what an agent built can raise (an object JSON cannot hold, a cycle)."""
 _encoder = msgspec.json.Encoder()
 _THIS_FILE = os.path.abspath(__file__)
+_T = TypeVar("_T")
 MAX_FOLDERS_CHARS = 400
 """How much of the list of folders searched a "module not found" message shows."""
 
@@ -117,11 +118,13 @@ class PythonSettings(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
                 raise ValueError(f"'path[{index}]' holds a NUL byte (\\0), which no path can")
 
 
-def callable_problem(value: str) -> str | None:
-    """What is wrong with the form of a ``callable`` setting, or ``None``."""
+def callable_problem(value: str, setting: str = "callable") -> str | None:
+    """What is wrong with the form of a ``callable`` setting (or of another ``module:attribute``
+    setting, named ``setting`` in the message), or ``None``."""
     example = "like my_agent:run, or my_package.agent:Agent.run"
+    label = f"'{setting}'"
     if "\0" in value:
-        return "'callable' holds a NUL byte (\\0), which no module or attribute name can"
+        return f"{label} holds a NUL byte (\\0), which no module or attribute name can"
     module, colon, attribute = value.partition(":")
     if not colon:
         hint = ""
@@ -129,27 +132,27 @@ def callable_problem(value: str) -> str | None:
         if dot and head and tail and not value.endswith(".py"):
             hint = f" (did you mean '{head}:{tail}'?)"
         return (
-            f"'callable' must be 'module:attribute' ({example}), not {value!r}: a ':' separates "
+            f"{label} must be 'module:attribute' ({example}), not {value!r}: a ':' separates "
             f"the module from the function{hint}"
         )
     if module.endswith(".py") or "/" in module or "\\" in module:
         stem = os.path.splitext(os.path.basename(module.replace("\\", "/")))[0] or "my_agent"
         return (
-            f"'callable' names a module, not a file: {module!r} is a path. Write the module's "
+            f"{label} names a module, not a file: {module!r} is a path. Write the module's "
             f"name ('{stem}:{attribute or 'run'}') and put its folder in 'path' (relative to "
             f"the file that defines the agent) unless it is that file's folder"
         )
     if not module:
-        return f"'callable' {value!r} has no module before the ':' ({example})"
+        return f"{label} {value!r} has no module before the ':' ({example})"
     if not attribute:
-        return f"'callable' {value!r} has no attribute after the ':' ({example})"
+        return f"{label} {value!r} has no attribute after the ':' ({example})"
     if ":" in attribute:
-        return f"'callable' {value!r} has more than one ':' ({example})"
+        return f"{label} {value!r} has more than one ':' ({example})"
     for what, name in (("module", module), ("attribute", attribute)):
         for part in name.split("."):
             if not part.isidentifier():
                 return (
-                    f"'callable' {value!r}: {name!r} is not a valid {what} name "
+                    f"{label} {value!r}: {name!r} is not a valid {what} name "
                     f"(dotted Python identifiers, {example})"
                 )
     return None
@@ -242,6 +245,16 @@ class PythonAdapter(Adapter):
 
     def _load(self) -> AgentCallable:
         """(In a worker thread.) The agent callable, imported."""
+        target = self.import_attribute()
+        if not callable(target):
+            raise self._error(f"it is {_a(target)}, not a function or other callable", "cannot call")
+        self._check_signature(target)
+        return target  # type: ignore[no-any-return]
+
+    def import_attribute(self) -> Any:
+        """(Blocking: call it in a worker thread.) What ``callable`` names, imported, whatever
+        it is; an AdapterError saying what to do when it cannot be. (For the adapters that run
+        other Python objects in ATP's process too: see :func:`attribute_importer`.)"""
         for folder in self.folders:
             if not folder.is_dir():
                 what = "is not a folder" if folder.exists() else "does not exist"
@@ -267,10 +280,7 @@ class PythonAdapter(Adapter):
                     f"looking up {part!r} on {walked} raised {type(exc).__name__}: {exc}{where}"
                 ) from exc
             walked = f"{walked}{'.' if ':' in walked else ':'}{part}"
-        if not callable(target):
-            raise self._error(f"it is {_a(target)}, not a function or other callable", "cannot call")
-        self._check_signature(target)
-        return target  # type: ignore[no-any-return]
+        return target
 
     def _import(self) -> ModuleType:
         name = self.module_name
@@ -422,6 +432,11 @@ class PythonAdapter(Adapter):
                 evidence=raw,
             ) from None
 
+    def where(self, tb: TracebackType | None) -> str:
+        """`` (at file:line)`` where the traceback ``tb`` ends, as the python adapter names the
+        place an agent raised (public for the adapters of :func:`attribute_importer`)."""
+        return self._where(tb)
+
     def _where(self, tb: TracebackType | None) -> str:
         """`` (at file:line)`` where ``tb`` ends (and the agent's own last line when that is in
         a library), or ``""``."""
@@ -450,6 +465,45 @@ class PythonAdapter(Adapter):
         if path.is_relative_to(self.base_dir):
             return str(path.relative_to(self.base_dir))
         return str(path)
+
+
+def attribute_importer(spec: str, *, agent: str, base_dir: Path, path: Sequence[str] = ()) -> PythonAdapter:
+    """The python adapter's import machinery, for the adapters that run other Python objects in
+    ATP's process (langgraph, crewai): a python adapter of agent ``agent`` set up to import
+    ``spec`` (``module:attribute``; check its form with :func:`callable_problem` first), with
+    the ``path`` folders relative to ``base_dir`` (the folder of the file defining the agent).
+    Its :meth:`PythonAdapter.import_attribute` (blocking: call it in a worker thread) returns
+    the object, or raises AdapterError saying what to do; its :meth:`PythonAdapter.where` names
+    where in the agent's code an exception was raised."""
+    return PythonAdapter(PythonSettings(callable=spec, path=list(path)), name=agent, base_dir=base_dir)
+
+
+def call_in_loop(
+    loop: asyncio.AbstractEventLoop, function: Callable[[], _T], *, context: contextvars.Context | None = None
+) -> _T:
+    """(From a thread other than ``loop``'s.) Call ``function`` on the event loop's thread and
+    wait for it: what it returns, or what it raised, raised here. The waiting is back-pressure: a
+    thread emitting events in a tight loop goes at the pace the event loop delivers them, and the
+    loop stays free for its timeouts and signals. RunEnded once the event loop is closed (ATP has
+    finished). For the adapters that run an agent in ATP's process (python, langgraph)."""
+    future: concurrent.futures.Future[_T] = concurrent.futures.Future()
+
+    def call() -> None:
+        try:
+            result = function()
+        except BaseException as exc:
+            future.set_exception(exc)
+        else:
+            future.set_result(result)
+
+    try:
+        loop.call_soon_threadsafe(call, context=context)
+    except RuntimeError:  # the event loop is closed: ATP has finished
+        raise RunEnded("the run is over: ATP has finished") from None
+    while not concurrent.futures.wait([future], timeout=1.0).done:
+        if loop.is_closed():  # (closed before it called the function: it never will)
+            raise RunEnded("the run is over: ATP has finished")
+    return future.result()
 
 
 class _Run:
@@ -492,21 +546,7 @@ class _Run:
         if threading.get_ident() == self.loop_thread:
             self._deliver(event, timestamp, caller)
             return
-        future: concurrent.futures.Future[None] = concurrent.futures.Future()
-
-        def deliver() -> None:
-            try:
-                self._deliver(event, timestamp, caller)
-            except BaseException as exc:
-                future.set_exception(exc)
-            else:
-                future.set_result(None)
-
-        try:
-            self.loop.call_soon_threadsafe(deliver, context=self.context)
-        except RuntimeError:  # the event loop is closed: ATP has finished
-            raise RunEnded("the run is over: ATP has finished") from None
-        future.result()
+        call_in_loop(self.loop, lambda: self._deliver(event, timestamp, caller), context=self.context)
 
     def _deliver(self, event: Any, timestamp: datetime | None, caller: FrameType) -> None:
         """(On the event loop's thread.) Check ``event``, fill in its defaults, hand it to the sink."""

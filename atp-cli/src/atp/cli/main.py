@@ -153,18 +153,29 @@ def _failed(exc: Exception) -> int:
     if _debug:
         _traceback(exc)
     if isinstance(exc, PluginFailed):
-        click.echo(f"atp: plugin error: {printable(str(exc))}", err=True)
+        click.echo(f"atp: plugin error: {printable(_masked(str(exc)))}", err=True)
         return EXIT_PLUGIN
     if isinstance(exc, AtpError):
-        click.echo(f"atp: error: {printable(str(exc))}", err=True)
+        click.echo(f"atp: error: {printable(_masked(str(exc)))}", err=True)
         return EXIT_USAGE
     click.echo(
-        f"atp: internal error: {type(exc).__name__}: {printable(str(exc))}\n"
+        f"atp: internal error: {type(exc).__name__}: {printable(_masked(str(exc)))}\n"
         f"This is a bug in ATP{'' if _debug else ' (run with --debug for the traceback)'}; "
         f"the run directory keeps every finished result.",
         err=True,
     )
     return EXIT_INTERNAL
+
+
+def _masked(text: str) -> str:
+    """An error's text with the values of secret-looking environment variables masked (those a
+    run's masker takes from the ``${VAR}`` of an agent's settings): a last line of defence, as
+    the run's own masker is gone once its error reaches here. Adapters mask what they word
+    themselves with the run's masker and their settings' secrets (an agent's headers)."""
+    from atp.core.secrets import Masker, looks_secret
+
+    masker = Masker(value for name, value in os.environ.items() if looks_secret(name))
+    return masker.text(text) if masker else text
 
 
 def _traceback(exc: BaseException) -> None:

@@ -9,22 +9,75 @@ The runner enforces the time limit by cancelling :meth:`Adapter.execute`; an ada
 agent in a ``finally`` block. An agent that misbehaves (crashes, prints garbage, breaks the
 protocol) is reported by raising :class:`~atp.core.errors.AgentError`; an agent that cannot be
 reached or started at all, by :class:`~atp.core.errors.AdapterError`.
+
+Three optional hooks let ``atp validate`` and ``atp list-agents --check`` say more than "it
+answers" about any agent, whatever its type (:meth:`Adapter.health`, :meth:`Adapter.conformance`
+and :attr:`Adapter.foreign_protocol`); an adapter that defines none of them is checked as before.
 """
 
 import builtins
 import os
 from abc import ABC, abstractmethod
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import msgspec
 
+from atp.core.errors import AdapterError
 from atp.core.protocol import ATPRequest, ATPResponse
 from atp.core.trace import EventSink
 
 
 class NoSettings(msgspec.Struct, forbid_unknown_fields=True):
     """For adapters that take no settings."""
+
+
+HealthStatus = Literal["healthy", "degraded", "unhealthy", "unreachable", "unknown"]
+USABLE_HEALTH: frozenset[str] = frozenset({"healthy", "degraded", "unknown"})
+"""The statuses of an agent that can be tested: ``degraded`` and ``unknown`` with a note."""
+
+
+class Health(msgspec.Struct, frozen=True, kw_only=True):
+    """What an agent says of its health (:meth:`Adapter.health`).
+
+    ``status``: ``healthy``; ``degraded`` (it works, with trouble: a high error rate, say);
+    ``unhealthy`` (it answers but says it cannot work, or its health check fails);
+    ``unreachable`` (nothing answers); ``unknown`` (it answers, but its health cannot be read).
+    ``detail``: one line of what it reported (an error rate, its last error), or empty."""
+
+    status: HealthStatus
+    detail: str = ""
+
+    @property
+    def usable(self) -> bool:
+        """Whether runs can be sent to the agent (healthy, degraded or unknown)."""
+        return self.status in USABLE_HEALTH
+
+
+class ConformanceCheck(msgspec.Struct, frozen=True, kw_only=True):
+    """One check of an agent against its protocol beyond ATP's own (:meth:`Adapter.conformance`):
+    ``atp validate`` shows it like its own checks. ``name`` is short and stable (``agent-card``;
+    ``--json`` shows it), ``title`` a few words for the line (``agent card schema``),
+    ``message`` what was found; for a failure ``seen`` (what the agent sent that shows it, not
+    cut: ATP masks and shortens it) and ``fix``; ``notes`` for what passed but could be better."""
+
+    name: str
+    title: str
+    passed: bool
+    message: str
+    seen: tuple[str, ...] = ()
+    fix: str | None = None
+    notes: tuple[str, ...] = ()
+
+
+class AgentUnhealthy(AdapterError):
+    """Raised by :meth:`Adapter.start` when the agent answers but reports itself unhealthy, and
+    the agent's settings do not ask for it to be tested anyway: ``health`` is its report, so that
+    ``atp validate`` and ``atp list-agents --check`` show the status rather than "cannot start"."""
+
+    def __init__(self, message: str, *, health: Health) -> None:
+        super().__init__(message)
+        self.health = health
 
 
 class Adapter(ABC):
@@ -37,6 +90,11 @@ class Adapter(ABC):
     purpose. Without it, two plugins registering one agent type is an error naming both."""
     Settings: ClassVar[builtins.type[msgspec.Struct]] = NoSettings
     """The agent settings this adapter accepts (unknown keys are errors)."""
+    foreign_protocol: ClassVar[str | None] = None
+    """The protocol the agent speaks when it is not ATP (``"Agent Interface Standard v1.0"``):
+    the adapter translates each ATP Request into it. Checks that send raw ATP requests to see the
+    agent refuse them (``atp validate``'s ``malformed`` and ``version``) mean nothing then, and
+    are skipped with this as the reason. ``None``: the agent is given ATP Requests as they are."""
 
     @classmethod
     def secret_values(cls, settings: Any) -> list[str]:
@@ -72,6 +130,28 @@ class Adapter(ABC):
     async def health_check(self) -> bool:
         """Whether the agent can be reached."""
         return True
+
+    async def health(self) -> Health:
+        """The agent's health, for ``atp validate`` and ``atp list-agents --check``, which call
+        it after :meth:`start`. An adapter whose agent reports more than "it answers" (a status,
+        an error rate), or that can tell an agent it cannot reach (``unreachable``, with why) from
+        one that answers but fails its check (``unhealthy``, with what failed), overrides it. By
+        default it is :meth:`health_check`, without a detail: ``healthy``, or ``unhealthy`` when
+        the check says no (which may mean either); ``atp validate`` words that as it always has
+        ("the agent's health check says it is not healthy": start the agent). May raise
+        :class:`~atp.core.errors.AdapterError` (the agent is then shown as unreachable, with the
+        message)."""
+        if await self.health_check():
+            return Health(status="healthy")
+        return Health(status="unhealthy")
+
+    async def conformance(self) -> list[ConformanceCheck]:
+        """Checks of the agent's own protocol (its discovery endpoints against their schemas,
+        say) that ``atp validate`` runs after :meth:`start` (also after a start that raised
+        :class:`AgentUnhealthy`: the agent answers) and reports like its own, all of them within
+        the validation's time limit. None by default. A check that cannot be made (the agent
+        does not answer) is a failed check, not an exception."""
+        return []
 
     async def aclose(self) -> None:  # noqa: B027 - optional hook
         """Release what :meth:`start` acquired."""

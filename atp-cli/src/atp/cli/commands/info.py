@@ -13,9 +13,19 @@ from atp.cli.app import config_option, plugins, plugins_for, warn_problems
 from atp.core.text import printable
 
 if TYPE_CHECKING:
+    from atp.core.adapter import Health
+    from atp.core.config import AgentDefinition, Config, ResolvedAgent
     from atp.core.plugins import Plugins
+    from atp.core.secrets import Masker
 
 DISTRIBUTIONS = ("atp-kernel", "atp-adapters", "atp-evaluators", "atp-reporters", "atp-cli")
+CHECK_SECONDS = 10.0
+"""How long ``atp list-agents --check`` gives each agent by default (start and health)."""
+CLOSE_SECONDS = 10.0
+"""How long closing an adapter may take after its check (its agents are then stopped at once)."""
+DETAIL_CHARS = 200
+FAILING = ("unhealthy", "unreachable", "invalid")
+"""The statuses that make ``atp list-agents --check`` exit with 1."""
 
 
 def with_local_plugins(config_path: Path | None) -> Plugins:
@@ -100,9 +110,23 @@ def _show_keys(title: str, struct: type) -> None:
 
 @click.command("list-agents")
 @click.option("--suite", "suite_path", type=click.Path(path_type=Path, dir_okay=False), help="Also list the agents this suite defines.")
+@click.option(
+    "--check",
+    is_flag=True,
+    help="Also start each agent's adapter briefly and show its health: healthy, degraded, unhealthy or "
+    "unreachable (exit code 1 when one is not usable).",
+)
+@click.option(
+    "--timeout",
+    type=click.FloatRange(0, 3600, min_open=True),
+    default=CHECK_SECONDS,
+    metavar="SECONDS",
+    help=f"With --check: how long each agent may take to start and report (default {CHECK_SECONDS:g}).",
+)
 @config_option
-def list_agents_command(suite_path: Path | None, config_path: Path | None) -> int:
-    """List the agents defined in the config file (and in a suite, with --suite)."""
+def list_agents_command(suite_path: Path | None, check: bool, timeout: float, config_path: Path | None) -> int:
+    """List the agents defined in the config file (and in a suite, with --suite); with --check,
+    with each one's health."""
     from atp.core.config import agent_definitions, load_config
     from atp.core.suite import load_suite
 
@@ -114,12 +138,101 @@ def list_agents_command(suite_path: Path | None, config_path: Path | None) -> in
         click.echo("No agents defined: add them to atp.config.yaml or a suite's 'agents' list.")
         return 0
     width = max(len(n) for n in definitions)
+    statuses = check_agents(config, definitions, loaded, timeout) if check else {}
+    failing = False
     for name, definition in sorted(definitions.items()):
         where = ""
         if definition.document is not None:
             where = f"{definition.document.path}:{definition.document.line_of(definition.at)}"
-        click.echo(printable(f"{name.ljust(width)}  type={definition.type or '?'}  {where}"))
-    return 0
+        line = f"{name.ljust(width)}  type={definition.type or '?'}  {where}"
+        if name in statuses:
+            status, detail = statuses[name]
+            failing = failing or status in FAILING
+            line += f"  {status}" + (f" ({detail})" if detail else "")
+        click.echo(printable(line))
+    return 1 if failing else 0
+
+
+def check_agents(
+    config: Config, definitions: dict[str, AgentDefinition], loaded: Plugins, timeout: float
+) -> dict[str, tuple[str, str]]:
+    """Each agent's health status and its detail (masked, shortened), checked all at once, each
+    within ``timeout`` seconds. An agent whose definition does not resolve is ``invalid``."""
+    import logging
+
+    import anyio
+
+    from atp.core.config import masker_for, resolve_agent
+    from atp.core.errors import AtpError
+    from atp.core.text import shorten
+
+    statuses: dict[str, tuple[str, str]] = {}
+    agents: dict[str, tuple[ResolvedAgent, Masker]] = {}
+    for name, definition in definitions.items():
+        try:
+            agent = resolve_agent(definition, loaded.adapters)
+        except AtpError as exc:
+            statuses[name] = ("invalid", shorten(str(exc), DETAIL_CHARS))
+            continue
+        agents[name] = (agent, masker_for(config, agent))
+
+    async def one(name: str) -> None:
+        agent, masker = agents[name]
+        health = await agent_health(agent, timeout)
+        statuses[name] = (health.status, shorten(masker.text(health.detail), DETAIL_CHARS))
+
+    async def every() -> None:
+        async with anyio.create_task_group() as group:
+            for name in agents:
+                group.start_soon(one, name)
+
+    adapters_log = logging.getLogger("atp.adapters")
+    level = adapters_log.level
+    adapters_log.setLevel(logging.ERROR)  # (what an adapter warns about at start is the status shown)
+    try:
+        anyio.run(every)
+    finally:
+        adapters_log.setLevel(level)
+    return statuses
+
+
+async def agent_health(agent: ResolvedAgent, timeout: float) -> Health:
+    """Start the agent's adapter, ask its health, close it: all within ``timeout`` seconds. An
+    adapter that cannot start makes the agent ``unreachable``; one that refuses an agent reporting
+    itself unhealthy gives that report. One that does not finish in time is ``unhealthy``, with
+    "no answer within N s": what did not answer may well have accepted the connection (a server
+    that hangs); an agent that cannot be reached at all is said so by its adapter (connection
+    refused, a name that does not resolve, no connection within its ``connect_timeout``)."""
+    import anyio
+
+    from atp.cli.commands.validate import _described, _single
+    from atp.core.adapter import AgentUnhealthy, Health
+
+    adapter = None
+    try:
+        with anyio.fail_after(timeout):
+            adapter = agent.create_adapter()
+            await adapter.start()
+            health = await adapter.health()
+        if not isinstance(health, Health):
+            return Health(status="unknown", detail=f"the adapter's health() returned {type(health).__name__}")
+        return health
+    except TimeoutError:
+        return Health(status="unhealthy", detail=f"no answer within {timeout:g} s")
+    except Exception as raised:
+        exc = _single(raised)
+        if isinstance(exc, AgentUnhealthy):
+            return exc.health
+        return Health(status="unreachable", detail=_described(exc))
+    finally:
+        if adapter is not None:
+            with anyio.move_on_after(CLOSE_SECONDS, shield=True) as closing:
+                try:
+                    await adapter.aclose()
+                except Exception:
+                    pass
+            if closing.cancelled_caught:
+                adapter.abort()
 
 
 def versions() -> list[str]:

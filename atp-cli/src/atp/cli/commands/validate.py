@@ -11,6 +11,13 @@ Five checks run in order, each through the agent's adapter (so they work for eve
    ``failed`` (ideally ``error_code: INVALID_REQUEST``) or a refusal of the transport;
 5. ``version``: a request of protocol version 2.0 is refused the same way.
 
+Adapters add to them through the kernel's seam (:mod:`atp.core.adapter`): ``reachable`` shows
+the agent's own health status (:meth:`~atp.core.adapter.Adapter.health`: ``degraded`` passes
+with a note, ``unhealthy`` fails); the adapter's conformance checks of its protocol
+(:meth:`~atp.core.adapter.Adapter.conformance`) run right after it, shown like these; and for an
+agent that speaks another protocol than ATP (:attr:`~atp.core.adapter.Adapter.foreign_protocol`)
+``malformed`` and ``version``, which send raw ATP requests, are skipped with the reason.
+
 A check that an earlier failure makes meaningless is skipped. Each failure says what was seen
 and what fixes it. Agent text shown is masked (the config's secrets), shortened and escaped.
 Exit code 0 when every check passed, 1 when one failed, 2 for a usage or config error, 130
@@ -205,6 +212,15 @@ class Validation:
         self.results: list[CheckResult] = []
         self.stopped_by: int | None = None
         """The signal that stopped the checks (SIGINT, SIGTERM), if one did."""
+        self.extra = 0
+        """How many checks the adapter added (its conformance checks)."""
+        self.foreign_skips = 0
+        """How many of ATP's checks were skipped because the agent speaks another protocol."""
+
+    @property
+    def expected(self) -> int:
+        """How many checks there are: ATP's and the adapter's."""
+        return len(CHECKS) + self.extra
 
     # --- running ----------------------------------------------------------------------------
 
@@ -275,8 +291,12 @@ class Validation:
     async def _checks(self) -> None:
         from atp.core.errors import AdapterError
 
-        if not await self._reachable():
-            self._skip(("probe", "events", "malformed", "version"), "the agent is not reachable")
+        reached = await self._reachable()
+        if reached != "no":
+            await self._conformance()
+        if reached != "yes":
+            reason = "the agent is not healthy" if reached == "unhealthy" else "the agent is not reachable"
+            self._skip(("probe", "events", "malformed", "version"), reason)
             return
         probe = await self._send(self._request(PROBE_DESCRIPTION))
         self._add(self._probe_check(probe))
@@ -288,6 +308,16 @@ class Validation:
             self._skip(
                 ("malformed", "version"), f"the agent did not answer the probe within {self.timeout:g} s"
             )
+            return
+        assert self.adapter is not None
+        foreign = getattr(self.adapter, "foreign_protocol", None)
+        if foreign:
+            self._skip(
+                ("malformed", "version"),
+                f"the agent speaks {foreign}, not ATP: the adapter translates each request, so a raw "
+                "ATP request means nothing to it",
+            )
+            self.foreign_skips = 2
             return
         malformed = self._request("", max_steps=0)
         self._add(self._refusal_check("malformed", await self._send(malformed), MALFORMED_WHAT))
@@ -339,8 +369,12 @@ class Validation:
 
     # --- the checks -------------------------------------------------------------------------
 
-    async def _reachable(self) -> bool:
+    async def _reachable(self) -> str:
+        """``yes``: the adapter started and the agent is healthy enough to be sent requests;
+        ``unhealthy``: it answers but reports itself unhealthy; ``no``: nothing to talk to."""
         import anyio
+
+        from atp.core.adapter import Adapter, AgentUnhealthy, Health
 
         started = time.perf_counter()
         step = "start"
@@ -359,12 +393,13 @@ class Validation:
                     fix="correct the agent's definition (atp schema config shows the settings of each type)",
                 )
             )
-            return False
+            return "no"
+        health: Any = None
         try:
             with anyio.fail_after(self.timeout):
                 await adapter.start()
-                step = "health_check"
-                healthy = await adapter.health_check()
+                step = "health"
+                health = await adapter.health()
         except TimeoutError:
             self._add(
                 CheckResult(
@@ -376,10 +411,13 @@ class Validation:
                     "more time with --timeout",
                 )
             )
-            return False
+            return "no"
         except Exception as raised:
             exc = _single(raised)
             self._debug(exc)
+            if isinstance(exc, AgentUnhealthy):
+                self._add(self._unhealthy(exc.health, [self._shown(str(exc))], time.perf_counter() - started))
+                return "unhealthy"
             self._add(
                 CheckResult(
                     "reachable",
@@ -391,28 +429,137 @@ class Validation:
                     "agent runs",
                 )
             )
-            return False
-        if not healthy:
+            return "no"
+        seconds = time.perf_counter() - started
+        if not isinstance(health, Health):
+            self._add(
+                CheckResult(
+                    "reachable",
+                    CHECKS["reachable"],
+                    "failed",
+                    f"the {self.agent_type!r} adapter's health() returned {type(health).__name__}, not a Health "
+                    "(a bug in it, not in the agent)",
+                    fix="report it to the adapter's authors",
+                )
+            )
+            return "no"
+        detail = [self._shown(health.detail)] if health.detail else []
+        if health.status == "unreachable":
+            self._add(
+                CheckResult(
+                    "reachable",
+                    CHECKS["reachable"],
+                    "failed",
+                    "the agent's health check cannot reach it",
+                    seen=detail,
+                    fix="start the agent (or wait until it is ready), then validate it again",
+                    seconds=seconds,
+                )
+            )
+            return "no"
+        if not health.usable and type(adapter).health is Adapter.health:
+            # (the default health(): the adapter's plain health check said no; it says no more)
             self._add(
                 CheckResult(
                     "reachable",
                     CHECKS["reachable"],
                     "failed",
                     "the agent's health check says it is not healthy",
+                    seen=detail,
                     fix="start the agent (or wait until it is ready), then validate it again",
+                    seconds=seconds,
                 )
             )
-            return False
+            return "unhealthy"
+        if not health.usable:
+            self._add(self._unhealthy(health, detail, seconds))
+            return "unhealthy"
+        if health.status == "healthy":
+            summary = "the adapter started and the health check passed"
+            if health.detail:
+                summary = f"the adapter started and the agent is healthy ({self._shown(health.detail, 120)})"
+            self._add(CheckResult("reachable", CHECKS["reachable"], "passed", summary, seconds=seconds))
+            return "yes"
+        words = "reports itself degraded" if health.status == "degraded" else "gives no health status ATP can read"
         self._add(
             CheckResult(
                 "reachable",
                 CHECKS["reachable"],
                 "passed",
-                "the adapter started and the health check passed",
-                seconds=time.perf_counter() - started,
+                f"the adapter started; the agent {words}",
+                notes=detail or [f"health status {health.status}"],
+                seconds=seconds,
             )
         )
-        return True
+        return "yes"
+
+    def _unhealthy(self, health: Any, seen: list[str], seconds: float) -> CheckResult:
+        """The agent answers, but its health check (or its own report) says it is unhealthy."""
+        return CheckResult(
+            "reachable",
+            CHECKS["reachable"],
+            "failed",
+            f"the agent's health check says it is {health.status}",
+            seen=seen or ([self._shown(health.detail)] if health.detail else []),
+            fix="make the agent healthy (start it, wait until it is ready, or fix what its own report "
+            "says is wrong), then validate it again",
+            seconds=seconds,
+        )
+
+    async def _conformance(self) -> None:
+        """The adapter's checks of its own protocol, each shown like ATP's."""
+        import anyio
+
+        from atp.core.adapter import ConformanceCheck
+
+        adapter = self.adapter
+        assert adapter is not None
+        conformance = getattr(adapter, "conformance", None)
+        if conformance is None:
+            return
+        started = time.perf_counter()
+        failure: str | None = None
+        checks: Any = []
+        try:
+            with anyio.fail_after(self.timeout):
+                checks = await conformance()
+        except TimeoutError:
+            failure = f"the adapter's conformance checks took more than {self.timeout:g} s"
+        except Exception as raised:
+            exc = _single(raised)
+            self._debug(exc)
+            failure = f"the {self.agent_type!r} adapter's conformance checks failed: {_described(exc)}"
+        if failure is None and (
+            not isinstance(checks, list) or not all(isinstance(c, ConformanceCheck) for c in checks)
+        ):
+            failure = f"the {self.agent_type!r} adapter's conformance() returned {type(checks).__name__}, not a list of ConformanceCheck"
+        if failure is not None:
+            self.extra += 1
+            self._add(
+                CheckResult(
+                    "conformance",
+                    "conformance",
+                    "failed",
+                    self._shown(failure),
+                    fix="check that the agent keeps running; --debug shows the traceback of an adapter's bug",
+                    seconds=time.perf_counter() - started,
+                )
+            )
+            return
+        for check in checks:
+            self.extra += 1
+            name = check.name if check.name not in CHECKS else f"{self.agent_type}:{check.name}"
+            self._add(
+                CheckResult(
+                    name,
+                    self._shown(check.title, 60),
+                    "passed" if check.passed else "failed",
+                    self._shown(check.message),
+                    seen=[self._shown(line) for line in check.seen],
+                    fix=None if check.passed else check.fix,
+                    notes=[self._shown(note) for note in check.notes],
+                )
+            )
 
     def _probe_check(self, answer: Answer) -> CheckResult:
         name, title = "probe", CHECKS["probe"]
@@ -816,9 +963,11 @@ def validate_command(
     as_json: bool,
     config_path: Path | None,
 ) -> int:
-    """Check that an agent speaks ATP: it is reachable, answers a probe with a valid response
-    carrying its task_id, sends valid events in order, and refuses a malformed request and one
-    of protocol version 2.0 gracefully.
+    """Check that an agent speaks ATP: it is reachable (and healthy, by its own report where it
+    gives one), answers a probe with a valid response carrying its task_id, sends valid events
+    in order, and refuses a malformed request and one of protocol version 2.0 gracefully. An
+    adapter may add checks of its own protocol (an Agent Interface Standard agent's discovery
+    endpoints); for an agent that speaks another protocol the two refusal checks are skipped.
 
     The agent is defined in atp.config.yaml or in the SUITE file. Exit code 0 when every check
     passed, 1 when one failed, 2 for a usage or config error, 130 when interrupted.
@@ -858,30 +1007,46 @@ def validate_command(
         document = {
             "agent": agent.name,
             "type": agent.type,
-            "ok": failed_count == 0 and not interrupted and len(results) == len(CHECKS),
+            "ok": failed_count == 0 and not interrupted and len(results) == validation.expected,
             "interrupted": interrupted,
             "timeout_seconds": timeout,
             "checks": [r.as_dict() for r in results],
         }
         click.echo(json.dumps(document, indent=2, ensure_ascii=False))
     else:
-        click.echo(summary_line(results, agent.name))
+        click.echo(
+            summary_line(
+                results,
+                agent.name,
+                expected=validation.expected,
+                foreign=getattr(validation.adapter, "foreign_protocol", None) if validation.foreign_skips else None,
+            )
+        )
     if validation.stopped_by is not None:
         click.echo("Interrupted: the checks not run are left out; the agent was stopped.", err=True)
         return 128 + int(validation.stopped_by)
     return EXIT_OK if failed_count == 0 else EXIT_FAILED
 
 
-def summary_line(results: Sequence[CheckResult], agent_name: str) -> str:
+def summary_line(
+    results: Sequence[CheckResult], agent_name: str, *, expected: int = len(CHECKS), foreign: str | None = None
+) -> str:
+    """The last line: every check passed, or how many passed, failed, were skipped. ``foreign``:
+    the protocol the agent speaks when ATP's own refusal checks were skipped for it."""
     from atp.core.text import printable
 
     counts = {outcome: sum(1 for r in results if r.outcome == outcome) for outcome in OUTCOMES}
-    if counts["failed"] == 0 and counts["passed"] == len(CHECKS):
-        return printable(f"All {len(CHECKS)} checks passed: {agent_name} speaks ATP.")
+    if counts["failed"] == 0 and counts["passed"] == expected:
+        return printable(f"All {expected} checks passed: {agent_name} speaks ATP.")
+    if foreign and counts["failed"] == 0 and len(results) == expected:
+        return printable(
+            f"All {counts['passed']} checks that apply passed: {agent_name} speaks {foreign}, which ATP "
+            f"drives through its adapter ({counts['skipped']} ATP-only checks skipped)."
+        )
     parts = [f"{counts['passed']} passed", f"{counts['failed']} failed"]
     if counts["skipped"]:
         parts.append(f"{counts['skipped']} skipped")
-    if len(results) < len(CHECKS):
-        parts.append(f"{len(CHECKS) - len(results)} not run")
+    if len(results) < expected:
+        parts.append(f"{expected - len(results)} not run")
     ending = "; fix the failures above and run atp validate again" if counts["failed"] else ""
-    return f"Checks: {', '.join(parts)} of {len(CHECKS)}{ending}."
+    return f"Checks: {', '.join(parts)} of {expected}{ending}."
