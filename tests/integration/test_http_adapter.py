@@ -143,7 +143,6 @@ STREAM_FAULTS = [
     ("refuse_text", "the agent refused the request with HTTP 403 Forbidden: 'no entry for you\\n'", 0),
     ("fail", "the agent failed with HTTP 500 Internal Server Error (error_code INTERNAL_ERROR): "
              "'the model backend exploded'", 0),
-    ("fail_text", "the agent failed with HTTP 502 Bad Gateway: '<html><body>Bad Gateway</body></html>'", 0),
     ("not_response 1", "the agent broke the protocol in message 2 (after 1 event): ATP response: Object missing "
                        "required field `version`: '{\"hello\": \"world\"}'", 1),
     ("garbage 2", "the agent broke the protocol in message 3 (after 2 events): ATP response is not valid JSON: "
@@ -184,7 +183,6 @@ def test_each_stream_fault_fails_its_own_run_and_the_others_go_on(
 SYNC_FAULTS = [
     ("refuse", "the agent refused the request with HTTP 422 Unprocessable Entity (error_code INVALID_REQUEST): "
                "'the task makes no sense'"),
-    ("fail_text", "the agent failed with HTTP 502 Bad Gateway: '<html><body>Bad Gateway</body></html>'"),
     ("not_response", "the agent broke the protocol: its answer is not an ATP Response (ATP response: Object "
                      "missing required field `version`): '{\"hello\": \"world\"}'"),
     ("version2", "the agent broke the protocol: its answer is not an ATP Response (ATP response: protocol version "

@@ -97,7 +97,7 @@ def test_without_a_terminal_the_header_comes_first_then_a_line_per_finished_test
     assert stream.getvalue() == started + "  ✗ second_test    0.0/100  time 0.25s\n"
     runs = [make_run("first", 1), make_run("first", 2, "failed")]
     reporter.atp_test_finished(make_test_result(header.tests[0], runs, False))
-    assert stream.getvalue().endswith("  ✗ first         50.0/100  (σ=70.7)  time 0.50s  1/2 runs passed, critical\n")
+    assert stream.getvalue().endswith("  ✗ first         50.0/100  (σ=70.7)  time 0.50s  1/2 runs passed, critical, flaky\n")
     assert "\r" not in stream.getvalue() and "\033" not in stream.getvalue()
 
 

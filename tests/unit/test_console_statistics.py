@@ -194,7 +194,7 @@ def test_verbose_shows_the_interval_components_metrics_and_pass_at_k(tmp_path: P
             for n, (s, b) in enumerate(zip([80, 90, 70, 85, 75], breakdowns, strict=True), 1)]
     out = render(results_of([planned("t")], runs), tmp_path, verbose=True)
     body = body_of(out)
-    assert body[1] == "  ✗ t   80.0/100  (σ=7.9)   time 2.50s  4/5 runs passed, moderate"
+    assert body[1] == "  ✗ t   80.0/100  (σ=7.9)   time 2.50s  4/5 runs passed, moderate, flaky"
     assert body[2:6] == [
         "    score: 95% CI [70.2, 89.8], median 80.0, min 70.0, max 90.0, CV 0.10 (moderate)",
         "    components (mean): quality 0.82, completeness 0.90, efficiency 0.80 (3 of 5 runs); "

@@ -142,8 +142,8 @@ def test_json_report_is_valid_and_includes_events(tmp_path: Path) -> None:
     JsonReporter(ReportOptions(output_file=target)).report(results, store)
     data = json.loads(target.read_text())
     jsonschema.Draft202012Validator(results_schema()).validate(data)
-    assert data["format"] == "atp-results" and data["format_version"] == "1.2"
-    assert data["summary"] == {"total": 3, "passed": 1, "failed": 1, "skipped": 1, "errors": 0, "deselected": 1, "runs": 3, "incomplete": 0, "skipped_checks": 0}
+    assert data["format"] == "atp-results" and data["format_version"] == "1.3"
+    assert data["summary"] == {"total": 3, "passed": 1, "failed": 1, "skipped": 1, "errors": 0, "deselected": 1, "runs": 3, "incomplete": 0, "skipped_checks": 0, "flaky": 0, "quarantined": 0, "retries": 0}
     first, second, _ = data["tests"]
     assert first["runs"][0]["events"][0]["payload"] == {"percentage": 5}
     assert first["runs"][1]["events"] == []

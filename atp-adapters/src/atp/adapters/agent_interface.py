@@ -74,8 +74,9 @@ is sent as ``POST /mcp/execute/NAME`` with ``{"parameters": ...,
 ``success`` or ``error``), ``success: false`` the status ``failed``.
 
 Faults are worded as the other network adapters word them (:mod:`atp.adapters.network`): an
-agent that cannot be reached is an :class:`~atp.core.errors.AdapterError`; an HTTP 4xx an
-:class:`~atp.core.errors.AgentRefused`, a 5xx, an answer that is not JSON or not of the
+agent that cannot be reached, and an HTTP 429, 502, 503 or 504 (the agent cannot take the
+request now), is an :class:`~atp.core.errors.AdapterError` (tried again); another HTTP 4xx an
+:class:`~atp.core.errors.AgentRefused`, another 5xx, an answer that is not JSON or not of the
 standard's shape an :class:`~atp.core.errors.AgentError` with the answer as evidence.
 
 For ``atp validate`` and ``atp list-agents --check``: :meth:`AgentInterfaceAdapter.health` is
@@ -112,6 +113,7 @@ from atp.adapters.network import (
     NetworkSettings,
     http_client,
     http_failure,
+    is_transient,
     quoted,
     read_body,
     read_some,
@@ -121,9 +123,10 @@ from atp.adapters.network import (
     secret_values,
     shown_url,
     tls_context,
+    transient_fault,
     unreachable,
 )
-from atp.adapters.process import encoded
+from atp.adapters.process import encoded, lacks_resources
 from atp.adapters.server import (
     MAX_SECONDS,
     PORT_FIELD,
@@ -407,6 +410,8 @@ class Answer(NamedTuple):
     status: int
     phrase: str
     body: bytes
+    headers: Any = None
+    """The answer's headers (its ``Retry-After``)."""
 
     @property
     def ok(self) -> bool:
@@ -548,7 +553,7 @@ class AgentInterfaceAdapter(NetworkAdapter):
                 health=Health(status=exc.health.status, detail=self._masked(exc.health.detail)),
             ) from None
         except AdapterError as exc:
-            raise AdapterError(self._masked(str(exc))) from None
+            raise AdapterError(self._masked(str(exc)), retryable=exc.retryable, retry_after=exc.retry_after) from None
 
     async def _start(self) -> None:
         self._prepare()
@@ -595,7 +600,8 @@ class AgentInterfaceAdapter(NetworkAdapter):
             if self.to_agent is None:
                 raise AdapterError(
                     f"agent {name!r}: discovery failed: {exc.message}; is an Agent Interface Standard agent at "
-                    f"{where}? (to_agent in its settings makes the card optional){said}"
+                    f"{where}? (to_agent in its settings makes the card optional){said}",
+                    retryable=False,
                 ) from None
             self._warn_at_start(f"agent {name!r}: {exc.message}{said}; to_agent {self.to_agent!r} is used")
             return
@@ -647,7 +653,8 @@ class AgentInterfaceAdapter(NetworkAdapter):
         except OSError as exc:
             raise AdapterError(
                 f"agent {self.name!r}: cannot find a free port on {host} for {SERVER} "
-                f"({exc.strerror or exc}); give it one with 'port'"
+                f"({exc.strerror or exc}); give it one with 'port'",
+                retryable=False,
             ) from None
 
     async def _start_server(self) -> None:
@@ -669,7 +676,8 @@ class AgentInterfaceAdapter(NetworkAdapter):
         except OSError as exc:
             log.close()
             raise AdapterError(
-                f"agent {self.name!r}: cannot start {self.command_line!r} in {self.folder}: {exc.strerror or exc}"
+                f"agent {self.name!r}: cannot start {self.command_line!r} in {self.folder}: {exc.strerror or exc}",
+                retryable=lacks_resources(exc),
             ) from None
         server.log_path = log.path
         self.server, self._log = server, log
@@ -699,7 +707,8 @@ class AgentInterfaceAdapter(NetworkAdapter):
             raise AdapterError(
                 f"agent {self.name!r}: port {port} on {host} (the endpoint's) is in use by another program "
                 f"already: ATP would send discovery and the runs to it, not to the server it starts ('command'); "
-                f"stop that program, or write {PORT_FIELD} in 'endpoint' and leave 'port' out (a free port)"
+                f"stop that program, or write {PORT_FIELD} in 'endpoint' and leave 'port' out (a free port)",
+                retryable=False,
             )
 
     async def _wait_healthy(self, server: Server, log: LogFile) -> None:
@@ -934,7 +943,7 @@ class AgentInterfaceAdapter(NetworkAdapter):
     async def execute(self, request: ATPRequest, sink: EventSink) -> ATPResponse:
         client = self._client
         if client is None:
-            raise AdapterError(f"agent {self.name!r}: the agent-interface adapter was not started")
+            raise AdapterError(f"agent {self.name!r}: the agent-interface adapter was not started", retryable=False)
         if self.server is None:
             return await self._execute(client, request, sink)
         failed = await self._server_exited(wait=False)
@@ -1052,9 +1061,12 @@ class AgentInterfaceAdapter(NetworkAdapter):
             raise _Failed(f"GET {shown_url(url)}", f"no answer within {seconds:g} s (discovery_timeout)") from None
 
     async def _post(self, client: Any, url: str, body: dict[str, Any]) -> Answer:
-        """``POST`` JSON; an answer that is not a 2xx is the agent's refusal or failure."""
+        """``POST`` JSON; an answer that is not a 2xx is the agent's refusal or failure, or (a 429,
+        502, 503 or 504) a transient fault of the infrastructure."""
         answer = await self._exchange(client, "POST", url, msgspec.json.encode(body))
         if not answer.ok:
+            if is_transient(answer.status):
+                raise transient_fault(self.name, answer.where, answer.status, answer.phrase, answer.headers, answer.body)
             raise refusal(answer.where, answer.status, answer.phrase, answer.body)
         return answer
 
@@ -1072,7 +1084,7 @@ class AgentInterfaceAdapter(NetworkAdapter):
             if failure.kind == "connect":
                 raise unreachable(self.name, url, exc, connect_timeout=self.settings.connect_timeout) from None
             if failure.kind == "url":
-                raise AdapterError(f"{where}: {failure.words}") from None
+                raise AdapterError(f"{where}: {failure.words}", retryable=False) from None
             if failure.kind == "decode":
                 raise _Failed(where, failure.words) from None
             raise _Cut(where, f"the connection was cut before the whole answer ({failure.words})") from None
@@ -1099,7 +1111,7 @@ class AgentInterfaceAdapter(NetworkAdapter):
                 body = await read_body(answer, limit, lambda: _flooded(where, limit, setting))
             else:
                 body = await read_some(answer, ERROR_BODY_BYTES)
-            return Answer(where, status, phrase, body)
+            return Answer(where, status, phrase, body, answer.headers)
 
 
 # --- helpers ---------------------------------------------------------------------------------

@@ -47,6 +47,7 @@ from atp.adapters.process import (
     Failed,
     encoded,
     exit_words,
+    lacks_resources,
     outcome,
     processes,
     trouble,
@@ -165,7 +166,7 @@ class CliAdapter(Adapter):
         does not start) saying why."""
         problem = await anyio.to_thread.run_sync(cannot_start, self.argv, self.cwd, self.env)
         if problem is not None:
-            raise AdapterError(f"agent {self.name!r}: cannot start {self.command_line!r}: {problem}")
+            raise AdapterError(f"agent {self.name!r}: cannot start {self.command_line!r}: {problem}", retryable=False)
 
     def artifact_dir(self, request: ATPRequest) -> Path | None:
         """The agent's working folder: its relative artifact paths are relative to it."""
@@ -186,7 +187,7 @@ class CliAdapter(Adapter):
 
     async def execute(self, request: ATPRequest, sink: EventSink) -> ATPResponse:
         if self._aborted:
-            raise AdapterError(f"agent {self.name!r}: ATP is stopping; no agent is started")
+            raise AdapterError(f"agent {self.name!r}: ATP is stopping; no agent is started", retryable=False)
         if self.pool is not None:
             return await self.pool.execute(request, sink)
         return await run_process(self, self.argv, self.cwd, self.encoded_env, request, sink)
@@ -221,7 +222,8 @@ async def run_process(
         process = AgentProcess.start(argv, cwd=cwd, env=env, owner=adapter)
     except OSError as exc:
         raise AdapterError(
-            f"agent {adapter.name!r}: cannot start {shlex.join(argv)!r} in {cwd}: {exc.strerror or exc}"
+            f"agent {adapter.name!r}: cannot start {shlex.join(argv)!r} in {cwd}: {exc.strerror or exc}",
+            retryable=lacks_resources(exc),
         ) from None
     exchange = _Exchange(adapter, process, request.task_id, sink)
     try:

@@ -64,6 +64,7 @@ import anyio
 import msgspec
 
 from atp.adapters.cli import MAX_BYTES, MAX_GRACE_SECONDS, MiB, cannot_start, command_argv, run_process
+from atp.adapters.network import quoted
 from atp.adapters.process import AgentProcess, encoded
 from atp.adapters.workspace import with_workspace_files
 from atp.core import ledger
@@ -72,11 +73,15 @@ from atp.core.errors import AdapterError, AgentError
 from atp.core.plugins import require
 from atp.core.protocol import ATPRequest, ATPResponse
 from atp.core.service import with_context
+from atp.core.text import as_text
 
 if TYPE_CHECKING:
     from atp.core.trace import EventSink
 
 _INSTALL = "atp-adapters[container]"
+_NO_PROGRAM = ("executable file not found", "no such file or directory", "permission denied")
+"""Words of the engine's error, for a container that could not start, saying that the program it
+was to run is not in the image or may not be run: no other try starts it."""
 _FEATURE = "the container adapter (type: container)"
 LABEL_OWNER = "atp.owner"
 """Which ATP process made a container: ``<pid>:<start>@<boot id>/<pid namespace>`` (the start
@@ -347,17 +352,18 @@ class ContainerAdapter(Adapter):
         if problem is not None:
             raise AdapterError(
                 f"agent {self.name!r}: the Docker client {self.settings.docker!r} cannot be run: {problem}; "
-                "install Docker (Debian: apt-get install docker.io)"
+                "install Docker (Debian: apt-get install docker.io)",
+                retryable=False,
             )
         for host, _ in self.mounts:
             if not host.exists():
-                raise AdapterError(f"agent {self.name!r}: the readonly mount {host} does not exist")
+                raise AdapterError(f"agent {self.name!r}: the readonly mount {host} does not exist", retryable=False)
         if self.workspace is not None and not self.workspace.is_dir():
-            raise AdapterError(f"agent {self.name!r}: the workspace {self.workspace} is not a folder")
+            raise AdapterError(f"agent {self.name!r}: the workspace {self.workspace} is not a folder", retryable=False)
         try:
             self.engine = await anyio.to_thread.run_sync(client)
         except AdapterError as exc:
-            raise AdapterError(f"agent {self.name!r}: {exc}") from None
+            raise AdapterError(f"agent {self.name!r}: {exc}", retryable=exc.retryable) from None
         await anyio.to_thread.run_sync(remove_abandoned, self.engine)
         await anyio.to_thread.run_sync(self._image)
         await anyio.to_thread.run_sync(self._check_engine_settings)
@@ -374,13 +380,16 @@ class ContainerAdapter(Adapter):
             except errors.NotFound:
                 raise AdapterError(
                     f"agent {self.name!r}: the network {network!r} does not exist on this engine "
-                    "(docker network ls lists them; docker network create makes one)"
+                    "(docker network ls lists them; docker network create makes one)",
+                    retryable=False,
                 ) from None
         cpu = self.settings.resources.cpu
         if cpu is not None:
             have = int(self.engine.info().get("NCPU") or 0)
             if have and parse_cpu(cpu) > have:
-                raise AdapterError(f"agent {self.name!r}: resources.cpu asks for {cpu} CPUs; the engine has {have}")
+                raise AdapterError(
+                    f"agent {self.name!r}: resources.cpu asks for {cpu} CPUs; the engine has {have}", retryable=False
+                )
 
     def _image(self) -> None:
         from docker import errors
@@ -398,14 +407,18 @@ class ContainerAdapter(Adapter):
         if policy == "never":
             raise AdapterError(
                 f"agent {self.name!r}: the image {image!r} is not on this engine and pull is 'never'; "
-                "build it (docker build -t ...) or load it (docker load) first"
+                "build it (docker build -t ...) or load it (docker load) first",
+                retryable=False,
             )
         try:
             self.engine.images.pull(image)
         except errors.DockerException as exc:
             if present:  # pull: always, and the registry cannot be reached: the local one stands
                 return
-            raise AdapterError(f"agent {self.name!r}: the image {image!r} is not on this engine and pulling it failed: {exc}") from None
+            raise AdapterError(
+                f"agent {self.name!r}: the image {image!r} is not on this engine and pulling it failed: {exc}",
+                retryable=False,
+            ) from None
 
     # --- one run ------------------------------------------------------------------------------
 
@@ -456,7 +469,7 @@ class ContainerAdapter(Adapter):
 
     async def execute(self, request: ATPRequest, sink: EventSink) -> ATPResponse:
         if self._aborted:
-            raise AdapterError(f"agent {self.name!r}: ATP is stopping; no container is started")
+            raise AdapterError(f"agent {self.name!r}: ATP is stopping; no container is started", retryable=False)
         name = f"atp-{ledger.new_token()}"
         workspace = self.workspace_of(request)
         if request.context is not None and request.context.workspace_path and self.settings.user != "0":
@@ -480,7 +493,9 @@ class ContainerAdapter(Adapter):
                 sink.warn(warning)
             return response
         except AgentError as exc:
-            why = await anyio.to_thread.run_sync(self._ended_how, name)
+            why = await anyio.to_thread.run_sync(self._ended_how, name, exc)
+            if isinstance(why, AdapterError):
+                raise why from None
             if why is not None:
                 raise AgentError(f"{why}; {exc}") from None
             raise
@@ -550,7 +565,9 @@ class ContainerAdapter(Adapter):
                 with contextlib.suppress(ValueError, StopIteration):
                     gateways.append(str(next(ipaddress.ip_network(config["Subnet"]).hosts())))
         if not gateways:
-            raise AdapterError(f"agent {self.name!r}: the network {name!r} has no gateway address for the mock tools")
+            raise AdapterError(
+                f"agent {self.name!r}: the network {name!r} has no gateway address for the mock tools", retryable=False
+            )
         return name, str(gateways[0])
 
     def _relay_rule(self, port: int, action: str) -> list[str]:
@@ -590,18 +607,30 @@ class ContainerAdapter(Adapter):
         except Exception:  # the next start, or atp clean, removes it
             pass
 
-    def _ended_how(self, name: str) -> str | None:
-        """What the engine says of a container that ended without a response: it ran out of
-        memory, or it could not start."""
+    def _ended_how(self, name: str, exc: AgentError) -> str | AdapterError | None:
+        """What the engine says of a container that ended without a response (``exc``): it ran
+        out of memory (words for the run's failure); or, an infrastructure fault, tried again, it
+        could not start (unless the program it was to run is not in the image or may not be run)
+        or was never created (the client failed first: the engine refused it)."""
+        from docker import errors
+
         try:
             state = self.engine.api.inspect_container(name)["State"]
+        except errors.NotFound:
+            said = f": {quoted(as_text(exc.evidence))}" if exc.evidence else ""
+            return AdapterError(f"the container could not be created (the engine has no container {name}); {exc}{said}")
         except Exception:
             return None
         if state.get("OOMKilled"):
             limit = self.settings.resources.memory
             return f"the container ran out of memory (its limit is {limit}) and the engine killed it"
         if state.get("Error"):  # it could not start: a command that is not there, say
-            return f"the container could not start: {state['Error']}"
+            error = str(state["Error"])
+            lowered = error.lower()
+            return AdapterError(
+                f"the container could not start: {error}; {exc}",
+                retryable=not any(words in lowered for words in _NO_PROGRAM),
+            )
         return None
 
     def _remove(self, name: str) -> None:

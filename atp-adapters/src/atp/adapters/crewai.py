@@ -348,7 +348,8 @@ class CrewAIAdapter(Adapter):
             oldest = ".".join(map(str, MIN_CREWAI))
             raise AdapterError(
                 f"agent {self.name!r}: the crewai adapter needs CrewAI {oldest} or newer, and "
-                f"{version} is installed; upgrade it with: pip install --upgrade 'crewai>={oldest}'"
+                f"{version} is installed; upgrade it with: pip install --upgrade 'crewai>={oldest}'",
+                retryable=False,
             )
         crewai = _CrewAI()
         target = self.importer.import_attribute()
@@ -418,7 +419,8 @@ class CrewAIAdapter(Adapter):
         spec = self.settings.input_mapper or ""
         if not callable(mapper):
             raise AdapterError(
-                f"agent {self.name!r}: cannot call 'input_mapper' {spec!r}: it is {_a(mapper)}, not a function"
+                f"agent {self.name!r}: cannot call 'input_mapper' {spec!r}: it is {_a(mapper)}, not a function",
+                retryable=False,
             )
         try:
             signature = inspect.signature(mapper)
@@ -429,11 +431,12 @@ class CrewAIAdapter(Adapter):
         except TypeError:
             raise AdapterError(
                 f"agent {self.name!r}: cannot call 'input_mapper' {spec!r}: it is called as "
-                f"{spec.rpartition(':')[2]}(request), but its parameters are {signature}"
+                f"{spec.rpartition(':')[2]}(request), but its parameters are {signature}",
+                retryable=False,
             ) from None
 
     def _error(self, problem: str) -> AdapterError:
-        return AdapterError(f"agent {self.name!r}: cannot use 'crew' {self.spec!r}: {problem}")
+        return AdapterError(f"agent {self.name!r}: cannot use 'crew' {self.spec!r}: {problem}", retryable=False)
 
     # --- the adapter --------------------------------------------------------------------------
 
@@ -454,7 +457,7 @@ class CrewAIAdapter(Adapter):
             await self.start()
         assert self.crewai is not None and self._limiter is not None and self._turns is not None
         if self._aborted:
-            raise AdapterError(f"agent {self.name!r}: ATP is stopping; no run is started")
+            raise AdapterError(f"agent {self.name!r}: ATP is stopping; no run is started", retryable=False)
         run = _Run(self, self.crewai, request.task_id, sink)
         own = decode_request(encode(request))  # the crew's copy: what it changes, ATP never sees
         self._runs.add(run)

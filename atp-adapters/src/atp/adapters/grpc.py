@@ -40,6 +40,10 @@ and the other runs go on (wording shared with the other network adapters):
 - the agent cannot be reached (nothing listens, the name does not resolve, TLS fails, no
   connection within ``connect_timeout``), or the server does not implement ``atp.v1.Agent``:
   :class:`~atp.core.errors.AdapterError` naming the agent and the endpoint;
+- the call ends, before the agent sent anything, with ``UNAVAILABLE`` or ``RESOURCE_EXHAUSTED``
+  (the agent, or a proxy before it, cannot take the call now): a retryable AdapterError, whose
+  ``retry_after`` is the ``grpc-retry-pushback-ms`` of the call's trailing metadata when it has
+  one (``DEADLINE_EXCEEDED`` is not one of them: it is the agent's time running out);
 - the call ends with ``INVALID_ARGUMENT``: :class:`~atp.core.errors.AgentRefused` (the agent's
   graceful refusal); with another status: :class:`~atp.core.errors.AgentError` naming it, the
   agent's details as evidence;
@@ -55,6 +59,7 @@ from __future__ import annotations
 import asyncio
 import errno
 import os
+import re
 import socket
 import sys
 from pathlib import Path
@@ -66,9 +71,12 @@ import anyio
 import msgspec
 
 from atp.adapters.network import (
+    MAX_RETRY_AFTER,
     Incoming,
     NetworkAdapter,
     NetworkSettings,
+    header_value,
+    quoted,
     refusal,
     secret_name,
     secret_values,
@@ -92,6 +100,10 @@ _FEATURE = "the grpc adapter"
 _METADATA_KEY = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-_.")
 _CONNECT_FAILURES = ("failed to connect to all addresses", "errors resolving", "DNS resolution failed")
 """How gRPC's details begin when the channel could not connect at all (not: the agent failed)."""
+PUSHBACK_KEY = "grpc-retry-pushback-ms"
+"""The trailing metadata by which a server says how long, in milliseconds, a client should wait
+before it tries the call again (a negative value: not to try again)."""
+_PUSHBACK = re.compile(r"^\s*(-?\d+)\s*$")
 
 
 class GrpcSettings(NetworkSettings, kw_only=True):
@@ -246,7 +258,7 @@ class GrpcAdapter(NetworkAdapter):
                     roots = await anyio.Path(path).read_bytes()
                 except OSError as exc:
                     raise AdapterError(
-                        f"agent {self.name!r}: cannot read its ca_bundle {path}: {exc.strerror or exc}"
+                        f"agent {self.name!r}: cannot read its ca_bundle {path}: {exc.strerror or exc}", retryable=False
                     ) from None
             credentials = grpc.ssl_channel_credentials(root_certificates=roots)
             self._channel = grpc.aio.secure_channel(settings.target, credentials, options=options)
@@ -280,7 +292,7 @@ class GrpcAdapter(NetworkAdapter):
 
     async def execute(self, request: ATPRequest, sink: EventSink) -> ATPResponse:
         if self._channel is None:
-            raise AdapterError(f"agent {self.name!r}: the grpc adapter was not started")
+            raise AdapterError(f"agent {self.name!r}: the grpc adapter was not started", retryable=False)
         connected = await self._connect()
         message = self._pb2.ExecuteRequest(request=encode(request))
         if self.stream is not False:
@@ -291,7 +303,8 @@ class GrpcAdapter(NetworkAdapter):
                 if self.stream is True:
                     raise AdapterError(
                         f"agent {self.name!r}: {self.where('ExecuteStream')} is not implemented by the "
-                        f"agent ({exc}); set 'stream: false' (or 'auto') to use Execute"
+                        f"agent ({exc}); set 'stream: false' (or 'auto') to use Execute",
+                        retryable=False,
                     ) from None
                 self.stream = False  # for good: this agent answers with Execute only
         return await self._unary(message, sink, connected)
@@ -322,7 +335,8 @@ class GrpcAdapter(NetworkAdapter):
             if exc.code() == grpc.StatusCode.UNIMPLEMENTED:
                 raise AdapterError(
                     f"agent {self.name!r}: {incoming.where} is not implemented ({exc.code().name}: "
-                    f"{exc.details()}); does {self.endpoint} serve an ATP agent?"
+                    f"{exc.details()}); does {self.endpoint} serve an ATP agent?",
+                    retryable=False,
                 ) from None
             self.fail(exc, incoming, connected)
         incoming.received(len(answer.response) + sum(len(raw) for raw in answer.events))
@@ -333,9 +347,9 @@ class GrpcAdapter(NetworkAdapter):
         return incoming.body(answer.response)
 
     def fail(self, exc: Any, incoming: Incoming, connected: bool) -> NoReturn:
-        """Raise what a failed call means: the agent cannot be reached (AdapterError), it refused
-        the request (AgentRefused), the connection was lost, or it ended the call with another
-        status (AgentError)."""
+        """Raise what a failed call means: the agent cannot be reached, or cannot take the call
+        now (AdapterError), it refused the request (AgentRefused), the connection was lost, or it
+        ended the call with another status (AgentError)."""
         grpc = self._grpc
         code = exc.code()
         details = exc.details() or ""
@@ -345,17 +359,38 @@ class GrpcAdapter(NetworkAdapter):
             raise self.unreachable(details) from None
         if code == grpc.StatusCode.INVALID_ARGUMENT:
             raise refusal(incoming.where, code.name, "", details) from None
-        if code == grpc.StatusCode.UNAVAILABLE:
-            raise incoming.cut(f"gRPC status UNAVAILABLE: {details}") from None
         if code == grpc.StatusCode.RESOURCE_EXHAUSTED and "larger than max" in details:
             raise AgentError(
                 f"{incoming.where}: the agent sent a message of more than {self.settings.max_message_bytes} "
                 f"bytes (max_message_bytes), {incoming.so_far}: {details}"
             ) from None
+        if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.RESOURCE_EXHAUSTED) and not incoming.received_bytes:
+            raise self.transient(exc, incoming) from None
+        if code == grpc.StatusCode.UNAVAILABLE:
+            raise incoming.cut(f"gRPC status UNAVAILABLE: {details}") from None
         raise AgentError(
             f"{incoming.where}: the agent ended the call with the gRPC status {code.name}, {incoming.so_far}",
             evidence=details or None,
         ) from None
+
+    def transient(self, exc: Any, incoming: Incoming) -> AdapterError:
+        """The agent (or a proxy before it) ended the call, before it sent anything, with a status
+        that says it cannot take the call now (``UNAVAILABLE``, ``RESOURCE_EXHAUSTED``): a
+        retryable AdapterError, after the wait the call's trailing metadata asks for
+        (:func:`pushback`; a negative one asks for no other try)."""
+        code, details = exc.code(), exc.details() or ""
+        retryable, wait = pushback(exc)
+        after = ""
+        if wait is not None:
+            after = f" (retry after {wait:.3g} s)"
+        elif not retryable:
+            after = " (the agent asks for no other try)"
+        said = f": {quoted(details)}" if details else ""
+        return AdapterError(
+            f"agent {self.name!r}: {incoming.where} ended the call with the gRPC status {code.name}{after}{said}",
+            retryable=retryable,
+            retry_after=wait,
+        )
 
     def unreachable(self, details: str) -> AdapterError:
         """The channel could not connect; gRPC's ``details`` say why."""
@@ -364,7 +399,8 @@ class GrpcAdapter(NetworkAdapter):
         if "certificate_verify_failed" in lowered or "certificate verify failed" in lowered:
             return AdapterError(
                 f"{where}: its TLS certificate does not verify ({details}); give the certificate, or the "
-                f"CA that signed it, as ca_bundle"
+                f"CA that signed it, as ca_bundle",
+                retryable=False,
             )
         if "handshake" in lowered or "ssl" in lowered:
             return AdapterError(
@@ -384,6 +420,25 @@ class GrpcAdapter(NetworkAdapter):
         else:
             return AdapterError(f"{where}: {details}")
         return unreachable(self.name, self.endpoint, cause, connect_timeout=self.settings.connect_timeout)
+
+
+def pushback(exc: Any) -> tuple[bool, float | None]:
+    """Whether a failed call (``exc``, an ``AioRpcError``) may be tried again, and after how many
+    seconds: its trailing metadata's ``grpc-retry-pushback-ms`` (cut to
+    :data:`~atp.adapters.network.MAX_RETRY_AFTER`); a negative value asks for no other try. No
+    value, or one that is not a whole number: another try, after ATP's own backoff."""
+    try:
+        metadata = exc.trailing_metadata()
+    except Exception:  # (no metadata to read)
+        return True, None
+    value = header_value(metadata, PUSHBACK_KEY)
+    match = _PUSHBACK.match(value) if value is not None else None
+    if match is None:
+        return True, None
+    milliseconds = int(match.group(1))
+    if milliseconds < 0:
+        return False, None
+    return True, min(milliseconds / 1000, MAX_RETRY_AFTER)
 
 
 class _Unimplemented(Exception):

@@ -58,6 +58,7 @@ from atp.adapters.network import (
     NetworkSettings,
     http_client,
     http_failure,
+    is_transient,
     read_body,
     read_some,
     redirect_words,
@@ -65,6 +66,7 @@ from atp.adapters.network import (
     request_errors,
     shown_url,
     tls_context,
+    transient_fault,
     unreachable,
 )
 from atp.core.adapter import Health
@@ -234,7 +236,7 @@ class HttpAdapter(NetworkAdapter):
     async def execute(self, request: ATPRequest, sink: EventSink) -> ATPResponse:
         client = self._client
         if client is None:
-            raise AdapterError(f"agent {self.name!r}: the http adapter was not started")
+            raise AdapterError(f"agent {self.name!r}: the http adapter was not started", retryable=False)
         body = encode(request)
         while self._stream is None:
             deciding = self._deciding
@@ -286,7 +288,7 @@ class HttpAdapter(NetworkAdapter):
         if failure.kind == "connect":
             return unreachable(self.name, url, exc, connect_timeout=self.settings.connect_timeout)
         if failure.kind == "url":
-            return AdapterError(f"{incoming.where}: {failure.words}")
+            return AdapterError(f"{incoming.where}: {failure.words}", retryable=False)
         if failure.kind == "decode":
             return AgentError(f"{incoming.where}: {failure.words}, {incoming.so_far}")
         return incoming.cut(failure.words)
@@ -297,10 +299,12 @@ class HttpAdapter(NetworkAdapter):
             if answer.is_redirect:
                 raise AgentError(f"{incoming.where}: {redirect_words(status, answer.headers.get('location', ''))}")
             data = await read_some(answer)
+            phrase = self._httpx.codes.get_reason_phrase(status)
+            if is_transient(status):  # (overloaded, or a gateway before the agent failed)
+                raise transient_fault(self.name, incoming.where, status, phrase, answer.headers, data)
             hint = ""
             if stream and status in FALLBACK_STATUSES and self.settings.stream is True:
                 hint = "; the agent has no streaming endpoint: set 'stream: false' (or 'auto')"
-            phrase = self._httpx.codes.get_reason_phrase(status)
             raise refusal(incoming.where, status, phrase, data, hint=hint)
         if EVENT_STREAM in answer.headers.get("content-type", "").lower():
             return await self._read_events(answer, incoming)

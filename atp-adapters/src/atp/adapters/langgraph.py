@@ -298,7 +298,7 @@ class LangGraphAdapter(Adapter):
         lg = self._lg
         assert lg is not None
         if self._aborted:
-            raise AdapterError(f"agent {self.name!r}: ATP is stopping; no run is started")
+            raise AdapterError(f"agent {self.name!r}: ATP is stopping; no run is started", retryable=False)
         run = _Run(request.task_id, sink, lg)
         self._runs.add(run)
         try:
@@ -480,7 +480,8 @@ class LangGraphAdapter(Adapter):
             function = importer.import_attribute()
             if not callable(function):
                 raise AdapterError(
-                    f"agent {self.name!r}: {setting} {spec!r} is {_a(function)}, not a function"
+                    f"agent {self.name!r}: {setting} {spec!r} is {_a(function)}, not a function",
+                    retryable=False,
                 )
             setattr(self, setting, function)
         return lg, graph
@@ -495,17 +496,20 @@ class LangGraphAdapter(Adapter):
             except Exception as exc:
                 raise AdapterError(
                     f"agent {self.name!r}: compiling the StateGraph {self.spec} raised "
-                    f"{type(exc).__name__}: {exc}{self.importer.where(exc.__traceback__)}"
+                    f"{type(exc).__name__}: {exc}{self.importer.where(exc.__traceback__)}",
+                    retryable=False,
                 ) from exc
         if made:
             raise AdapterError(
                 f"agent {self.name!r}: the graph factory {self.spec} returned {_a(found)}, not a "
-                f"LangGraph graph (return builder.compile())"
+                f"LangGraph graph (return builder.compile())",
+                retryable=False,
             )
         if isinstance(found, type) or not callable(found):
             raise AdapterError(
                 f"agent {self.name!r}: {self.spec} is {_a(found)}, not a LangGraph graph: name a "
-                f"compiled graph (builder.compile()) or a function that returns one"
+                f"compiled graph (builder.compile()) or a function that returns one",
+                retryable=False,
             )
         made_graph = self._call_factory(found)
         if inspect.isawaitable(made_graph):
@@ -527,7 +531,8 @@ class LangGraphAdapter(Adapter):
                 except TypeError:
                     raise AdapterError(
                         f"agent {self.name!r}: the graph factory {self.spec} is called with no "
-                        f"argument or with the config, but its parameters are {signature}"
+                        f"argument or with the config, but its parameters are {signature}",
+                        retryable=False,
                     ) from None
                 args = (self.settings.config.runnable_config(),)
         try:
@@ -538,7 +543,8 @@ class LangGraphAdapter(Adapter):
     def _factory_failed(self, exc: Exception) -> AdapterError:
         what = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
         return AdapterError(
-            f"agent {self.name!r}: the graph factory {self.spec} raised {what}{self.importer.where(exc.__traceback__)}"
+            f"agent {self.name!r}: the graph factory {self.spec} raised {what}{self.importer.where(exc.__traceback__)}",
+            retryable=False,
         )
 
     def _check_input_key(self) -> None:
@@ -556,7 +562,8 @@ class LangGraphAdapter(Adapter):
         raise AdapterError(
             f"agent {self.name!r}: the input of graph {self.spec} has no key "
             f"{self.settings.input_key!r} (its keys: {', '.join(map(str, keys))}); set 'input_key' "
-            f"to the key the task's description goes to, or write an 'input_mapper'"
+            f"to the key the task's description goes to, or write an 'input_mapper'",
+            retryable=False,
         )
 
 

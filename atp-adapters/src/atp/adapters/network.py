@@ -30,9 +30,13 @@ Faults, worded by the functions here so that every network adapter says the same
 - the agent cannot be reached (connection refused, a host name that does not resolve, a TLS
   certificate that does not verify, no connection within ``connect_timeout``):
   :class:`~atp.core.errors.AdapterError` naming the agent and the endpoint (:func:`unreachable`);
-- the transport refused the request (HTTP 4xx): :class:`~atp.core.errors.AgentRefused`; the agent
-  failed (HTTP 5xx): :class:`~atp.core.errors.AgentError`; both show the ``error`` and
-  ``error_code`` of a JSON error body when it has them (:func:`refusal`);
+- the agent's side is overloaded or a gateway before it failed (HTTP 429, 502, 503, 504: the
+  :data:`TRANSIENT_STATUSES`; gRPC ``UNAVAILABLE``, ``RESOURCE_EXHAUSTED``): a retryable
+  :class:`~atp.core.errors.AdapterError`, with how long the agent asked ATP to wait
+  (``Retry-After``, :func:`retry_after`) as its ``retry_after`` (:func:`transient_fault`);
+- the transport refused the request (another HTTP 4xx): :class:`~atp.core.errors.AgentRefused`;
+  the agent failed (another HTTP 5xx): :class:`~atp.core.errors.AgentError`; both show the
+  ``error`` and ``error_code`` of a JSON error body when it has them (:func:`refusal`);
 - a message that is not an ATP message, a stream cut in the middle, a stream that ends without a
   response, more than ``max_message_bytes``: :class:`~atp.core.errors.AgentError` saying where
   (method and URL) and after how many events (:class:`Incoming`).
@@ -51,12 +55,15 @@ Agent text that ATP's own errors and warnings quote is masked and cut first (:fu
 
 from __future__ import annotations
 
+import datetime
 import errno
 import math
 import re
 import socket
 import ssl
+import time
 from collections.abc import Callable, Sequence
+from email.utils import parsedate_to_datetime
 from pathlib import Path
 from typing import Any, ClassVar, Literal, NamedTuple
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
@@ -67,7 +74,7 @@ import msgspec
 from atp.core.adapter import Adapter, Health
 from atp.core.errors import AdapterError, AgentError, AgentRefused, ProtocolError
 from atp.core.protocol import ATPResponse, Event, decode_event, decode_event_lines, decode_response
-from atp.core.text import mask, printable, shorten
+from atp.core.text import as_text, mask, printable, shorten
 from atp.core.trace import EventSink
 
 MiB = 1024 * 1024
@@ -95,6 +102,15 @@ _TOKEN = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
 _CODE = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
 """An ``error_code`` ATP shows in a message itself (other text goes to the evidence)."""
 _EVENT_KEY = b'"event_type"'
+TRANSIENT_STATUSES = frozenset({429, 502, 503, 504})
+"""HTTP statuses that say the agent cannot take the request now, not that it refuses it: too
+many requests, a gateway before it that failed or timed out, a service unavailable for the
+moment. A run they answer is an infrastructure fault, tried again (:func:`transient_fault`)."""
+MAX_RETRY_AFTER = 600.0
+"""The longest wait, in seconds, ATP takes from an agent's ``Retry-After`` (a longer one is cut
+to this)."""
+_DELAY = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*$")
+"""A ``Retry-After`` (or ``retry-after-ms``) in delta-seconds: a whole or decimal number."""
 
 
 class NetworkSettings(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
@@ -310,7 +326,7 @@ def tls_context(settings: NetworkSettings, base_dir: Path, *, agent: str) -> ssl
             return ssl.create_default_context(cafile=str(path))
         except (OSError, ssl.SSLError) as exc:
             reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-            raise AdapterError(f"agent {agent!r}: cannot read its ca_bundle {path}: {reason}") from None
+            raise AdapterError(f"agent {agent!r}: cannot read its ca_bundle {path}: {reason}", retryable=False) from None
     context = ssl.create_default_context()
     try:
         import certifi
@@ -443,8 +459,95 @@ def quoted(text: str, limit: int = QUOTE_CHARS, *, secrets: Any = None) -> str:
 
 def unreachable(agent: str, url: str, exc: BaseException, *, connect_timeout: float | None = None) -> AdapterError:
     """The agent at ``url`` cannot be reached: ``exc`` (or what it wraps: httpx and websockets
-    wrap the OSError) as words a user can act on."""
-    return AdapterError(f"cannot reach agent {agent!r} at {shown_url(url)}: {connect_failure(exc, url, connect_timeout)}")
+    wrap the OSError) as words a user can act on. Retryable (the agent may be there at the next
+    try), but for a TLS certificate that does not verify: that takes a change of settings."""
+    certificate = any(isinstance(cause, ssl.SSLCertVerificationError) for cause in _causes(exc))
+    return AdapterError(
+        f"cannot reach agent {agent!r} at {shown_url(url)}: {connect_failure(exc, url, connect_timeout)}",
+        retryable=not certificate,
+    )
+
+
+def is_transient(status: int) -> bool:
+    """Whether an agent's HTTP ``status`` is a fault of the infrastructure that another try may
+    not meet (one of :data:`TRANSIENT_STATUSES`), not the agent's answer to the request."""
+    return status in TRANSIENT_STATUSES
+
+
+def retry_after(headers: Any, *, now: float | None = None) -> float | None:
+    """How long, in seconds, an answer's ``headers`` ask the client to wait before it tries again:
+    ``retry-after-ms`` (milliseconds) when it is there and a number, else ``Retry-After``, in
+    delta-seconds (``2``, ``1.5``) or as an HTTP-date (the seconds from ``now``, the current
+    time by default; a date past gives 0). At most :data:`MAX_RETRY_AFTER`; ``None`` when
+    neither header is there or makes sense. ``headers``: any mapping of header names (httpx's,
+    websockets', a dict) or a sequence of ``(name, value)`` pairs."""
+    milliseconds = _delay(header_value(headers, "retry-after-ms"))
+    if milliseconds is not None:
+        return min(milliseconds / 1000, MAX_RETRY_AFTER)
+    value = header_value(headers, "retry-after")
+    if value is None:
+        return None
+    seconds = _delay(value)
+    if seconds is not None:
+        return min(seconds, MAX_RETRY_AFTER)
+    try:
+        date = parsedate_to_datetime(value.strip())
+        if date.tzinfo is None:  # (an asctime date: HTTP-dates are GMT)
+            date = date.replace(tzinfo=datetime.timezone.utc)
+        seconds = date.timestamp() - (time.time() if now is None else now)
+    except (ValueError, TypeError, IndexError, OverflowError):
+        return None
+    if not math.isfinite(seconds):
+        return None
+    return min(max(seconds, 0.0), MAX_RETRY_AFTER)
+
+
+def _delay(value: str | None) -> float | None:
+    """A header's delta-seconds as a number, or ``None``."""
+    if value is None:
+        return None
+    match = _DELAY.match(value)
+    if match is None:
+        return None
+    return float(match.group(1))  # (too many digits: inf, which the caller cuts)
+
+
+def header_value(headers: Any, name: str) -> str | None:
+    """The value of the header (or gRPC metadata key) ``name``, lowercase, in ``headers`` (a
+    mapping of names, or a sequence of ``(name, value)`` pairs), or ``None``."""
+    if headers is None:
+        return None
+    value: Any = None
+    getter = getattr(headers, "get", None)
+    if getter is not None:
+        try:
+            value = getter(name)
+        except Exception:  # (websockets' headers: a name given twice)
+            value = None
+    if value is None:
+        pairs = headers.items() if hasattr(headers, "items") else headers
+        try:
+            value = next((v for k, v in pairs if str(k).lower() == name), None)
+        except (TypeError, ValueError):
+            return None
+    if isinstance(value, bytes):
+        value = value.decode("latin-1")
+    return value if isinstance(value, str) else None
+
+
+def transient_fault(
+    agent: str, where: str, status: int, phrase: str, headers: Any, body: bytes | str
+) -> AdapterError:
+    """The agent answered the request ``where`` (``POST http://host/execute``) with a transient
+    HTTP ``status`` (:func:`is_transient`): a retryable AdapterError, with the wait its
+    ``headers`` ask for (:func:`retry_after`), naming the request and the status, and quoting
+    the start of its ``body`` (masked, cut, made printable: :func:`quoted`)."""
+    wait = retry_after(headers)
+    answer = f"{status} {phrase}".rstrip()
+    after = f" (retry after {wait:.3g} s)" if wait is not None else ""
+    text = as_text(body).strip()
+    said = f": {quoted(text)}" if text else ""
+    return AdapterError(f"agent {agent!r}: {where} answered {answer}{after}{said}", retryable=True, retry_after=wait)
 
 
 def connect_failure(exc: BaseException, url: str, connect_timeout: float | None = None) -> str:

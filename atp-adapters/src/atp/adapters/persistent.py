@@ -39,6 +39,7 @@ from atp.adapters.process import (
     Exchange,
     Failed,
     exit_words,
+    lacks_resources,
     outcome,
     processes,
     trouble,
@@ -166,13 +167,14 @@ class ProcessPool:
     def _start(self) -> Worker:
         adapter = self.adapter
         if self.closed:
-            raise AdapterError(f"agent {adapter.name!r}: ATP is stopping; no agent is started")
+            raise AdapterError(f"agent {adapter.name!r}: ATP is stopping; no agent is started", retryable=False)
         try:
             process = AgentProcess.start(adapter.argv, cwd=adapter.cwd, env=adapter.encoded_env, owner=adapter)
         except OSError as exc:
             raise AdapterError(
                 f"agent {adapter.name!r}: cannot start {adapter.command_line!r} in {adapter.cwd}: "
-                f"{exc.strerror or exc}"
+                f"{exc.strerror or exc}",
+                retryable=lacks_resources(exc),
             ) from None
         process.widen_stderr(PIPE_SIZE)
         self.started += 1

@@ -33,6 +33,7 @@ per agent process small.
 from __future__ import annotations
 
 import asyncio
+import errno
 import os
 import select
 import signal
@@ -93,6 +94,18 @@ Environment = Mapping[bytes, bytes]
 def encoded(env: Mapping[str, str]) -> dict[bytes, bytes]:
     """``env`` encoded as the system takes it, to start many processes with."""
     return {os.fsencode(key): os.fsencode(value) for key, value in env.items()}
+
+
+SPAWN_RESOURCE_ERRNOS = frozenset({errno.EAGAIN, errno.ENOMEM, errno.EMFILE, errno.ENFILE})
+"""Why a process may not start now and may at the next try: the system is out of processes,
+memory or file descriptors for the moment."""
+
+
+def lacks_resources(exc: OSError) -> bool:
+    """Whether a process that could not be started (``exc``) failed for lack of resources, which
+    another try may find (an AdapterError then stays retryable); a program that does not exist or
+    may not be run does not start at any try."""
+    return exc.errno in SPAWN_RESOURCE_ERRNOS
 
 
 _TOKEN_NAME = ledger.TOKEN_VARIABLE.encode()

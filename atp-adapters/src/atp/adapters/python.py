@@ -207,7 +207,7 @@ class PythonAdapter(Adapter):
         function, limiter = self.function, self._limiter
         assert function is not None and limiter is not None
         if self._aborted:
-            raise AdapterError(f"agent {self.name!r}: ATP is stopping; no run is started")
+            raise AdapterError(f"agent {self.name!r}: ATP is stopping; no run is started", retryable=False)
         run = _Run(self, request.task_id, sink)
         own = decode_request(encode(request))  # the agent's copy: what it changes, ATP never sees
         self._runs.add(run)
@@ -260,7 +260,8 @@ class PythonAdapter(Adapter):
                 what = "is not a folder" if folder.exists() else "does not exist"
                 raise AdapterError(
                     f"agent {self.name!r}: its 'path' folder {folder} {what} (entries of 'path' "
-                    f"are relative to {self.base_dir})"
+                    f"are relative to {self.base_dir})",
+                    retryable=False,
                 )
         for entry in reversed([*map(str, self.folders), str(self.base_dir)]):
             if entry not in sys.path:
@@ -295,7 +296,7 @@ class PythonAdapter(Adapter):
             raise self._error(self._raised_while_importing(exc)) from exc
 
     def _error(self, problem: str, verb: str = "cannot import") -> AdapterError:
-        return AdapterError(f"agent {self.name!r}: {verb} {self.settings.callable!r}: {problem}")
+        return AdapterError(f"agent {self.name!r}: {verb} {self.settings.callable!r}: {problem}", retryable=False)
 
     def _not_found(self, missing: str) -> str:
         parent, _, leaf = missing.rpartition(".")

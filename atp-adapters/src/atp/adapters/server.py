@@ -171,7 +171,7 @@ async def check_startable(argv: list[str], folder: Path, env: Mapping[str, str],
     program is not found or not executable, the folder does not exist."""
     problem = await anyio.to_thread.run_sync(cannot_start, argv, folder, env)
     if problem is not None:
-        raise AdapterError(f"agent {agent!r}: cannot start {command!r}: {problem}")
+        raise AdapterError(f"agent {agent!r}: cannot start {command!r}: {problem}", retryable=False)
 
 
 def url_host(host: str) -> str:

@@ -25,7 +25,10 @@ stdout and stderr are the run's log. ATP then waits for ``GET /health`` to answe
 sends ``POST /start`` with ``instruction`` (the task's description, and its ``input_data`` as
 JSON after it), ``max_steps`` and ``timeout_secs``, and polls ``GET /status``: every new entry
 of the agent's ``history`` is a ``tool_call`` event of the tool ``shell``; ``completed`` and
-``failed`` end the run. At the end of every run, however it ends (the time limit cancels it),
+``failed`` end the run. A ``POST /start`` that finds no connection, or that the agent answers
+with a 429, 502, 503 or 504, is an infrastructure fault (a retryable AdapterError); a failed
+``GET /status``, whatever the reason, is one of the ``max_poll_errors`` polls in a row a run
+may have. At the end of every run, however it ends (the time limit cancels it),
 the agent is stopped.
 
 Every HTTP call is bounded as a whole by ``request_timeout`` (httpx's own timeouts are per
@@ -62,12 +65,15 @@ from atp.adapters.network import (
     error_fields,
     http_client,
     http_failure,
+    is_transient,
     read_body,
     refusal,
     request_errors,
+    transient_fault,
+    unreachable,
 )
 from atp.adapters.persistent import QUIET
-from atp.adapters.process import encoded
+from atp.adapters.process import encoded, lacks_resources
 from atp.adapters.server import (
     Grace,
     HealthProbe,
@@ -196,11 +202,13 @@ class _Started(msgspec.Struct):
 
 class _NoAnswer(Exception):
     """An HTTP call to the agent got no whole answer: ``words`` say why (no connection, none
-    within ``request_timeout``, the connection cut)."""
+    within ``request_timeout``, the connection cut). ``unconnected`` is the transport's error
+    when no connection opened."""
 
-    def __init__(self, words: str) -> None:
+    def __init__(self, words: str, unconnected: BaseException | None = None) -> None:
         super().__init__(words)
         self.words = words
+        self.unconnected = unconnected
 
 
 @functools.cache
@@ -317,7 +325,7 @@ class TermSdkAdapter(Adapter):
 
     async def execute(self, request: ATPRequest, sink: EventSink) -> ATPResponse:
         if self._aborted:
-            raise AdapterError(f"agent {self.name!r}: ATP is stopping; no agent is started")
+            raise AdapterError(f"agent {self.name!r}: ATP is stopping; no agent is started", retryable=False)
 
         async def run(agent: _Agent) -> ATPResponse:
             await agent.wait_healthy()
@@ -387,13 +395,15 @@ class TermSdkAdapter(Adapter):
             except OSError as exc:
                 raise AdapterError(
                     f"agent {self.name!r}: cannot find a free port on {settings.host} for the agent "
-                    f"({exc.strerror or exc}); give it one with 'port'"
+                    f"({exc.strerror or exc}); give it one with 'port'",
+                    retryable=False,
                 ) from None
         elif await anyio.to_thread.run_sync(port_in_use, settings.host, port):
             raise AdapterError(
                 f"agent {self.name!r}: port {port} on {settings.host} (the agent's 'port') is in use by another "
                 f"program already: ATP would send the task to it, not to the agent it starts; stop that program, "
-                f"or leave 'port' out (each run then gets a free port)"
+                f"or leave 'port' out (each run then gets a free port)",
+                retryable=False,
             )
         self._ports.add(port)
         try:
@@ -403,7 +413,8 @@ class TermSdkAdapter(Adapter):
                 server = Server.launch(self.argv, cwd=folder, env=env, owner=self)
             except OSError as exc:
                 raise AdapterError(
-                    f"agent {self.name!r}: cannot start {self.command_line!r} in {folder}: {exc.strerror or exc}"
+                    f"agent {self.name!r}: cannot start {self.command_line!r} in {folder}: {exc.strerror or exc}",
+                    retryable=lacks_resources(exc),
                 ) from None
             try:
                 server.read_output(sink.log)
@@ -446,6 +457,7 @@ class _Agent:
         task_id: str,
     ) -> None:
         self.settings = adapter.settings
+        self.name = adapter.name
         self.task_id = task_id
         self.httpx = adapter._httpx
         self.client = client
@@ -468,11 +480,11 @@ class _Agent:
 
     # --- HTTP --------------------------------------------------------------------------------
 
-    async def _call(self, method: str, path: str, body: bytes | None = None) -> tuple[int, bytes]:
-        """One HTTP call, the whole of it within ``request_timeout``: the status and the body
-        (at most :data:`MAX_BODY_BYTES`). Raises :class:`_NoAnswer` saying why there is no
-        whole answer (no connection, none within ``request_timeout``, a connection cut), and
-        AgentError for a body over the limit."""
+    async def _call(self, method: str, path: str, body: bytes | None = None) -> tuple[int, bytes, Any]:
+        """One HTTP call, the whole of it within ``request_timeout``: the status, the body (at
+        most :data:`MAX_BODY_BYTES`) and the headers. Raises :class:`_NoAnswer` saying why there
+        is no whole answer (no connection, none within ``request_timeout``, a connection cut),
+        and AgentError for a body over the limit."""
         url = self.base + path
         headers = {"Accept": "application/json", "User-Agent": "atp"}
         if body is not None:
@@ -485,14 +497,14 @@ class _Agent:
                     data = await read_body(answer, MAX_BODY_BYTES, lambda: AgentError(
                         f"{method} {url}: the agent's answer is larger than {MAX_BODY_BYTES} bytes"
                     ))
-                    return answer.status_code, data
+                    return answer.status_code, data, answer.headers
         except TimeoutError:
             raise _NoAnswer(f"no answer within {timeout:g} s (request_timeout)") from None
         except request_errors(self.httpx) as exc:
-            words = http_failure(
+            failure = http_failure(
                 self.httpx, exc, url, connect_timeout=timeout, timeout=f"no answer within {timeout:g} s (request_timeout)"
-            ).words
-            raise _NoAnswer(words) from None
+            )
+            raise _NoAnswer(failure.words, exc if failure.kind == "connect" else None) from None
 
     def _phrase(self, status: int) -> str:
         phrase: str = self.httpx.codes.get_reason_phrase(status)
@@ -518,7 +530,7 @@ class _Agent:
         async def probe(limit: float) -> HealthProbe:
             try:
                 with anyio.fail_after(limit):
-                    status, body = await self._call("GET", "/health")
+                    status, body, _ = await self._call("GET", "/health")
             except TimeoutError:
                 return HealthProbe(False, f"no answer within {limit:g} s")
             except _NoAnswer as exc:
@@ -551,12 +563,17 @@ class _Agent:
         url = self.base + "/start"
         where = f"POST {url}"
         try:
-            status, answer = await self._call("POST", "/start", body)
+            status, answer, headers = await self._call("POST", "/start", body)
         except _NoAnswer as exc:
             failed = self._exited("while ATP sent POST /start")
             if failed is not None:
                 raise failed from None
+            if exc.unconnected is not None:
+                raise unreachable(self.name, url, exc.unconnected, connect_timeout=self.settings.request_timeout) from None
             raise AgentError(f"{where}: {exc.words}") from None
+        if is_transient(status):
+            phrase = self.httpx.codes.get_reason_phrase(status)
+            raise transient_fault(self.name, where, status, phrase, headers, answer[:ERROR_BODY_BYTES])
         if not 200 <= status < 300:
             hint = ""
             if status == 409:
@@ -588,7 +605,7 @@ class _Agent:
                 raise failed
             report: _Status | None = None
             try:
-                status, body = await self._call("GET", "/status")
+                status, body, _ = await self._call("GET", "/status")
             except _NoAnswer as exc:
                 failed = self._exited(f"while running the task{self._so_far()}")
                 if failed is not None:

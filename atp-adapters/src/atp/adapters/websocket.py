@@ -22,8 +22,8 @@ The agent closing the connection before its response fails the run: with code 10
 1008 (it refuses the request: unsupported, invalid, against its policy) as a refusal
 (:class:`~atp.core.errors.AgentRefused`, like an HTTP 4xx), with any other code or without a
 close (the connection dropped) as the agent's failure, saying after how many events. A
-handshake the agent answers with an HTTP error (a 401, a 500) is worded like the ``http``
-adapter's answer. Other faults and their wording: see :mod:`atp.adapters.network`.
+handshake the agent answers with an HTTP error (a 401, a 500; a 503, an infrastructure fault that
+is tried again) is worded like the ``http`` adapter's answer. Other faults and their wording: see :mod:`atp.adapters.network`.
 """
 
 from __future__ import annotations
@@ -36,9 +36,11 @@ from atp.adapters.network import (
     Incoming,
     NetworkAdapter,
     NetworkSettings,
+    is_transient,
     refusal,
     shown_url,
     tls_context,
+    transient_fault,
     unreachable,
 )
 from atp.core.errors import AdapterError, AgentError, AgentRefused
@@ -108,9 +110,12 @@ class WebSocketAdapter(NetworkAdapter):
             )
         except errors.InvalidStatus as exc:
             answer = exc.response
-            raise refusal(
-                f"GET {self.where} (WebSocket handshake)", answer.status_code, answer.reason_phrase, answer.body or b""
-            ) from None
+            where = f"GET {self.where} (WebSocket handshake)"
+            if is_transient(answer.status_code):
+                raise transient_fault(
+                    self.name, where, answer.status_code, answer.reason_phrase, answer.headers, answer.body or b""
+                ) from None
+            raise refusal(where, answer.status_code, answer.reason_phrase, answer.body or b"") from None
         except (OSError, TimeoutError, getattr(errors, "ProxyError", OSError)) as exc:  # (ProxyError: websockets 15)
             if self._tls is not None and type(exc) is ConnectionResetError and not exc.args:
                 # asyncio's bare error for a server that closed during the TLS handshake
@@ -137,7 +142,7 @@ class WebSocketAdapter(NetworkAdapter):
 
     async def execute(self, request: ATPRequest, sink: EventSink) -> ATPResponse:
         if not self._started:
-            raise AdapterError(f"agent {self.name!r}: the websocket adapter was not started")
+            raise AdapterError(f"agent {self.name!r}: the websocket adapter was not started", retryable=False)
         incoming = Incoming(sink, self.where, self.settings.max_message_bytes)
         connection = await self._connect()
         closed = False

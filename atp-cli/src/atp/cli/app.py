@@ -287,17 +287,25 @@ def render(reporters: Sequence[Reporter], results: SuiteResults, store: RunStore
 
 
 def exit_code(results: SuiteResults) -> int:
-    """0 when every test passed and the run directory is sound; 130/143 for a run stopped by
-    SIGINT/SIGTERM; 1 otherwise (a test failed, the run did not finish, or it regressed from
-    its baseline and regressions fail the run)."""
+    """0 when every test passed (quarantined ones aside) and the run directory is sound;
+    130/143 for a run stopped by SIGINT/SIGTERM; 1 when a test failed, the run did not finish,
+    or it regressed from its baseline and regressions fail the run; 5 when nothing failed but
+    a budget stopped the run before every run was made (the suite is incomplete)."""
     import signal
 
     if results.stopped_by in ("SIGINT", "SIGTERM"):
         return 128 + int(getattr(signal, results.stopped_by))
-    if not results.summary.ok or results.problems or results.interrupted:
+    from atp.cli.main import EXIT_INCOMPLETE
+
+    summary = results.summary
+    if summary.failed + summary.errors - summary.quarantined or results.problems or results.interrupted:
         return 1
     comparison = results.baseline
     if comparison is not None and comparison.fail_on_regression and comparison.failing_regressions:
+        return 1
+    if results.stopped_by == "budget":
+        return EXIT_INCOMPLETE
+    if not summary.ok:
         return 1
     return 0
 

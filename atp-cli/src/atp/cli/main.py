@@ -23,6 +23,7 @@ BUILTIN_COMMANDS = {
     "test": ("atp.cli.commands.test", "test_command", "Run a suite against an agent."),
     "validate": ("atp.cli.commands.validate", "validate_command", "Check that an agent speaks ATP: probes, events, refusals."),
     "report": ("atp.cli.commands.report", "report_command", "Render the results of a run directory."),
+    "merge": ("atp.cli.commands.merge", "merge_command", "Merge the shards of a sharded run into one run directory and report it."),
     "view": ("atp.cli.commands.view", "view_command", "Browse the stored runs in a browser: reports and each test's trend."),
     "baseline": ("atp.cli.commands.baseline", "baseline_command", "Save a baseline of an agent's scores, or compare a run with one."),
     "clean": ("atp.cli.commands.clean", "clean_command", "Remove what killed ATP processes left behind (agent processes, containers)."),
@@ -34,6 +35,8 @@ BUILTIN_COMMANDS = {
 }
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_PLUGIN, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 1, 2, 3, 4, 130
+EXIT_INCOMPLETE = 5
+"""Nothing failed, but a budget stopped the run before every run was made."""
 
 _debug = bool(os.environ.get("ATP_DEBUG"))
 

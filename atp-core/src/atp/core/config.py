@@ -33,6 +33,7 @@ from atp.core.protocol import TimeoutSeconds
 from atp.core.secrets import Masker, looks_secret
 from atp.core.suite import (
     NonEmpty,
+    Retries,
     RunsSpec,
     Suite,
     _Strict,
@@ -45,6 +46,7 @@ from atp.core.yamlfile import PathPart, YamlDocument, format_path, read_text
 
 if TYPE_CHECKING:
     from atp.core.evaluator import Evaluator
+    from atp.core.limits import RateLimit
 
 CONFIG_NAMES = ("atp.config.yaml", "atp.config.yml")
 PYPROJECT = "pyproject.toml"
@@ -53,7 +55,7 @@ TOOL_TABLE = ("tool", "atp")
 PYTHON_VARIABLE = "ATP_PYTHON"
 """``${ATP_PYTHON}``: the Python interpreter running ATP, unless the environment sets it."""
 DEFAULT_RUN_DIR = ".atp/runs"
-COMMON_AGENT_KEYS = ("name", "type", "timeout")
+COMMON_AGENT_KEYS = ("name", "type", "timeout", "rate_limit")
 MAX_AGENT_TIMEOUT = 86400  # seconds, like a test's timeout_seconds
 MAX_EVALUATOR_TIMEOUT = 86400
 
@@ -68,6 +70,18 @@ class ConfigDefaults(_Strict, kw_only=True):
     timeout_seconds: TimeoutSeconds | None = None
     runs_per_test: RunsSpec | None = None
     parallel_workers: Annotated[int, msgspec.Meta(ge=1, le=1024)] | None = None
+    retries: Retries | None = None
+    """How many times a run that met a fault of the infrastructure is tried again (a suite's
+    ``defaults.retries`` and ``--retries`` win)."""
+    retry_backoff_seconds: Annotated[float, msgspec.Meta(gt=0, le=600)] | None = None
+    """About how long the wait before the second attempt is (it doubles each time after)."""
+
+
+class BudgetSpec(_Strict, kw_only=True):
+    """What one ``atp test`` may spend (``--max-cost-usd`` and ``--max-tokens`` win)."""
+
+    max_cost_usd: Annotated[float, msgspec.Meta(gt=0, le=1e9)] | None = None
+    max_tokens: Annotated[int, msgspec.Meta(gt=0)] | None = None
 
 
 MiB = 1024 * 1024
@@ -98,6 +112,12 @@ class ConfigSpec(_Strict, kw_only=True):
     plugins: list[NonEmpty] = msgspec.field(default_factory=list)
     """The project's own plugins: module names (``my_team.checks``) or ``.py`` files, relative
     to the config file (``checks/house_style.py``)."""
+    budget: BudgetSpec = msgspec.field(default_factory=BudgetSpec)
+    executors: dict[str, dict[str, Any]] = msgspec.field(default_factory=dict)
+    """Settings per executor (``atp test --executor=NAME``), like ``dask: {address: ...}``."""
+    quarantine_file: NonEmpty | None = None
+    """A file (relative to the config file) of test ids to quarantine, one per line (``#``
+    starts a comment), in every suite that has them."""
 
 
 _MODULE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*\Z")
@@ -171,6 +191,29 @@ class Config:
     @property
     def run_dir(self) -> Path:
         return self.base_dir / self.spec.reporting.run_dir
+
+    def quarantined(self) -> set[str]:
+        """The test ids of ``quarantine_file`` (one per line; ``#`` starts a comment); none
+        without one. A file that cannot be read is an error located in the config."""
+        entry = self.spec.quarantine_file
+        if entry is None:
+            return set()
+        path = Path(entry).expanduser()
+        if not path.is_absolute():
+            path = self.base_dir / path
+        try:
+            text = read_text(path)
+        except (OSError, UnicodeDecodeError, ConfigError) as exc:
+            message = f"cannot read the quarantine file {path}: {getattr(exc, 'strerror', None) or exc}"
+            if self.document is None:
+                raise ConfigError(message) from None
+            raise self.document.error(message, ("quarantine_file",)) from None
+        found = set()
+        for line in text.splitlines():
+            line = line.split("#", 1)[0].strip()
+            if line:
+                found.add(line)
+        return found
 
     def plugin_entries(self) -> list[str | Path]:
         """The ``plugins:`` list, each entry once, in order: a module name as it is, a file as
@@ -526,12 +569,15 @@ class ResolvedAgent:
         settings: msgspec.Struct,
         timeout: float | None,
         secrets: list[str],
+        rate_limit: "RateLimit | None" = None,
     ) -> None:
         self.definition = definition
         self.adapter_cls = adapter_cls
         self.settings = settings
         self.timeout = timeout
         self.secrets = secrets
+        self.rate_limit = rate_limit
+        """How fast runs may start against this agent (its ``rate_limit``)."""
 
     @property
     def name(self) -> str:
@@ -643,7 +689,15 @@ def resolve_agent(
             raise definition.error(str(exc)) from None
     secrets = [env[v] for v in used if v in env and looks_secret(v)]
     secrets.extend(value for value in adapter_cls.secret_values(settings) if value)
-    return ResolvedAgent(definition, adapter_cls, settings, timeout, secrets)
+    rate_limit = None
+    if definition.raw.get("rate_limit") is not None:
+        from atp.core.limits import parse_rate_limit
+
+        try:
+            rate_limit = parse_rate_limit(definition.raw["rate_limit"])
+        except ConfigError as exc:
+            raise definition.error(str(exc), "rate_limit") from None
+    return ResolvedAgent(definition, adapter_cls, settings, timeout, secrets, rate_limit)
 
 
 def masker_for(

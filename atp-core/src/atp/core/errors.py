@@ -61,7 +61,30 @@ class MissingDependencyError(PluginError):
 
 
 class AdapterError(AtpError):
-    """An adapter could not reach or start its agent (not: the agent misbehaved)."""
+    """An adapter could not reach or start its agent (not: the agent misbehaved): a fault of
+    the infrastructure between ATP and the agent.
+
+    Raised from a run (``Adapter.execute``), it makes the run an error, and the run is tried
+    again when retries are on (docs/reliability.md) unless ``retryable`` is false: a fault
+    that another try cannot fix (a program that does not exist, a setting that is wrong).
+    ``retry_after`` is how long the far side asked ATP to wait (an HTTP ``Retry-After``), in
+    seconds.
+    """
+
+    def __init__(self, message: str, *, retryable: bool = True, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retryable = retryable
+        self.retry_after = retry_after
+
+    def __reduce__(self) -> tuple[object, ...]:
+        # kept whole when pickled (an executor's worker raises it, ATP reads it)
+        return (_adapter_error, (type(self), str(self), self.retryable, self.retry_after))
+
+
+def _adapter_error(cls: type[AdapterError], message: str, retryable: bool, retry_after: float | None) -> AdapterError:
+    error = cls.__new__(cls)
+    AdapterError.__init__(error, message, retryable=retryable, retry_after=retry_after)
+    return error
 
 
 class StorageError(AtpError):

@@ -22,6 +22,7 @@ import pluggy
 if TYPE_CHECKING:
     from atp.core.adapter import Adapter
     from atp.core.evaluator import Evaluator
+    from atp.core.executor import Executor
     from atp.core.protocol import ATPRequest, Event
     from atp.core.reporter import Reporter
     from atp.core.results import RunHeader, RunResult, SuiteResults, TestResult
@@ -39,6 +40,8 @@ RegisterReporter = Callable[["type[Reporter]"], None]
 """The ``register`` of :func:`atp_register_reporters`."""
 RegisterService = Callable[["type[Service]"], None]
 """The ``register`` of :func:`atp_register_services`."""
+RegisterExecutor = Callable[["type[Executor]"], None]
+"""The ``register`` of :func:`atp_register_executors`."""
 
 
 # --- registration --------------------------------------------------------------------------
@@ -66,6 +69,13 @@ def atp_register_services(register: RegisterService) -> None:
     """Register service classes (:class:`atp.core.service.Service`): ``register(MyService)``;
     a test, or a suite's ``defaults``, asks for one with its key (``MyService.key: <config>``),
     and ATP runs it next to the agent for that test's runs (docs/tool-mocking.md)."""
+
+
+@hookspec
+def atp_register_executors(register: RegisterExecutor) -> None:
+    """Register executor classes (:class:`atp.core.executor.Executor`): ``register(MyExecutor)``;
+    ``atp test --executor=NAME`` makes the runs there instead of in the ATP process
+    (docs/cluster.md)."""
 
 
 @hookspec

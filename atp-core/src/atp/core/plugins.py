@@ -29,6 +29,7 @@ from atp.core.errors import MissingDependencyError, PluginError, PluginFailed
 if TYPE_CHECKING:
     from atp.core.adapter import Adapter
     from atp.core.evaluator import Evaluator
+    from atp.core.executor import Executor
     from atp.core.reporter import Reporter
     from atp.core.service import Service
 
@@ -50,6 +51,7 @@ class PluginInfo:
     evaluators: list[str] = dataclasses.field(default_factory=list)
     reporters: list[str] = dataclasses.field(default_factory=list)
     services: list[str] = dataclasses.field(default_factory=list)
+    executors: list[str] = dataclasses.field(default_factory=list)
     errors: list[str] = dataclasses.field(default_factory=list)
     tracebacks: list[str] = dataclasses.field(default_factory=list)
     """The tracebacks of the errors that were exceptions (``--debug`` shows them)."""
@@ -90,7 +92,8 @@ def _service_key_problem(key: str) -> str | None:
 
 
 _SERVICES = _Kind("service", "atp_register_services", "atp.core.service.Service", "key", _service_key_problem)
-_KINDS = (_ADAPTERS, _EVALUATORS, _REPORTERS, _SERVICES)
+_EXECUTORS = _Kind("executor", "atp_register_executors", "atp.core.executor.Executor", "name")
+_KINDS = (_ADAPTERS, _EVALUATORS, _REPORTERS, _SERVICES, _EXECUTORS)
 
 
 def disabled_plugins(value: str | None = None) -> set[str]:
@@ -245,6 +248,7 @@ class Plugins:
             info.evaluators.clear()
             info.reporters.clear()
             info.services.clear()
+            info.executors.clear()
             info.errors[:] = self._load_errors.get(info.name, [])
             info.tracebacks[:] = self._load_tracebacks.get(info.name, [])
         registries: dict[str, Registry] = {}
@@ -309,6 +313,10 @@ class Plugins:
     def services(self) -> dict[str, type[Service]]:
         return self._collect()["service"]
 
+    @property
+    def executors(self) -> dict[str, type[Executor]]:
+        return self._collect()["executor"]
+
     def owner_name(self, kind: str, key: str) -> str | None:
         """The name of the plugin that registered ``key`` in the ``kind`` registry
         (``adapter``, ``evaluator``, ``reporter``, ``service``)."""
@@ -357,6 +365,9 @@ class Plugins:
 
     def service(self, key: str) -> type[Service]:
         return self._lookup(self.services, key, "service", "adapters")
+
+    def executor(self, name: str) -> type[Executor]:
+        return self._lookup(self.executors, name, "executor", "executors[dask]")
 
     def _lookup(self, registry: dict[str, type[K]], key: str, what: str, dist: str) -> type[K]:
         try:

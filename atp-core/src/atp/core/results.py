@@ -48,7 +48,7 @@ from atp.core.stats import ALPHA, Stats, describe, k_values, pass_at_k, pass_hat
 from atp.core.trace import TraceSummary, read_events
 
 RESULTS_FORMAT = "atp-results"
-RESULTS_FORMAT_VERSION = "1.2"
+RESULTS_FORMAT_VERSION = "1.3"
 
 Outcome = Literal["passed", "failed", "error"]
 TestStatus = Literal["passed", "failed", "skipped", "error"]
@@ -96,6 +96,19 @@ def add_usage(total: dict[str, Usage], more: dict[str, Usage]) -> None:
         total.setdefault(key, Usage()).add(usage)
 
 
+class Retry(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """An attempt of a run that met a fault of the infrastructure (docs/reliability.md) and
+    was made again: which attempt, why, and how long ATP waited before the next."""
+
+    attempt: int
+    """The attempt that met the fault (the first is 1)."""
+    reason: str
+    waited_seconds: float
+    """The wait before the next attempt (backoff with jitter, or what the agent asked)."""
+    where: str | None = None
+    """Where the attempt ran, when not here (a cluster worker's address)."""
+
+
 class RunResult(msgspec.Struct, kw_only=True):
     """One execution of one test against the agent."""
 
@@ -125,6 +138,9 @@ class RunResult(msgspec.Struct, kw_only=True):
     traceback: str | None = None
     """The traceback of the adapter plugin's exception that made this run an error (an
     evaluator's is in its check's ``details.traceback``)."""
+    retries: list[Retry] = msgspec.field(default_factory=list)
+    """The attempts before the one this result is of, each ended by a fault of the
+    infrastructure (an agent that could not be reached, an HTTP 503, a worker that died)."""
     events: list[dict[str, Any]] | None = None
     """The trace itself, as ATP events; filled in by reporters that include it (the run
     directory keeps it in ``events_file``)."""
@@ -180,6 +196,16 @@ class PlannedTest(msgspec.Struct, kw_only=True):
     adaptive: Adaptive | None = None
     fingerprint: str | None = None
     """What the test asks and checks, hashed (:func:`atp.core.suite.test_fingerprint`)."""
+    quarantined: bool = False
+    """The suite's ``quarantine:`` names the test: its failures are reported, but do not fail
+    the run."""
+    run_numbers: list[int] | None = None
+    """The numbers of the runs this run directory makes, when not all of ``1..runs``: a
+    shard's share (``atp test --shard``)."""
+
+    def share(self) -> list[int]:
+        """The run numbers this directory is to hold."""
+        return self.run_numbers if self.run_numbers is not None else list(range(1, self.runs + 1))
 
 
 class PluginFailure(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -200,7 +226,33 @@ class BaselineRef(msgspec.Struct, kw_only=True, omit_defaults=True):
     fail_on_regression: bool = True
 
 
-STOPPED_BY = ("SIGINT", "SIGTERM", "fail-fast", "storage")
+STOPPED_BY = ("SIGINT", "SIGTERM", "fail-fast", "storage", "budget")
+BUDGET_EXCEEDED = "BUDGET_EXCEEDED"
+"""The reason of the runs a spent budget left out (the protocol's error code of that name)."""
+
+
+class Shard(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """One of ``count`` parts of a suite's runs (``atp test --shard=index/count``)."""
+
+    index: int
+    """1-based."""
+    count: int
+    basis: str | None = None
+    """The run (its id) whose durations balanced the shares; ``None``: shared by count."""
+    order: list[str] = msgspec.field(default_factory=list)
+    """Every selected test's id, in the suite's order: the order of the merged results."""
+
+
+class Budget(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """What one ``atp test`` may spend, what it spent, and what stopped it."""
+
+    max_cost_usd: float | None = None
+    max_tokens: int | None = None
+    spent_cost_usd: float = 0.0
+    """The agents' reported cost plus the evaluators' (an LLM judge's), over the finished runs."""
+    spent_tokens: int = 0
+    exceeded: str | None = None
+    """What was exceeded and by how much, once it was: no run started after."""
 
 
 class RunHeader(msgspec.Struct, kw_only=True):
@@ -227,6 +279,12 @@ class RunHeader(msgspec.Struct, kw_only=True):
     suite_fingerprint: str | None = None
     baseline: BaselineRef | None = None
     """The baseline this run is compared with (kept in the run directory as ``baseline.json``)."""
+    shard: Shard | None = None
+    budget: Budget | None = None
+    resumed_at: list[datetime] = msgspec.field(default_factory=list)
+    """When ``atp test --resume`` went on with this run (one entry per resume)."""
+    merged_from: list[str] = msgspec.field(default_factory=list)
+    """The run ids of the shards ``atp merge`` combined into this run directory."""
 
 
 class TestStatistics(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -284,6 +342,15 @@ class TestResult(msgspec.Struct, kw_only=True):
     baseline: TestComparison | None = None
     """This test compared with the baseline, when the run has one."""
     fingerprint: str | None = None
+    flaky: bool = False
+    """Its runs disagree: at least one passed and at least one failed."""
+    quarantined: bool = False
+    """The suite quarantines it: a failure is reported, but does not fail the run."""
+
+    @property
+    def retries(self) -> int:
+        """The attempts its runs made again after a fault of the infrastructure."""
+        return sum(len(run.retries) for run in self.runs)
 
     @property
     def failed_checks(self) -> list[Check]:
@@ -306,11 +373,17 @@ class Summary(msgspec.Struct, kw_only=True):
     """Tests (not skipped by the suite) with fewer runs than planned: interrupted, stopped."""
     skipped_checks: int = 0
     """Checks not made in the runs (an LLM judge without an API key, say)."""
+    flaky: int = 0
+    """Tests whose runs disagree (some passed, some failed)."""
+    quarantined: int = 0
+    """Quarantined tests that failed or were errors: reported, not failing the run."""
+    retries: int = 0
+    """Attempts made again after faults of the infrastructure, over every run."""
 
     @property
     def ok(self) -> bool:
-        """Every test that was to run ran all its runs, and none failed."""
-        return self.failed == 0 and self.errors == 0 and self.incomplete == 0
+        """Every test that was to run ran all its runs, and none failed (but quarantined ones)."""
+        return self.failed + self.errors - self.quarantined == 0 and self.incomplete == 0
 
 
 class SuiteResults(msgspec.Struct, kw_only=True):
@@ -341,6 +414,10 @@ class SuiteResults(msgspec.Struct, kw_only=True):
     """The run compared with its baseline (each test's comparison is on the test)."""
     evaluation_usage: dict[str, Usage] = msgspec.field(default_factory=dict)
     """What the evaluators spent over all runs (the runs' ``evaluation_usage`` added up)."""
+    shard: Shard | None = None
+    """The part of the suite's runs these results are of (``atp test --shard``)."""
+    budget: Budget | None = None
+    """The budget of the run, what it spent, and whether it stopped the run."""
 
 
 def status_of_runs(runs: list[RunResult], rule: PassRule = ALL_RUNS) -> TestStatus:
@@ -450,6 +527,7 @@ def make_test_result(
     stopped_by: str | None = None,
     baseline: BaselineTest | None = None,
     alpha: float = ALPHA,
+    budget: Budget | None = None,
 ) -> TestResult:
     """A planned test and its runs (in the order they finished), with the status, score and
     statistics they add up to; an adaptive test's stop is replayed (against the test's
@@ -467,7 +545,7 @@ def make_test_result(
             status, skip_reason = "skipped", unchecked
     else:
         status = "skipped"
-        skip_reason = planned.skip or _NOT_RUN.get(stopped_by or "") or (
+        skip_reason = planned.skip or _not_run(stopped_by, budget) or (
             "not run: the run was interrupted" if interrupted else "not run"
         )
     return TestResult(
@@ -486,13 +564,30 @@ def make_test_result(
         adaptive=planned.adaptive,
         stop=stop,
         fingerprint=planned.fingerprint,
+        flaky=is_flaky(runs),
+        quarantined=planned.quarantined,
     )
+
+
+def _not_run(stopped_by: str | None, budget: Budget | None) -> str | None:
+    if stopped_by == "budget":
+        spent = f" ({budget.exceeded})" if budget is not None and budget.exceeded else ""
+        return f"not run: {BUDGET_EXCEEDED}{spent}"
+    return _NOT_RUN.get(stopped_by or "")
+
+
+def is_flaky(runs: list[RunResult]) -> bool:
+    """Runs that disagree: at least one passed and at least one failed (a run that could not be
+    evaluated, an error, says nothing about the agent)."""
+    outcomes = {run.outcome for run in runs}
+    return "passed" in outcomes and "failed" in outcomes
 
 
 def is_incomplete(planned: PlannedTest, test: TestResult) -> bool:
     """A test (not skipped by the suite) with fewer runs than planned: under an adaptive plan,
     one that neither decided to stop nor reached ``max_runs``."""
-    if planned.skip is not None or len(test.runs) >= planned.runs:
+    wanted = len(planned.run_numbers) if planned.run_numbers is not None else planned.runs
+    if planned.skip is not None or len(test.runs) >= wanted:
         return False
     return planned.adaptive is None or test.stop is None
 
@@ -522,7 +617,9 @@ def build_suite_results(
     for planned in header.tests:
         mine = by_test.pop(planned.id, [])
         scores[planned.id] = [r.score for r in mine]
-        tests.append(make_test_result(planned, mine, interrupted, header.stopped_by, entries.get(planned.id), alpha))
+        tests.append(
+            make_test_result(planned, mine, interrupted, header.stopped_by, entries.get(planned.id), alpha, header.budget)
+        )
     for test_id, stray in by_test.items():
         problems.append(
             f"{len(stray)} result(s) for test {test_id!r}, which this run did not plan: not counted"
@@ -537,6 +634,9 @@ def build_suite_results(
         runs=len(runs),
         incomplete=sum(1 for planned, test in zip(header.tests, tests, strict=True) if is_incomplete(planned, test)),
         skipped_checks=sum(len(r.skipped_checks) for r in runs),
+        flaky=sum(t.flaky for t in tests),
+        quarantined=sum(t.quarantined and t.status in ("failed", "error") for t in tests),
+        retries=sum(len(r.retries) for r in runs),
     )
     spent: dict[str, Usage] = {}
     for run in runs:
@@ -581,6 +681,8 @@ def build_suite_results(
         statistics=suite_statistics(tests),
         suite_fingerprint=header.suite_fingerprint,
         baseline=comparison,
+        shard=header.shard,
+        budget=header.budget,
     )
 
 
@@ -631,6 +733,8 @@ _lines_decoder = msgspec.json.Decoder(list[dict[str, Any]])
 class _Started(msgspec.Struct):
     started_at: datetime
     suite: str = ""
+    run_id: str = ""
+    merged_from: list[str] = msgspec.field(default_factory=list)
 
 
 _started_decoder = msgspec.json.Decoder(_Started)
@@ -667,6 +771,22 @@ def _file_stem(test_id: str, run_number: int) -> str:
     return f"{safe}.{run_number}"
 
 
+def events_path(test_id: str, run_number: int) -> str:
+    """Where a run's events go, relative to its run directory."""
+    return f"events/{_file_stem(test_id, run_number)}.jsonl"
+
+
+def log_path(test_id: str, run_number: int) -> str:
+    """Where a run's agent log goes, relative to its run directory."""
+    return f"logs/{_file_stem(test_id, run_number)}.log"
+
+
+def workspace_path(test_id: str, run_number: int) -> str:
+    """Where the fresh workspace of a run whose test has a ``workspace_fixture`` goes (kept
+    with the results, as the agent left it), relative to its run directory."""
+    return f"workspaces/{_file_stem(test_id, run_number)}"
+
+
 def _storage_error(what: str, path: Path, exc: OSError) -> StorageError:
     return StorageError(f"cannot {what} {path}: {files.reason(exc)}")
 
@@ -700,6 +820,28 @@ class RunStore:
         return store
 
     @classmethod
+    def reopen(cls, directory: Path, masker: Masker | None = None) -> "RunStore":
+        """A run directory to append more results to (``atp test --resume``): a last line cut
+        short when ATP was killed mid-write is taken away first (its run is made again)."""
+        store = cls.open(directory)
+        store._masker = masker if masker else None
+        path = directory / RESULTS_FILE
+        try:
+            data = files.read_bytes(path)
+        except FileNotFoundError:
+            return store
+        except OSError as exc:
+            raise _storage_error("read", path, exc) from None
+        end = data.rfind(b"\n") + 1
+        if end < len(data):
+            try:
+                with open(path, "r+b") as handle:
+                    handle.truncate(end)
+            except OSError as exc:
+                raise _storage_error("repair", path, exc) from None
+        return store
+
+    @classmethod
     def open(cls, directory: Path) -> "RunStore":
         header = directory / HEADER_FILE
         try:
@@ -713,16 +855,22 @@ class RunStore:
     @staticmethod
     def latest(root: Path, suite: str | None = None) -> Path:
         """The run directory below ``root`` that started last (by the start time it records),
-        of the suite named ``suite`` when given."""
+        of the suite named ``suite`` when given; shards merged into a run (``atp merge``) are
+        left out for it."""
         newest: tuple[datetime, str] | None = None
         found: Path | None = None
         candidates = [p for p in root.iterdir() if (p / HEADER_FILE).is_file()] if root.is_dir() else []
+        heads: dict[Path, _Started] = {}
         for path in candidates:
             try:
-                head = _started_decoder.decode(files.read_bytes(path / HEADER_FILE))
+                heads[path] = _started_decoder.decode(files.read_bytes(path / HEADER_FILE))
             except (OSError, msgspec.MsgspecError):
                 continue
+        merged = {run_id for head in heads.values() for run_id in head.merged_from}
+        for path, head in heads.items():
             if suite is not None and head.suite != suite:
+                continue
+            if head.run_id in merged:  # a shard: the run it was merged into stands for it
                 continue
             started = head.started_at
             if started.tzinfo is None:
@@ -788,15 +936,13 @@ class RunStore:
             self._results_fd = None
 
     def events_file(self, test_id: str, run_number: int) -> str:
-        return f"events/{_file_stem(test_id, run_number)}.jsonl"
+        return events_path(test_id, run_number)
 
     def log_file(self, test_id: str, run_number: int) -> str:
-        return f"logs/{_file_stem(test_id, run_number)}.log"
+        return log_path(test_id, run_number)
 
     def workspace(self, test_id: str, run_number: int) -> Path:
-        """The fresh workspace of a run whose test has a ``workspace_fixture`` (kept with the
-        results, as the agent left it)."""
-        return self.directory / "workspaces" / _file_stem(test_id, run_number)
+        return self.directory / workspace_path(test_id, run_number)
 
     # --- reading ---
 

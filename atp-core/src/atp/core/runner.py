@@ -18,6 +18,7 @@ in the run directory and raises :class:`Interrupted`.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import signal
@@ -25,7 +26,7 @@ import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any, Literal
@@ -34,6 +35,7 @@ import anyio
 import anyio.lowlevel
 import msgspec
 
+from atp.core import files
 from atp.core.adapter import Adapter
 from atp.core.adaptive import Adaptive, decide
 from atp.core.baseline import Baseline, sequential_alpha
@@ -49,23 +51,33 @@ from atp.core.evaluator import (
     describe,
     is_async,
 )
+from atp.core.executor import Executor, Job, Shipped
 from atp.core.ledger import ProcessLedger, activate, stop_abandoned
+from atp.core.limits import BudgetMeter, RateLimit, RateLimiter
 from atp.core.plugins import HookCall, Plugins, format_exception
 from atp.core.protocol import PROTOCOL_VERSION, ATPRequest, ATPResponse, Context, Event, sane_metrics
 from atp.core.results import (
     BaselineRef,
+    Budget,
     Check,
     Outcome,
     PlannedTest,
     PluginFailure,
+    Retry,
     RunHeader,
     RunResult,
     RunStore,
+    Shard,
     SuiteResults,
+    events_path,
+    log_path,
     make_test_result,
     new_run_id,
     utcnow,
+    workspace_path,
 )
+from atp.core.resume import check_resumable, done_runs
+from atp.core.retry import DEFAULT_BACKOFF_SECONDS, MAX_RETRIES, Fault, backoff, infrastructure_fault
 from atp.core.scoring import score_run
 from atp.core.secrets import Masker
 from atp.core.service import Recorder, Service
@@ -91,6 +103,9 @@ other run in flight waited for it."""
 SERVICE_LEAVE_SECONDS = 30.0
 """How long a service may take to leave a run (its ``run`` context's exit) before it is
 abandoned with a warning."""
+REMOTE_SPARE_SECONDS = 60.0
+"""How much longer than its time limits a run on a worker may take before the worker counts
+as lost."""
 LIFECYCLE_HOOKS = (
     "atp_suite_started",
     "atp_test_started",
@@ -100,6 +115,9 @@ LIFECYCLE_HOOKS = (
     "atp_test_finished",
     "atp_suite_finished",
 )
+
+
+_shipped_decoder = msgspec.json.Decoder(RunResult)
 
 
 class Interrupted(KeyboardInterrupt):
@@ -136,6 +154,17 @@ class Runner:
         baseline: Baseline | None = None,
         baseline_ref: BaselineRef | None = None,
         secrets: Mapping[str, str] | None = None,
+        retries: int = 0,
+        retry_backoff: float = DEFAULT_BACKOFF_SECONDS,
+        budget: Budget | None = None,
+        rate_limit: RateLimit | None = None,
+        quarantine: Collection[str] = (),
+        shard: Shard | None = None,
+        shares: Mapping[str, list[int] | None] | None = None,
+        resume: Path | None = None,
+        force: bool = False,
+        executor: Executor | None = None,
+        job: Job | None = None,
     ) -> None:
         if parallel < 1:
             raise AtpError("--parallel must be at least 1")
@@ -159,6 +188,32 @@ class Runner:
         """The baseline the results are compared with; it also lets adaptive tests stop once
         the comparison is decided."""
         self.baseline_ref = baseline_ref
+        if not 0 <= retries <= MAX_RETRIES:
+            raise AtpError(f"retries must be from 0 to {MAX_RETRIES}, not {retries}")
+        self.retries = retries
+        """How many times a run that met a fault of the infrastructure is tried again."""
+        self.retry_backoff = retry_backoff
+        self._budget = BudgetMeter(budget) if budget is not None else None
+        self._rate = RateLimiter(rate_limit) if rate_limit is not None else None
+        self.quarantine = frozenset(quarantine)
+        """The ids of the tests whose failures do not fail the run."""
+        self.shard = shard
+        self.shares = shares
+        """With ``shard``: the run numbers of each test in this shard (``None``: all of its
+        runs); a test not named is another shard's."""
+        self.resume = resume
+        """A run directory to go on with: only the runs it does not hold are made."""
+        self.force = force
+        """With ``resume``: go on even when the suite changed since."""
+        self._resuming = False
+        self._done: dict[str, list[RunResult]] = {}
+        """With ``resume``: the runs the directory held, by test."""
+        self.run_id = ""
+        self.executor = executor
+        """Where the runs are made when not here (:mod:`atp.core.executor`); ``None``: here."""
+        self.job = job
+        """With ``executor``: what its workers load (the config file, the evaluator overrides);
+        the run id and the tests are filled in when the run starts."""
         self.store: RunStore | None = None
         self._evaluators: dict[str, Evaluator] = {}
         self._evaluator_limits: dict[str, float] = {}
@@ -178,6 +233,14 @@ class Runner:
         """The services made for this suite, by key (made and started on first use)."""
         self._services_lock: anyio.Lock | None = None
         self._schedule: _Schedule | None = None
+
+    def set_budget(self, budget: Budget | None) -> None:
+        """What this ``atp test`` may spend (checked after each finished run)."""
+        self._budget = BudgetMeter(budget) if budget is not None else None
+
+    def set_rate_limit(self, limit: RateLimit | None) -> None:
+        """How fast runs may start against the agent (every worker shares it)."""
+        self._rate = RateLimiter(limit) if limit is not None else None
 
     def _notify(self, hook_name: str, **kwargs: Any) -> None:
         """Call each plugin's implementation of a lifecycle hook; one that raises is named in
@@ -207,12 +270,16 @@ class Runner:
 
     def plan_of(self, test: Test) -> Adaptive | None:
         """The test's adaptive plan, when it runs by one (its own ``auto``, or ``--runs=auto``)."""
+        if self._resuming:
+            return self._planned[test.id].adaptive
         if self.runs == "auto" or (self.runs is None and test.auto):
             return test.adaptive
         return None
 
     def runs_of(self, test: Test) -> int:
         """The runs planned for a test (under an adaptive plan, the most it may take)."""
+        if self._resuming:
+            return self._planned[test.id].runs
         plan = self.plan_of(test)
         if plan is not None:
             return plan.max_runs
@@ -221,42 +288,30 @@ class Runner:
     async def run(self) -> SuiteResults:
         """Run everything; returns the results as the run directory holds them."""
         self._callers = {name: self.plugins.callers(name) for name in LIFECYCLE_HOOKS}
-        self._services_lock = anyio.Lock()
-        planned = [
-            PlannedTest(
-                id=t.id,
-                name=t.name,
-                description=t.description,
-                tags=list(t.tags),
-                runs=self.runs_of(t),
-                skip=t.skip,
-                pass_rule=t.pass_rule,
-                adaptive=self.plan_of(t),
-                fingerprint=test_fingerprint(t),
-            )
-            for t in self.tests
-        ]
-        self._planned = {p.id: p for p in planned}
-        header = RunHeader(
-            run_id=new_run_id(),
-            suite=self.suite.name,
-            suite_file=str(self.suite.path) if self.suite.path else None,
-            agent=self.agent.name,
-            agent_type=self.agent.type,
-            started_at=utcnow(),
-            deselected=self.deselected,
-            tests=planned,
-            suite_fingerprint=suite_fingerprint(self.tests),
-            baseline=self.baseline_ref if self.baseline is not None else None,
-        )
-        for message in stop_abandoned(self.run_root):
+        self.begin()
+        for message in stop_abandoned(self.run_root if self.resume is None else self.resume.parent):
             logger.warning(message)
-        store = self.store = RunStore.create(self.run_root, header, self.masker, self.baseline)
-        schedule = self._schedule = _Schedule(self, self.tests)
+        if self.resume is not None:
+            store, header = self._reopen(self.resume)
+        else:
+            header = self._new_header()
+            store = RunStore.create(self.run_root, header, self.masker, self.baseline)
+        planned = header.tests
+        self._planned = {p.id: p for p in planned}
+        self.store = store
+        self.run_id = header.run_id
+        schedule = self._schedule = _Schedule(self, self.tests, self._done)
+        total = 0
         for test in self.tests:
             if test.skip is None:
-                self._remaining[test.id] = self.runs_of(test)
-        total = sum(self.runs_of(t) for t in self.tests if t.skip is None)
+                left = self._planned[test.id].runs if self.plan_of(test) is not None else len(self._planned[test.id].share())
+                left -= len(self._done.get(test.id, ()))
+                if left > 0:
+                    self._remaining[test.id] = left
+                    total += left
+                    if self._done.get(test.id) and self._callers["atp_test_finished"]:
+                        self._finished_runs[test.id] = list(self._done[test.id])
+        self._done = {}
         adapter: Adapter | None = None
         interrupted = True
         started = False
@@ -264,8 +319,11 @@ class Runner:
         try:
             with activate(processes), masking(self.masker):
                 try:
-                    adapter = self._adapter_step("could not be created", self.agent.create_adapter)
-                    await self._adapter_call("failed to start", adapter.start)
+                    if self.executor is not None:
+                        await self.executor.start(self._job(header))
+                    else:
+                        adapter = self._adapter_step("could not be created", self.agent.create_adapter)
+                        await self._adapter_call("failed to start", adapter.start)
                     started = True
                     self._notify("atp_suite_started", header=header, directory=store.directory)
                     await self._run_all(adapter, schedule, total)
@@ -274,14 +332,12 @@ class Runner:
                     if adapter is not None:
                         with anyio.CancelScope(shield=True):
                             await self._close(adapter)
-                    if self._services:
+                    if self.executor is not None:
                         with anyio.CancelScope(shield=True):
-                            await self._close_services()
-                    if self._evaluators:
-                        with anyio.CancelScope(shield=True):
-                            await self._close_evaluators()
+                            await self._close_executor(self.executor)
+                    await self.end()
         finally:
-            if not started:  # the agent could not start: nothing ran, no run directory is left
+            if not started and self.resume is None:  # the agent could not start: nothing ran, no run directory is left
                 store.close()
                 _discard(store.directory)
             else:
@@ -310,6 +366,41 @@ class Runner:
             raise Interrupted(self._stopped_by, store.directory)
         return results
 
+    def _job(self, header: RunHeader) -> Job:
+        """What the executor's workers load to make this run's runs."""
+        import os
+
+        base = self.job or Job(suite_path=str(self.suite.path or ""), agent=self.agent.name)
+        return msgspec.structs.replace(
+            base,
+            key=f"{header.run_id}-{os.urandom(4).hex()}",
+            run_id=header.run_id,
+            runs=self.runs,
+            tests={t.id: test_fingerprint(t) for t in self.tests},
+        )
+
+    def begin(self) -> None:
+        """Get ready to make runs on the current event loop (:meth:`run` does; a cluster
+        worker's session calls it before :meth:`perform_once`)."""
+        self._services_lock = anyio.Lock()
+
+    async def end(self) -> None:
+        """Close the services and evaluators the runs made, shielded from cancellation."""
+        with anyio.CancelScope(shield=True):
+            if self._services:
+                await self._close_services()
+            if self._evaluators:
+                await self._close_evaluators()
+
+    async def _close_executor(self, executor: Executor) -> None:
+        """Let the executor stop what is still running on its workers and disconnect; a failure
+        there is warned about and recorded, the results stand."""
+        try:
+            await executor.aclose()
+        except Exception as exc:
+            owner = self.plugins.owner_name("executor", executor.name) or executor.name
+            self._hook_failed(owner, "executor aclose", _single(exc))
+
     def _stop_reason(self) -> str | None:
         if self._stopped_by is not None:
             return signal.Signals(self._stopped_by).name
@@ -317,7 +408,72 @@ class Runner:
             return "storage"
         if self._failed_fast:
             return "fail-fast"
+        if self._budget is not None and self._budget.exceeded:
+            return "budget"
         return None
+
+    def _planned_test(self, test: Test) -> PlannedTest:
+        share = self.shares.get(test.id) if self.shares is not None else None
+        return PlannedTest(
+            id=test.id,
+            name=test.name,
+            description=test.description,
+            tags=list(test.tags),
+            runs=self.runs_of(test),
+            skip=test.skip,
+            pass_rule=test.pass_rule,
+            adaptive=self.plan_of(test),
+            fingerprint=test_fingerprint(test),
+            quarantined=test.id in self.quarantine,
+            run_numbers=share,
+        )
+
+    def _new_header(self) -> RunHeader:
+        """The header of a new run directory: the selected tests (this shard's, with ``shard``)
+        as planned now."""
+        fingerprint = suite_fingerprint(self.tests)  # of the whole selection, a shard's too
+        if self.shares is not None:
+            self.tests = [t for t in self.tests if t.id in self.shares]
+        return RunHeader(
+            run_id=new_run_id(),
+            suite=self.suite.name,
+            suite_file=str(self.suite.path) if self.suite.path else None,
+            agent=self.agent.name,
+            agent_type=self.agent.type,
+            started_at=utcnow(),
+            deselected=self.deselected,
+            tests=[self._planned_test(t) for t in self.tests],
+            suite_fingerprint=fingerprint,
+            baseline=self.baseline_ref if self.baseline is not None else None,
+            shard=self.shard,
+            budget=self._budget.budget if self._budget is not None else None,
+        )
+
+    def _reopen(self, directory: Path) -> tuple[RunStore, RunHeader]:
+        """Go on with the run in ``directory``: its own plan, the runs it holds counted as done
+        (see :mod:`atp.core.resume`)."""
+        store = RunStore.reopen(directory, self.masker)
+        header = store.read_header()
+        tests = {t.id: t for t in self.suite.tests}
+        check_resumable(header, self.suite.name, self.agent.name, tests, force=self.force)
+        self.tests = [tests[p.id] for p in header.tests if p.id in tests]
+        self._planned = {p.id: p for p in header.tests}
+        if self.force:  # the tests as they are now are what the runs left make
+            for planned in header.tests:
+                if planned.id in tests:
+                    planned.fingerprint = test_fingerprint(tests[planned.id])
+            header.suite_fingerprint = suite_fingerprint(self.tests)
+        self._done = done_runs(store.read_results(), header)
+        self._resuming = True
+        header.resumed_at.append(utcnow())
+        header.finished_at = None
+        header.interrupted = False
+        header.stopped_by = None
+        header.budget = self._budget.budget if self._budget is not None else None
+        if self.baseline is None:
+            self.baseline = store.baseline()
+        store.write_header(header)
+        return store, header
 
     def _adapter_failed(self, what: str, exc: Exception) -> PluginFailed:
         owner = self.plugins.owner("adapter", self.agent.type)
@@ -452,14 +608,15 @@ class Runner:
             except Exception as exc:
                 self._hook_failed(self.plugins.owner_name("evaluator", name) or name, f"evaluator {name!r} aclose", _single(exc))
 
-    async def _run_all(self, adapter: Adapter, items: _Schedule, total: int) -> None:
+    async def _run_all(self, adapter: Adapter | None, items: _Schedule, total: int) -> None:
         runs = self._runs_scope = anyio.CancelScope()
+        width = (self.executor.capacity or self.parallel) if self.executor is not None else self._fit_parallel()
         async with anyio.create_task_group() as outer:
             if threading.current_thread() is threading.main_thread():
                 outer.start_soon(self._watch_signals, runs, adapter)
             with runs:
                 async with anyio.create_task_group() as workers:
-                    for _ in range(min(self._fit_parallel(), total)):
+                    for _ in range(min(width, total)):
                         workers.start_soon(self._worker, adapter, items)
             outer.cancel_scope.cancel()
 
@@ -493,7 +650,7 @@ class Runner:
         )
         return fitting
 
-    async def _watch_signals(self, runs: anyio.CancelScope, adapter: Adapter) -> None:
+    async def _watch_signals(self, runs: anyio.CancelScope, adapter: Adapter | None) -> None:
         """Ctrl-C and SIGTERM stop the runs in flight (their agents are stopped by the
         adapter) the same way on every Python version; the finished ones are already stored.
         A second signal while agents are being stopped kills them at once."""
@@ -509,18 +666,24 @@ class Runner:
                     continue
                 logger.warning("stopping every agent at once (a second %s)", signal.Signals(signum).name)
                 try:
-                    adapter.abort()
+                    if adapter is not None:
+                        adapter.abort()
+                    if self.executor is not None:
+                        self.executor.abort()
                 except Exception as exc:
                     logger.warning("adapter %r could not abort its agents: %s", self.agent.type, exc)
 
-    async def _worker(self, adapter: Adapter, items: _Schedule) -> None:
+    async def _worker(self, adapter: Adapter | None, items: _Schedule) -> None:
         while True:
             item = await items.take()
             if item is None:
                 return
             test, run_number = item
             try:
-                await self.run_one(adapter, test, run_number)
+                if adapter is None:
+                    await self.run_remote(test, run_number)
+                else:
+                    await self.run_one(adapter, test, run_number)
             except StorageError as exc:
                 # The run directory cannot take more: stop everything, keep what is written.
                 self._storage_error = self._storage_error or exc
@@ -533,10 +696,12 @@ class Runner:
 
     # --- one run -------------------------------------------------------------------------
 
-    def build_request(self, test: Test, run_number: int, workspace: Path | None = None) -> ATPRequest:
+    def build_request(
+        self, test: Test, run_number: int, workspace: Path | None = None, task_id: str | None = None
+    ) -> ATPRequest:
         return ATPRequest(
             version=PROTOCOL_VERSION,
-            task_id=str(uuid.uuid4()),
+            task_id=task_id or str(uuid.uuid4()),
             task=test.task,
             constraints=test.constraints,
             context=Context(workspace_path=str(workspace)) if workspace is not None else None,
@@ -546,89 +711,263 @@ class Runner:
                 "total_runs": self.runs_of(test),
                 **({"adaptive": True} if self.plan_of(test) is not None else {}),
                 "suite": self.suite.name,
-                "run_id": self.store.directory.name if self.store is not None else "",
+                "run_id": self.run_id,
             },
         )
 
     async def run_one(self, adapter: Adapter, test: Test, run_number: int) -> RunResult:
+        """Make one run (tried again after faults of the infrastructure, as ``retries`` allows)
+        and store its result."""
         store = self.store
         assert store is not None, "run() creates the store"
-        workspace = None
-        if test.workspace_fixture is not None:
-            workspace = store.workspace(test.id, run_number)
-            await anyio.to_thread.run_sync(_copy_fixture, test.workspace_fixture, workspace)
-        request = self.build_request(test, run_number, workspace)
-        task_id = request.task_id
+        result = await self.perform(adapter, test, run_number, store.directory)
+        self.record(test, result)
+        return result
+
+    async def run_remote(self, test: Test, run_number: int) -> RunResult:
+        """Make one run through the executor and store what it sends back: its events and log
+        written here, the result appended; the retries of faults of the infrastructure (a worker
+        lost, an agent the worker could not reach) decided and recorded here."""
+        executor, store = self.executor, self.store
+        assert executor is not None and store is not None, "run() starts the executor and creates the store"
         callers = self._callers
+        request = self.build_request(test, run_number)
         if run_number == 1 and callers["atp_test_started"]:
             self._notify("atp_test_started", test=test)
+        if callers["atp_run_started"]:
+            self._notify("atp_run_started", test=test, run_number=run_number, request=request)
+        retries: list[Retry] = []
+        limit = self._remote_limit(test)
+        attempt = 1
+        while True:
+            if self._rate is not None:
+                await self._rate.acquire()
+            task_id = request.task_id if attempt == 1 else str(uuid.uuid4())
+            started_at, started = utcnow(), time.perf_counter()
+            shipped: Shipped | None = None
+            fault: Fault | None = None
+            failure: str | None = None
+            try:
+                with anyio.fail_after(limit):
+                    shipped = await executor.execute(test.id, run_number, task_id)
+            except TimeoutError:
+                fault = Fault(f"the executor did not send the run back within {limit:g} s")
+            except Exception as raised:
+                exc = _single(raised)
+                fault = infrastructure_fault(exc)
+                if fault is None:
+                    failure = f"executor {executor.name!r} could not make the run: {type(exc).__name__}: {exc}"
+            if shipped is not None and shipped.fault is not None:
+                fault = Fault(shipped.fault, shipped.retry_after)
+            if fault is None or attempt > self.retries:
+                break
+            wait = backoff(attempt, self.retry_backoff, fault.retry_after)
+            reason = self.masker.text(fault.reason) if self.masker is not None else fault.reason
+            where = shipped.where if shipped is not None and shipped.where else None
+            retries.append(Retry(attempt=attempt, reason=shorten(reason, MAX_ERROR_CHARS), waited_seconds=round(wait, 3), where=where))
+            await anyio.sleep(wait)
+            attempt += 1
+        result = self._shipped_result(test, run_number, shipped)
+        if result is None:
+            error = failure or (fault.reason if fault is not None else "the executor sent nothing back")
+            if retries:
+                error = f"{error} (after {len(retries)} {'retry' if len(retries) == 1 else 'retries'})"
+            if self.masker is not None:
+                error = self.masker.text(error)
+            result = RunResult(
+                test_id=test.id,
+                run_number=run_number,
+                task_id=task_id,
+                outcome="error",
+                status="failed",
+                score=0.0,
+                duration_seconds=round(time.perf_counter() - started, 6),
+                started_at=started_at,
+                error=shorten(error, MAX_ERROR_CHARS),
+            )
+        else:
+            self._store_shipped(result, shipped)
+        result.retries = retries + result.retries
+        self.record(test, result)
+        return result
+
+    def _remote_limit(self, test: Test) -> float:
+        """How long a run may take on a worker before ATP counts the worker as lost: the
+        test's time limit, its evaluators' and a minute to spare."""
+        timeout = float(test.timeout_seconds)
+        if self.agent.timeout is not None:
+            timeout = min(timeout, float(self.agent.timeout))
+        return timeout + sum(self._evaluator_timeout(a.type) for a in test.assertions) + REMOTE_SPARE_SECONDS
+
+    def _shipped_result(self, test: Test, run_number: int, shipped: Shipped | None) -> RunResult | None:
+        """The result a worker sent, checked to be of this run; ``None`` when there is none."""
+        if shipped is None:
+            return None
+        try:
+            result = _shipped_decoder.decode(shipped.result)
+        except (msgspec.MsgspecError, UnicodeDecodeError, RecursionError) as exc:
+            return RunResult(
+                test_id=test.id, run_number=run_number, task_id="", outcome="error", status="failed", score=0.0,
+                duration_seconds=0.0, started_at=utcnow(),
+                error=f"the worker {printable(shipped.where)} sent back a result ATP cannot read: {exc}",
+            )  # fmt: skip
+        if result.test_id != test.id or result.run_number != run_number:
+            return RunResult(
+                test_id=test.id, run_number=run_number, task_id=result.task_id, outcome="error", status="failed",
+                score=0.0, duration_seconds=0.0, started_at=utcnow(),
+                error=f"the worker {printable(shipped.where)} sent back the result of another run "
+                f"({shorten(printable(result.test_id))} run {result.run_number})",
+            )  # fmt: skip
+        return result
+
+    def _store_shipped(self, result: RunResult, shipped: Shipped | None) -> None:
+        """Write a shipped run's events and log where this run directory keeps them (named here:
+        a worker names no path), and replay the events to the plugins that follow them."""
+        store = self.store
+        assert store is not None and shipped is not None
+        result.events_file = result.log_file = None
+        for data, name in ((shipped.events, events_path), (shipped.log, log_path)):
+            if not data:
+                continue
+            relative = name(result.test_id, result.run_number)
+            path = store.directory / relative
+            try:
+                path.parent.mkdir(exist_ok=True)
+                files.write_new(path, data)
+            except OSError as exc:
+                raise StorageError(f"cannot write {path}: {files.reason(exc)}") from None
+            if name is events_path:
+                result.events_file = relative
+            else:
+                result.log_file = relative
+        if self._callers["atp_event"] and result.events_file is not None:
+            test = next((t for t in self.tests if t.id == result.test_id), None)
+            if test is not None:
+                for event in store.events(result):
+                    self._notify("atp_event", test=test, run_number=result.run_number, event=event)
+
+    async def perform(self, adapter: Adapter, test: Test, run_number: int, directory: Path) -> RunResult:
+        """One run's result, its events and log written below ``directory``: the request
+        executed through the adapter (again after each fault of the infrastructure while
+        retries are left), the response checked, evaluated and scored. Nothing is stored."""
+        if run_number == 1 and self._callers["atp_test_started"]:
+            self._notify("atp_test_started", test=test)
+        retries: list[Retry] = []
+        attempt = 1
+        while True:
+            tried = await self._attempt(adapter, test, run_number, directory, attempt)
+            fault = tried.fault
+            if fault is None or attempt > self.retries:
+                break
+            wait = backoff(attempt, self.retry_backoff, fault.retry_after)
+            reason = self.masker.text(fault.reason) if self.masker is not None else fault.reason
+            retries.append(Retry(attempt=attempt, reason=shorten(reason, MAX_ERROR_CHARS), waited_seconds=round(wait, 3)))
+            await anyio.sleep(wait)
+            attempt += 1
+        if fault is not None and retries:
+            tried.error = f"{tried.error} (after {len(retries)} {'retry' if len(retries) == 1 else 'retries'})"
+        return await self._finish(adapter, test, run_number, directory, tried, retries)
+
+    async def perform_once(
+        self, adapter: Adapter, test: Test, run_number: int, directory: Path, task_id: str | None = None
+    ) -> tuple[RunResult, Fault | None]:
+        """One attempt at a run and its result, with the fault of the infrastructure it met, if
+        any, for the caller to decide on another attempt (a cluster worker's runs: ATP decides)."""
+        tried = await self._attempt(adapter, test, run_number, directory, 1, task_id)
+        return await self._finish(adapter, test, run_number, directory, tried, []), tried.fault
+
+    async def _attempt(
+        self, adapter: Adapter, test: Test, run_number: int, directory: Path, attempt: int, task_id: str | None = None
+    ) -> _Tried:
+        """One attempt at a run: the request executed through the adapter under the time limit;
+        what came back, or why nothing did."""
+        workspace = None
+        fresh = attempt == 1 and not self._resuming
+        if test.workspace_fixture is not None:
+            workspace = directory / workspace_path(test.id, run_number)
+            await anyio.to_thread.run_sync(_copy_fixture, test.workspace_fixture, workspace, not fresh)
+        request = self.build_request(test, run_number, workspace, task_id)
+        task_id = request.task_id
+        callers = self._callers
         on_event: Callable[[Event], None] | None = None
         if callers["atp_event"]:
 
             def on_event(event: Event) -> None:
                 self._notify("atp_event", test=test, run_number=run_number, event=event)
 
-        events_file = store.events_file(test.id, run_number)
-        log_file = store.log_file(test.id, run_number)
-        trace = RunTrace(
+        tried = _Tried(request, events_path(test.id, run_number), log_path(test.id, run_number))
+        if not fresh:  # what an earlier attempt (or an interrupted run) left goes first
+            _remove_files(directory / tried.events_file, directory / tried.log_file)
+        trace = tried.trace = RunTrace(
             task_id,
-            events_path=store.directory / events_file,
-            log_path=store.directory / log_file,
+            events_path=directory / tried.events_file,
+            log_path=directory / tried.log_file,
             masker=self.masker,
             on_event=on_event,
             max_events=self.max_events,
             max_event_bytes=self.max_event_bytes,
             max_log_bytes=self.max_log_bytes,
         )
-        timeout = float(test.timeout_seconds)
+        timeout = tried.timeout = float(test.timeout_seconds)
         if self.agent.timeout is not None:
-            timeout = min(timeout, float(self.agent.timeout))
-        started_at = utcnow()
+            timeout = tried.timeout = min(timeout, float(self.agent.timeout))
+        if self._rate is not None:
+            await self._rate.acquire()
+        tried.started_at = utcnow()
         started = time.perf_counter()
         returned: Any = _NOTHING
-        response: ATPResponse | None = None
-        error: str | None = None
-        plugin_traceback: str | None = None
-        could_not_run = False
-        timed_out = False
         entered: _Entered | None = None
         try:
             with anyio.move_on_after(timeout) as scope:
                 if test.services:
-                    entered = _Entered()
+                    entered = tried.entered = _Entered()
                     request = await self._enter_services(test, request, trace, entered)
                     entered.announced = True
-                if callers["atp_run_started"]:
+                if callers["atp_run_started"] and attempt == 1:
                     self._notify("atp_run_started", test=test, run_number=run_number, request=request)
                 returned = await adapter.execute(request, trace)
-            timed_out = scope.cancelled_caught and returned is _NOTHING
+            tried.timed_out = scope.cancelled_caught and returned is _NOTHING
         except Exception as raised:
             exc = _single(raised)
             if trace.storage_error is not None:
                 raise trace.storage_error from None
+            tried.fault = infrastructure_fault(exc)
             if isinstance(exc, _ServiceFailed):
-                error, could_not_run, plugin_traceback = exc.message, True, exc.traceback
+                tried.error, tried.could_not_run, tried.plugin_traceback = exc.message, True, exc.traceback
             elif isinstance(exc, AgentError):
-                error = self._agent_error(exc)
+                tried.error = self._agent_error(exc)
             elif isinstance(exc, AtpError):
-                error, could_not_run = str(exc), True
+                tried.error, tried.could_not_run = str(exc), True
+            elif tried.fault is not None:
+                tried.error, tried.could_not_run = tried.fault.reason, True
             else:
-                error = (
+                tried.error = (
                     f"adapter {self.agent.type!r} of {self.plugins.owner('adapter', self.agent.type)} "
                     f"raised {type(exc).__name__}: {exc}"
                 )
-                plugin_traceback = shorten(format_exception(exc), MAX_TRACEBACK_CHARS)
-                could_not_run = True
+                tried.plugin_traceback = shorten(format_exception(exc), MAX_TRACEBACK_CHARS)
+                tried.could_not_run = True
         finally:
             if entered is not None:
-                if not entered.announced and callers["atp_run_started"]:  # every run is announced once
+                if not entered.announced and callers["atp_run_started"] and attempt == 1:
                     self._notify("atp_run_started", test=test, run_number=run_number, request=request)
                 await self._leave_services(entered, trace)
             trace.close()
         if trace.storage_error is not None:
             raise trace.storage_error
-        duration = time.perf_counter() - started
+        tried.duration = time.perf_counter() - started
+        tried.returned = returned
+        return tried
 
+    async def _finish(
+        self, adapter: Adapter, test: Test, run_number: int, directory: Path, tried: _Tried, retries: list[Retry]
+    ) -> RunResult:
+        """The result of a run's last attempt: the response checked, evaluated and scored."""
+        returned, trace, duration, timeout = tried.returned, tried.trace, tried.duration, tried.timeout
+        task_id = tried.request.task_id
+        error, could_not_run = tried.error, tried.could_not_run
+        assert trace is not None, "every attempt has a trace"
+        response: ATPResponse | None = None
         if isinstance(returned, ATPResponse):
             response = returned
         elif returned is not _NOTHING:
@@ -643,8 +982,9 @@ class Runner:
                 f"but the request's task_id was {task_id!r}"
             )
             response = None
-        if timed_out:
+        if tried.timed_out:
             error = f"timed out after {timeout:g} s; the agent was stopped"
+            entered = tried.entered
             if entered is not None and entered.pending is not None:
                 error = f"timed out after {timeout:g} s while service {entered.pending!r} was getting ready"
                 could_not_run = True
@@ -652,7 +992,7 @@ class Runner:
             response = ATPResponse(
                 version=PROTOCOL_VERSION,
                 task_id=task_id,
-                status="timeout" if timed_out else "failed",
+                status="timeout" if tried.timed_out else "failed",
                 artifacts=[],
                 metrics=trace.summary.metrics(round(duration, 6)),
                 error=error,
@@ -678,11 +1018,11 @@ class Runner:
         if not could_not_run:
             ctx = EvalContext(
                 test=test,
-                request=request,
+                request=tried.request,
                 response=response,
                 trace=trace.trace(),
-                workspace=_workspace(request),
-                agent_dir=adapter.artifact_dir(request),
+                workspace=_workspace(tried.request),
+                agent_dir=adapter.artifact_dir(tried.request),
             )
             for assertion in test.assertions:
                 produced, ok = await self._evaluate(assertion, ctx)
@@ -704,7 +1044,7 @@ class Runner:
             outcome = "passed"
         else:
             outcome = "failed"
-        result = RunResult(
+        return RunResult(
             test_id=test.id,
             run_number=run_number,
             task_id=task_id,
@@ -713,29 +1053,37 @@ class Runner:
             score=score,
             score_breakdown=breakdown,
             duration_seconds=round(duration, 6),
-            started_at=started_at,
+            started_at=tried.started_at,
             checks=checks,
             metrics=response.metrics,
             error=error,
             warnings=trace.warnings,
             trace=trace.summary,
-            events_file=events_file if trace.events_written else None,
-            log_file=log_file if trace.log_written else None,
+            events_file=tried.events_file if trace.events_written else None,
+            log_file=tried.log_file if trace.log_written else None,
             log_tail=[shorten(line, MAX_ERROR_CHARS) for line in trace.log_tail] if outcome != "passed" else [],
             artifacts=response.artifacts,
             evaluation_usage=ctx.usage if ctx is not None else {},
-            traceback=plugin_traceback,
+            traceback=tried.plugin_traceback,
+            retries=retries,
         )
+
+    def record(self, test: Test, result: RunResult) -> None:
+        """Store a finished run, then let the schedule, the budget, ``--fail-fast`` and the
+        plugins know of it."""
+        store = self.store
+        assert store is not None, "run() creates the store"
         store.append(result)
         if self._schedule is not None:
             self._schedule.finished(test, result)  # at once after the append: the stored order decides
-        if self.fail_fast and outcome != "passed" and not self._failed_fast:
+        if self._budget is not None:
+            self._budget.spend(result)  # once spent, no new run starts; the runs in flight finish
+        if self.fail_fast and result.outcome != "passed" and not self._failed_fast:
             self._failed_fast = True
             if self._runs_scope is not None:
                 self._runs_scope.cancel()
         self._notify("atp_run_finished", result=result)
         self._test_progress(result)
-        return result
 
     def _agent_error(self, exc: AgentError) -> str:
         """The reason of an agent's failure, with its evidence masked, then cut and escaped."""
@@ -859,7 +1207,7 @@ class Runner:
 class _AdaptiveState:
     """An adaptive test's runs so far."""
 
-    __slots__ = ("baseline", "finished", "plan", "running", "started", "stopped")
+    __slots__ = ("_free", "baseline", "finished", "numbers", "plan", "running", "sample", "started", "stopped")
 
     def __init__(self, plan: Adaptive, baseline: Sample | None) -> None:
         self.plan = plan
@@ -868,6 +1216,17 @@ class _AdaptiveState:
         self.started = 0
         self.finished = 0
         self.stopped = False
+        self.sample: Sample | None = None
+        self.numbers: set[int] = set()
+        """The run numbers taken (a resumed run's may have gaps: runs cut short)."""
+        self._free = 1
+
+    def number(self) -> int:
+        """The next run's number: the smallest not taken."""
+        while self._free in self.numbers:
+            self._free += 1
+        self.numbers.add(self._free)
+        return self._free
 
 
 class _Schedule:
@@ -877,15 +1236,20 @@ class _Schedule:
     A worker that finds nothing to take while adaptive runs are in flight waits for their
     decisions."""
 
-    def __init__(self, runner: Runner, tests: list[Test]) -> None:
+    def __init__(self, runner: Runner, tests: list[Test], done: Mapping[str, list[RunResult]] | None = None) -> None:
         self._runner = runner
+        self._done = done or {}
         self._adaptive: dict[str, _AdaptiveState] = {}
         entries = runner.baseline.tests if runner.baseline is not None and runner.baseline.suite == runner.suite.name else {}
         for test in tests:
             plan = runner.plan_of(test)
             if plan is not None and test.skip is None:
                 entry = entries.get(test.id)
-                self._adaptive[test.id] = _AdaptiveState(plan, entry.sample() if entry is not None else None)
+                state = self._adaptive[test.id] = _AdaptiveState(plan, entry.sample() if entry is not None else None)
+                for run in self._done.get(test.id, ()):  # a resumed run's: replayed in stored order
+                    state.sample = state.running.add(run.score)
+                    state.numbers.add(run.run_number)
+                state.started = state.finished = len(state.numbers)
         reference = runner.baseline_ref
         self.alpha = sequential_alpha(
             sum(1 for test_id in self._adaptive if test_id in entries),
@@ -898,20 +1262,32 @@ class _Schedule:
         self._changed: anyio.Event | None = None
 
     def _first_runs(self, tests: list[Test]) -> Iterator[tuple[Test, int | None]]:
+        runner = self._runner
         for test in tests:
             if test.skip is not None:
                 continue
             state = self._adaptive.get(test.id)
             if state is None:
-                for number in range(1, self._runner.runs_of(test) + 1):
-                    yield test, number
-            else:
-                for _ in range(state.plan.min_runs):
-                    yield test, None
+                done = {run.run_number for run in self._done.get(test.id, ())}
+                for number in runner._planned[test.id].share():
+                    if number not in done:
+                        yield test, number
+                continue
+            plan, made = state.plan, state.started
+            if made >= plan.max_runs:
+                continue
+            if state.sample is not None and decide(plan, state.sample, state.baseline, self.alpha) is not None:
+                state.stopped = True
+                continue
+            for _ in range(max(plan.min_runs - made, 1)):
+                yield test, None
 
     async def take(self) -> tuple[Test, int] | None:
         """The next run to make, or ``None`` when there will be no more."""
         while True:
+            budget = self._runner._budget
+            if budget is not None and budget.exceeded:
+                return None
             if self._more:
                 test = self._more.popleft()
                 number: int | None = None
@@ -931,7 +1307,7 @@ class _Schedule:
                 continue
             state.started += 1
             self._in_flight += 1
-            return test, state.started
+            return test, state.number()
 
     def finished(self, test: Test, result: RunResult) -> None:
         """A run was stored: an adaptive test's plan decides whether it runs once more."""
@@ -957,6 +1333,37 @@ class _Schedule:
 
 _NOTHING: Any = object()
 """What an adapter's ``execute`` returned before it returned."""
+
+
+class _Tried:
+    """One attempt at a run: its request and trace, what came back or why nothing did."""
+
+    __slots__ = (
+        "could_not_run", "duration", "entered", "error", "events_file", "fault", "log_file",
+        "plugin_traceback", "request", "returned", "started_at", "timed_out", "timeout", "trace",
+    )  # fmt: skip
+
+    def __init__(self, request: ATPRequest, events_file: str, log_file: str) -> None:
+        self.request = request
+        self.events_file = events_file
+        self.log_file = log_file
+        self.trace: RunTrace | None = None
+        self.returned: Any = _NOTHING
+        self.error: str | None = None
+        self.could_not_run = False
+        self.timed_out = False
+        self.timeout = 0.0
+        self.plugin_traceback: str | None = None
+        self.entered: _Entered | None = None
+        self.fault: Fault | None = None
+        self.duration = 0.0
+        self.started_at = utcnow()
+
+
+def _remove_files(*paths: Path) -> None:
+    for path in paths:
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
 
 
 class _ServiceFailed(Exception):
@@ -1012,11 +1419,14 @@ def _discard(directory: Path) -> None:
     shutil.rmtree(directory, ignore_errors=True)
 
 
-def _copy_fixture(fixture: Path, workspace: Path) -> None:
+def _copy_fixture(fixture: Path, workspace: Path, replace: bool = False) -> None:
     """A fresh copy of a test's ``workspace_fixture`` for one run (links copied as links, so
-    nothing outside the fixture is read); a failure is a :class:`StorageError`."""
+    nothing outside the fixture is read); a failure is a :class:`StorageError`. ``replace``:
+    what an earlier attempt left there goes first."""
     import shutil
 
+    if replace and workspace.is_dir() and not workspace.is_symlink():
+        shutil.rmtree(workspace, ignore_errors=True)
     try:
         shutil.copytree(fixture, workspace, symlinks=True)
     except (OSError, shutil.Error) as exc:

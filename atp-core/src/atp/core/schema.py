@@ -47,6 +47,7 @@ SUITE_DESCRIPTIONS: dict[type[msgspec.Struct], dict[str, str]] = {
         "defaults": "Settings every test gets unless it sets its own.",
         "agents": "Agents to test: a name, a type (the adapter) and its settings; or only the name "
         "of an agent of atp.config.yaml.",
+        "quarantine": "Ids of tests whose failures are reported but do not fail the run.",
         "tests": "The tests.",
     },
     TestSpec: {
@@ -84,6 +85,9 @@ CONFIG_DESCRIPTIONS: dict[str, str] = {
     "limits": "What one run of an agent may send ATP.",
     "secrets": "Values masked as *** in everything ATP writes; ${VAR} reads the environment.",
     "plugins": "The project's own plugins: module names, or .py files relative to this file.",
+    "budget": "What one atp test may spend before it starts no more runs (docs/reliability.md).",
+    "quarantine_file": "A file of test ids (one per line) whose failures do not fail the run.",
+    "executors": "Settings per executor (atp test --executor=NAME), like dask: {address: ...}.",
 }
 
 
@@ -175,6 +179,13 @@ def _agent_schema(
             names, {n: adapters[n].summary for n in names}, "The adapter ATP speaks to the agent through (atp plugins)."
         ),
         "timeout": {**_TIMEOUT, "description": "Seconds any run of the agent may take, at most."},
+        "rate_limit": {
+            "anyOf": [
+                {"type": "number", "exclusiveMinimum": 0, "maximum": 1_000_000},
+                {"type": "string", "pattern": r"^\s*[0-9]*\.?[0-9]+\s*/\s*(s|sec|second|m|min|minute|h|hour)\s*$"},
+            ],
+            "description": "How fast runs may start against the agent: runs per second, or like 10/s, 30/min, 2/h.",
+        },
     }
     schema: dict[str, Any] = {"type": "object", "properties": common}
     if in_suite:

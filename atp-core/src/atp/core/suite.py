@@ -157,10 +157,15 @@ class TestSpec(RunsSettings, kw_only=True):
     skip: bool | str | None = None
 
 
+Retries = Annotated[int, msgspec.Meta(ge=0, le=100)]
+"""How many times a run that met a fault of the infrastructure is tried again."""
+
+
 class DefaultsSpec(RunsSettings, kw_only=True):
     timeout_seconds: TimeoutSeconds | None = None
     constraints: ConstraintsSpec | None = None
     scoring: ScoringSpec | None = None
+    retries: Retries | None = None
 
 
 class SuiteSpec(_Strict, kw_only=True):
@@ -169,6 +174,8 @@ class SuiteSpec(_Strict, kw_only=True):
     description: str | None = None
     defaults: DefaultsSpec = msgspec.field(default_factory=DefaultsSpec)
     agents: list[dict[str, Any]] = msgspec.field(default_factory=list)
+    quarantine: list[NonEmpty] = msgspec.field(default_factory=list)
+    """Ids of tests whose failures are reported but do not fail the run."""
     tests: list[TestSpec]
 
 
@@ -234,6 +241,10 @@ class Suite(msgspec.Struct, kw_only=True):
     path: Path | None = None
     tests: list[Test]
     agents: list[dict[str, Any]] = msgspec.field(default_factory=list)
+    retries: int | None = None
+    """The suite's ``defaults.retries``."""
+    quarantine: tuple[str, ...] = ()
+    """The ids of the tests whose failures do not fail the run (``quarantine:``)."""
     document: YamlDocument | None = None
     """The file, to locate errors in its ``agents`` (the nodes of the rest are not kept)."""
 
@@ -352,6 +363,9 @@ def _suite(
                 f"duplicate agent name {name!r} (first used at line {first})", ("agents", index, "name")
             )
         agent_names[name] = index
+    for index, test_id in enumerate(spec.quarantine):
+        if test_id not in seen:
+            raise doc.error(f"the quarantine names test {test_id!r}, which the suite does not have", ("quarantine", index))
     return Suite(
         name=spec.test_suite,
         version=spec.version,
@@ -359,6 +373,8 @@ def _suite(
         path=doc.path,
         tests=tests,
         agents=spec.agents,
+        retries=spec.defaults.retries,
+        quarantine=tuple(dict.fromkeys(spec.quarantine)),
         # Errors found after loading are about the suite's agents: the rest of the file's
         # nodes and data are not kept (they took most of a loaded suite's memory).
         document=doc.keeping(("agents",)),

@@ -11,11 +11,17 @@ unstable tests follow it too. Every figure is the kernel's (``TestResult.statist
 undefined is shown as ``—`` or left out, never as NaN. A failure seen in several runs of a test is shown
 once, with the runs it happened in; when the agent itself failed (crashed, timed out, gave no
 response), the checks that failed only because it produced no artifacts are folded into one
-line. ``--verbose`` adds, per test, the score's 95% confidence interval, median, min, max and
-coefficient of variation, the means of the score components (and which did not count) and of
-the metrics, pass@k and pass^k, the 95% interval of the difference from the baseline; and every
-check, warnings, score breakdowns and, for each run that did not pass, the agent's response
-(status, every artifact with a preview) and the end of its log.
+line. A test whose runs disagree is marked ``flaky``, one the suite quarantines ``quarantined``
+(its failure is shown, and counted apart, but does not fail the run), and one whose runs were
+made again after faults of the infrastructure says how many retries; a run that did not pass
+lists its retries (the attempt, why, the wait). Under the summary: the flaky tests, the
+quarantined ones, the retries, the budget (what was spent of it, and when it stopped the run,
+the tests it left out) and the shard these results are of. ``--verbose`` adds, per test, the
+score's 95% confidence interval, median, min, max and coefficient of variation, the means of the
+score components (and which did not count) and of the metrics, pass@k and pass^k, the 95%
+interval of the difference from the baseline; and every check, warnings, score breakdowns and,
+for each run that did not pass, the agent's response (status, every artifact with a preview) and
+the end of its log; and the retries of every run, passed ones too.
 ``--quiet`` prints only the tests that did not pass, with their failures, and the summary
 lines: no header, no progress. Colour only on a terminal, never with ``NO_COLOR`` set.
 
@@ -46,12 +52,15 @@ from atp.core.hookspecs import hookimpl
 from atp.core.protocol import Artifact, FileArtifact, StructuredArtifact
 from atp.core.reporter import Reporter, ReportOptions
 from atp.core.results import (
+    BUDGET_EXCEEDED,
     METRIC_NAMES,
+    Budget,
     Check,
     PassRule,
     RunHeader,
     RunResult,
     RunStore,
+    Shard,
     SuiteResults,
     TestResult,
 )
@@ -203,6 +212,23 @@ def which_runs(numbers: Sequence[int]) -> str:
         if number is not None:
             start = previous = number
     return f"runs {','.join(spans)}"
+
+
+def waited(value: float) -> str:
+    """A retry's wait: ``0.5 s``, ``1.25 s``, ``30 s``."""
+    return f"{round(value, 2):g} s" if finite(value) else "? s"
+
+
+def usd(value: float) -> str:
+    """Money spent or allowed: ``$0.42``, ``$1.00``; ``$0.0031`` below a cent."""
+    return f"${value:.4f}" if 0 < abs(value) < 0.01 else f"${value:.2f}"
+
+
+def id_list(ids: Sequence[str]) -> str:
+    """Test ids (each printable), at most :data:`MAX_IDS_SHOWN` of them, the rest counted."""
+    shown = ", ".join(ids[:MAX_IDS_SHOWN])
+    more = len(ids) - MAX_IDS_SHOWN
+    return shown + (f" and {more} more" if more > 0 else "")
 
 
 def preview(text: str) -> list[str]:
@@ -494,6 +520,7 @@ class ConsoleReporter(Reporter):
         for problem in results.problems:
             out.append(self.paint(f"Problem: {safe(problem)}", "red"))
         out.append(self._summary(results))
+        out.extend(self._reliability(results))
         out.extend(self._skipped_checks(results))
         out.extend(self._evaluation_usage(results))
         out.extend(self._suite_statistics(results))
@@ -515,6 +542,7 @@ class ConsoleReporter(Reporter):
         for problem in results.problems:
             out.append(self.paint(f"Problem: {safe(problem)}", "red"))
         out.append(f"{self._summary(results)} in {seconds(results.duration_seconds)}")
+        out.extend(self._reliability(results))
         out.extend(self._skipped_checks(results))
         if results.baseline is not None:
             out.extend(self._baseline_summary(results.baseline, results.tests))
@@ -555,8 +583,11 @@ class ConsoleReporter(Reporter):
         line = f"  {mark} {test_id}  {test.score:5.1f}/100  "
         unmade = len(test.skipped_checks)
         not_made = self.paint(f"{plural(unmade, 'check')} skipped", "yellow") if unmade else ""
+        marks = self._marks(test)
+        if not_made:
+            marks.append(not_made)
         if ran <= 1 and test.planned_runs <= 1 and test.adaptive is None:
-            return f"{line}{time_part:<10}  {not_made}".rstrip() if unmade else line + time_part
+            return f"{line}{time_part:<10}  {', '.join(marks)}" if marks else line + time_part
         stats = test.statistics
         std = stats.score.std if stats is not None and ran > 1 else None
         spread = f"({self.sigma}={std:.1f})" if finite(std) else ""
@@ -579,9 +610,20 @@ class ConsoleReporter(Reporter):
         level = stats.score.stability if stats is not None and finite(std) else None
         if level is not None and level != "stable":
             parts.append(self.paint(level, _STABILITY_COLORS.get(level, "yellow")))
-        if not_made:
-            parts.append(not_made)
+        parts.extend(marks)
         return f"{line}{spread}  {time_part:<10}  {', '.join(parts)}".rstrip()
+
+    def _marks(self, test: TestResult) -> list[str]:
+        """What a test's line says of its reliability: ``flaky`` (its runs disagree),
+        ``quarantined`` (a failure does not fail the run) and its retries."""
+        marks = []
+        if test.flaky:
+            marks.append(self.paint("flaky", "yellow"))
+        if test.quarantined:
+            marks.append(self.paint("quarantined", "yellow"))
+        if test.retries:
+            marks.append(self.paint(plural(test.retries, "retry", "retries"), "dim"))
+        return marks
 
     def _took(self, test: TestResult) -> str:
         """How many runs an adaptive test took and why it stopped: ``took 7 runs (95% interval
@@ -746,6 +788,22 @@ class ConsoleReporter(Reporter):
         for text, numbers in groups.values():
             prefix = f"{which_runs(numbers)}: " if many else ""
             lines.append(self.paint(f"    - {prefix}{text}", "red"))
+        for run in test.runs:
+            if run.outcome != "passed":
+                lines.extend(self._retries(run, f"run {run.run_number}: " if many else ""))
+        return lines
+
+    def _retries(self, run: RunResult, prefix: str) -> list[str]:
+        """The attempts of a run that met a fault of the infrastructure and were made again:
+        ``retried: attempt 1 on <where>: <reason> (waited 0.5 s)``."""
+        lines = []
+        for retry in run.retries:
+            where = f" on {safe(shorten(retry.where, PREVIEW_CHARS))}" if retry.where else ""
+            text = (
+                f"    ~ {prefix}retried: attempt {retry.attempt}{where}: "
+                f"{safe(shorten(retry.reason, PREVIEW_CHARS))} (waited {waited(retry.waited_seconds)})"
+            )
+            lines.append(self.paint(text, "yellow"))
         return lines
 
     # --- everything about each run (--verbose) ---
@@ -755,6 +813,7 @@ class ConsoleReporter(Reporter):
         if run.error:
             color = "yellow" if run.outcome == "passed" else "red"
             lines.append(self.paint(f"    - {prefix}{safe(run.status)}: {safe(run.error)}", color))
+        lines.extend(self._retries(run, prefix))
         for item in run.checks:
             if item.skipped is not None:
                 text = f"    {self.symbols['skipped']} {prefix}{safe(item.name)}: skipped: {safe(item.skipped)}"
@@ -793,13 +852,14 @@ class ConsoleReporter(Reporter):
 
     def _summary(self, results: SuiteResults) -> str:
         s = results.summary
+        held = {kind: sum(t.quarantined and t.status == kind for t in results.tests) for kind in ("failed", "error")}
         parts = [
             self.paint(f"{s.passed} passed", "green") if s.passed else f"{s.passed} passed",
-            self.paint(f"{s.failed} failed", "red") if s.failed else f"{s.failed} failed",
+            self._counted(f"{s.failed} failed", s.failed, held["failed"]),
             f"{s.skipped} skipped",
         ]
         if s.errors:
-            parts.append(self.paint(plural(s.errors, "error"), "red"))
+            parts.append(self._counted(plural(s.errors, "error"), s.errors, held["error"]))
         ran = s.total - s.skipped
         rate = f" ({100.0 * s.passed / ran:.1f}%)" if ran else ""
         extra = []
@@ -811,6 +871,66 @@ class ConsoleReporter(Reporter):
             extra.append(self.paint(f"{plural(len(results.problems), 'problem')} with the run directory", "red"))
         tail = f"; {', '.join(extra)}" if extra else ""
         return f"Summary: {', '.join(parts)}{rate}{tail}"
+
+    def _counted(self, text: str, count: int, quarantined: int) -> str:
+        """A count of failed (or errored) tests, saying how many of them are quarantined: those
+        do not fail the run."""
+        if not count:
+            return text
+        if not quarantined:
+            return self.paint(text, "red")
+        which = "quarantined" if quarantined == count else f"{quarantined} quarantined"
+        return self.paint(f"{text} ({which}, not failing the run)", "red" if quarantined < count else "yellow")
+
+    def _reliability(self, results: SuiteResults) -> list[str]:
+        """Under the summary: the flaky tests, the quarantined ones with their statuses, the
+        retries, the budget and the shard."""
+        lines = []
+        flaky = [safe(t.id) for t in results.tests if t.flaky]
+        if flaky:
+            lines.append(self.paint(f"Flaky: {id_list(flaky)} (their runs disagree: some passed, some failed)", "yellow"))
+        quarantined = [f"{safe(t.id)} ({t.status})" for t in results.tests if t.quarantined]
+        if quarantined:
+            note = "their failures are reported but do not fail the run"
+            lines.append(self.paint(f"Quarantined: {id_list(quarantined)}; {note}", "yellow"))
+        retried = [run for test in results.tests for run in test.runs if run.retries]
+        if retried:
+            total = sum(len(run.retries) for run in retried)
+            lines.append(
+                f"Retries: {total} over {plural(len(retried), 'run')} "
+                "(attempts made again after faults of the infrastructure)"
+            )
+        if results.budget is not None:
+            lines.extend(self._budget(results, results.budget))
+        if results.shard is not None:
+            lines.append(self._shard(results.shard))
+        return lines
+
+    def _budget(self, results: SuiteResults, budget: Budget) -> list[str]:
+        """What the run spent of its budget; when the budget stopped it, what it left out."""
+        cost = f"spent {usd(budget.spent_cost_usd)}"
+        if budget.max_cost_usd is not None:
+            cost += f" of {usd(budget.max_cost_usd)}"
+        tokens = f"{budget.spent_tokens:,}"
+        if budget.max_tokens is not None:
+            tokens += f" of {budget.max_tokens:,}"
+        lines = [f"Budget: {cost}, {tokens} tokens"]
+        exceeded = safe(budget.exceeded) if budget.exceeded else "the budget was spent"
+        if results.stopped_by == "budget":
+            why = f"not run: {BUDGET_EXCEEDED}"
+            left_out = sum(1 for t in results.tests if t.status == "skipped" and (t.skip_reason or "").startswith(why))
+            line = f"{BUDGET_EXCEEDED}: {exceeded}; {plural(left_out, 'test')} not run"
+            cut_short = results.summary.incomplete - left_out
+            if cut_short > 0:
+                line += f", {cut_short} with runs missing"
+            lines.append(self.paint(self.text(f"{line} — the suite is incomplete"), "red"))
+        elif budget.exceeded:
+            lines[0] += self.paint(f"; exceeded: {exceeded}", "yellow")
+        return lines
+
+    def _shard(self, shard: Shard) -> str:
+        how = f"balanced by the durations of run {safe(shard.basis)}" if shard.basis else "shared by count"
+        return f"Shard {shard.index} of {shard.count} ({how})"
 
     def _skipped_checks(self, results: SuiteResults) -> list[str]:
         """Checks that were not made, by reason: never counted as passed, so always said."""

@@ -14,12 +14,21 @@ it; without a file it goes to stdout. The document is valid against the Apache A
   could not be made (ATP's ``error`` status) of type ``evaluation-error``; a skipped test has
   ``<skipped>`` with the reason (a test an interrupted run did not reach is one, and so is a
   test whose runs passed but were fewer than planned: a CI system must not show it as passed);
+- a test the suite quarantines that failed or errored has ``<skipped>`` with the message
+  ``quarantined: <what failed>`` (as pytest writes an expected failure), so that a CI system
+  does not fail on it; what failed is in the suite's ``<system-out>`` (the Ant schema has no
+  ``type`` on ``<skipped>``: the message's prefix says why);
 - the schema allows properties and logs only on the suite, so ``<properties>`` holds the run's
   own (``atp.run_id``, ``atp.suite``, ``atp.agent``...) and each test's figures as
   ``<test id>.score``, ``.runs``, ``.passed_runs``, ``.pass_rate``, ``.stability``,
   ``.ci_95``, ``.baseline`` and ``.skipped_checks`` (checks not made, such as an LLM judge's
-  without an API key: their count, the first one and its reason); ``<system-err>`` holds every run's agent log (masked as stored),
-  each under a header naming the test and run; ``<system-out>`` the run's summary.
+  without an API key: their count, the first one and its reason), ``.flaky`` (``true``: its
+  runs disagree), ``.quarantined`` (``true``) and ``.retries`` (attempts made again after
+  faults of the infrastructure); the run's budget as ``atp.budget.*`` (limits, what was spent,
+  what was exceeded) and its shard as ``atp.shard`` (``2/3``) and ``atp.shard.basis``;
+  ``<system-err>`` holds every run's agent log (masked as stored), each under a header naming
+  the test and run; ``<system-out>`` the run's summary, the failures of quarantined tests and
+  every retry (the test, run, attempt, reason and wait).
 
 Agent text is untrusted: the XML writer escapes markup, and characters XML cannot carry
 (control characters, lone surrogates) are written as visible escapes.
@@ -132,6 +141,24 @@ def failure_text(test: TestResult) -> tuple[str, str]:
     return message, "\n".join(lines)
 
 
+def retry_lines(test: TestResult) -> list[str]:
+    """Each retry of a test's runs: ``<id> run 2: attempt 1 on <where>: <reason> (waited 0.5 s)``."""
+    lines = []
+    for run in test.runs:
+        for retry in run.retries:
+            where = f" on {retry.where}" if retry.where else ""
+            lines.append(
+                f"{test.id} run {run.run_number}: attempt {retry.attempt}{where}: {retry.reason} "
+                f"(waited {_figure(retry.waited_seconds)} s)"
+            )
+    return lines
+
+
+def quarantined_failure(test: TestResult) -> bool:
+    """A test the suite quarantines that failed or errored: reported, but not failing the run."""
+    return test.quarantined and test.status in ("failed", "error")
+
+
 def incomplete(test: TestResult) -> bool:
     """A test that ran fewer runs than planned (the run was stopped), its adaptive plan
     undecided: whatever its runs did, it did not pass as planned."""
@@ -197,6 +224,12 @@ def test_properties(test: TestResult) -> list[tuple[str, str]]:
     unmade = test.skipped_checks
     if unmade:  # a check not made is never shown as passed: it is named with its reason
         found.append((f"{test.id}.skipped_checks", f"{len(unmade)}: {unmade[0].name}: {unmade[0].skipped}"))
+    if test.flaky:
+        found.append((f"{test.id}.flaky", "true"))
+    if test.quarantined:
+        found.append((f"{test.id}.quarantined", "true"))
+    if test.retries:
+        found.append((f"{test.id}.retries", str(test.retries)))
     return found
 
 
@@ -218,6 +251,20 @@ def suite_properties(results: SuiteResults) -> list[tuple[str, str]]:
         found.append(("atp.score", _figure(stats.score.mean)))
     if results.baseline is not None:
         found.append(("atp.baseline", results.baseline.file or "yes"))
+    budget = results.budget
+    if budget is not None:
+        if budget.max_cost_usd is not None:
+            found.append(("atp.budget.max_cost_usd", _figure(budget.max_cost_usd)))
+        if budget.max_tokens is not None:
+            found.append(("atp.budget.max_tokens", str(budget.max_tokens)))
+        found.append(("atp.budget.spent_cost_usd", _figure(budget.spent_cost_usd)))
+        found.append(("atp.budget.spent_tokens", str(budget.spent_tokens)))
+        if budget.exceeded:
+            found.append(("atp.budget.exceeded", budget.exceeded))
+    if results.shard is not None:
+        found.append(("atp.shard", f"{results.shard.index}/{results.shard.count}"))
+        if results.shard.basis:
+            found.append(("atp.shard.basis", results.shard.basis))
     return found
 
 
@@ -225,10 +272,24 @@ def summary_text(results: SuiteResults) -> str:
     s = results.summary
     lines = [
         f"ATP run {results.run_id}: suite {results.suite}, agent {results.agent} ({results.agent_type})",
-        f"{s.total} tests: {s.passed} passed, {s.failed} failed, {s.errors} errors, {s.skipped} skipped",
+        f"{s.total} tests: {s.passed} passed, {s.failed} failed, {s.errors} errors, {s.skipped} skipped"
+        + (f" ({s.quarantined} of them quarantined: written as skipped, not failing the run)" if s.quarantined else ""),
     ]
     if results.interrupted:
         lines.append(f"the run was interrupted ({results.stopped_by or 'stopped'}); tests not run are skipped")
+    if results.stopped_by == "budget":
+        exceeded = results.budget.exceeded if results.budget is not None and results.budget.exceeded else "spent"
+        lines.append(f"BUDGET_EXCEEDED: {exceeded}; no run started after, tests not run are skipped")
+    if results.shard is not None:
+        shard = results.shard
+        how = f"balanced by the durations of run {shard.basis}" if shard.basis else "shared by count"
+        lines.append(f"shard {shard.index} of {shard.count} ({how})")
+    flaky = [t.id for t in results.tests if t.flaky]
+    if flaky:
+        lines.append(f"flaky (runs disagree): {', '.join(flaky)}")
+    held = [t for t in results.tests if quarantined_failure(t)]
+    if held:
+        lines.append(f"quarantined, not failing the run (shown as skipped): {', '.join(t.id for t in held)}")
     if s.skipped_checks:
         lines.append(f"{s.skipped_checks} checks were skipped (not made, not passed): see the .skipped_checks properties")
     for key, used in results.evaluation_usage.items():
@@ -239,6 +300,14 @@ def summary_text(results: SuiteResults) -> str:
         )
     lines.extend(f"problem: {p}" for p in results.problems)
     lines.extend(f"plugin failure: {f.plugin} in {f.where}: {f.message}" for f in results.plugin_failures)
+    for test in held:
+        kind, message, text = verdict(test)
+        lines.append(f"===== {test.id}: quarantined {kind}: {message} =====")
+        lines.extend(text.splitlines())
+    if s.retries:
+        runs = sum(1 for t in results.tests for r in t.runs if r.retries)
+        lines.append(f"retries: {s.retries} over {runs} run{'s' if runs != 1 else ''} (faults of the infrastructure)")
+        lines.extend("  " + line for t in results.tests for line in retry_lines(t))
     return "\n".join(lines) + "\n"
 
 
@@ -255,6 +324,16 @@ def logs_text(results: SuiteResults, store: RunStore) -> str:
             if not log.endswith("\n"):
                 parts.append("\n")
     return "".join(parts)
+
+
+def verdict(test: TestResult) -> tuple[str, str, str]:
+    """Why a failed or errored test did not pass: ``failure`` or the ``<error>``'s type, its
+    message and its text."""
+    errored = agent_errors(test)
+    if errored or test.status == "error":
+        return error_text(test, errored or test.runs)
+    message, text = failure_text(test)
+    return "failure", message, text
 
 
 def _testcase(parent: Element, results: SuiteResults, test: TestResult) -> str:
@@ -279,13 +358,14 @@ def _testcase(parent: Element, results: SuiteResults, test: TestResult) -> str:
         return "skipped"
     if test.status == "passed":
         return "passed"
-    errored = agent_errors(test)
-    if errored or test.status == "error":
-        kind, message, text = error_text(test, errored or test.runs)
+    kind, message, text = verdict(test)
+    if test.quarantined:  # reported, not failing CI: its failure is in the suite's system-out
+        SubElement(case, "skipped", message=xml_text(f"quarantined: {message}"))
+        return "skipped"
+    if kind != "failure":
         node = SubElement(case, "error", message=xml_text(message), type=kind)
         node.text = xml_text(text)
         return "error"
-    message, text = failure_text(test)
     node = SubElement(case, "failure", message=xml_text(message), type="assertion")
     node.text = xml_text(text)
     return "failure"

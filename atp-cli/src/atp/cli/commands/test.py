@@ -26,12 +26,15 @@ from atp.cli.app import (
 
 if TYPE_CHECKING:
     from atp.core.config import Config
+    from atp.core.executor import Executor, Job
     from atp.core.results import TestResult
+    from atp.core.runner import Runner
+    from atp.core.suite import Suite
 
 JUDGE_SETTINGS = "llm_judge"
 """Where the LLM judge's settings are (``evaluators.llm_judge``), for ``--no-judge-cache``."""
 
-SEVERITY = (130, 143, 4, 3, 2, 1, 0)
+SEVERITY = (130, 143, 4, 3, 2, 1, 5, 0)
 """Exit codes from the most to the least severe: several suites exit with the worst."""
 
 
@@ -83,6 +86,16 @@ class Options:
     fail_fast: bool = False
     last_failed: bool = False
     no_judge_cache: bool = False
+    retries: int | None = None
+    resume: str | None = None
+    """``--resume``: ``""`` for the latest unfinished run of the suite and agent, else a run
+    directory."""
+    force: bool = False
+    shard: str | None = None
+    max_cost_usd: float | None = None
+    max_tokens: int | None = None
+    executor: str | None = None
+    address: str | None = None
     file_parts: dict[str, Path] = dataclasses.field(default_factory=dict)
     """Per suite of the run, what its output files' names take (:func:`_file_part`)."""
 
@@ -104,6 +117,14 @@ class Options:
 @click.option("--output-file", type=click.Path(path_type=Path, dir_okay=False), help="File for the file-writing reporter given none (like --output=json).")
 @click.option("--run-dir", type=click.Path(path_type=Path, file_okay=False), help="Where run directories go (default: .atp/runs).")
 @click.option("--no-judge-cache", is_flag=True, help="Ask the LLM judge again instead of reusing its cached judgements (docs/llm-judge.md).")
+@click.option("--retries", type=click.IntRange(0, 100), help="Try a run again this many times when it meets a fault of the infrastructure (agent unreachable, HTTP 429/502/503/504); never after an agent's own failure.")
+@click.option("--resume", is_flag=False, flag_value="", default=None, metavar="[=RUN_DIR]", help="Go on with an unfinished run: only the runs its directory lacks are made (default: the latest unfinished run of the suite and agent). Write --resume=DIR.")
+@click.option("--force", is_flag=True, help="With --resume: go on even though the suite's tests changed since.")
+@click.option("--shard", metavar="K/N", help="Make only the K-th of N balanced shares of the runs (for N parallel CI jobs; combine with 'atp merge').")
+@click.option("--max-cost-usd", type=click.FloatRange(0, min_open=True), help="Stop starting runs once the agents and evaluators have spent this much (USD).")
+@click.option("--max-tokens", type=click.IntRange(1), help="Stop starting runs once the agents and evaluators have spent this many tokens.")
+@click.option("--executor", help="Make the runs on an executor plugin's workers instead of here (like 'dask'; docs/cluster.md).")
+@click.option("--address", help="With --executor: where its cluster is (like tcp://10.0.0.5:8786).")
 @verbosity_options
 @config_option
 @debug_option
@@ -125,10 +146,15 @@ def test_command(
 
     options = Options(**values)
     check_verbosity(options.verbose, options.quiet)
+    check_resume_options(options)
     config = load_config(config_path)
     if options.no_judge_cache:
         config.evaluator_overrides.setdefault(JUDGE_SETTINGS, {})["cache"] = False
     suites = find_suites([*suite_paths, *paths])
+    if options.resume and len(suites) > 1:
+        from atp.core.errors import ConfigError
+
+        raise ConfigError("--resume=DIR goes on with one run: name the one suite it is of")
     handler = WarningHandler()
     handler.setFormatter(PrintableFormatter("atp: warning: %(message)s"))
     logging.basicConfig(handlers=[handler], level=logging.WARNING)
@@ -173,6 +199,8 @@ def run_suite(suite_path: Path, config: Config, options: Options, *, several: bo
         if failed:
             test_ids = [i for i in failed if i in test_ids] if test_ids else failed
     selected, deselected = select_tests(suite.tests, tag_filter, test_ids)
+    if options.resume is not None:  # the run's own selection, from its directory
+        selected, deselected = list(suite.tests), 0
     if not selected:
         known = sorted({tag for t in suite.tests for tag in t.tags})
         raise ConfigError(
@@ -242,6 +270,7 @@ def run_suite(suite_path: Path, config: Config, options: Options, *, several: bo
             correction="none" if options.correction == "none" else "holm",
             fail_on_regression=options.fail_on_regression,
         )
+    reliability(runner, config, suite, options, run_root)
     registered = [loaded.register(r, name=f"atp-cli-reporter-{r.name}-{id(r)}") for r in reporters]
     WarningHandler.clear = list(reporters)
     code: int | None = None
@@ -266,6 +295,92 @@ def run_suite(suite_path: Path, config: Config, options: Options, *, several: bo
     if code is not None:
         return code
     return failed if failed is not None else exit_code(results)
+
+
+def check_resume_options(options: Options) -> None:
+    """``--resume`` goes on with the run's own selection; ``--force`` needs ``--resume``."""
+    from atp.core.errors import ConfigError
+
+    if options.resume is None:
+        if options.force:
+            raise ConfigError("--force goes with --resume (it resumes a run whose suite changed)")
+        return
+    given = [
+        name
+        for name, value in (
+            ("--tags", options.tags), ("--test", options.test_ids), ("--runs", options.runs),
+            ("--last-failed", options.last_failed), ("--shard", options.shard), ("--baseline", options.baseline),
+        )
+        if value
+    ]  # fmt: skip
+    if given:
+        raise ConfigError(
+            f"--resume goes on with the run's own tests, runs and baseline; drop {', '.join(given)}"
+        )
+
+
+def reliability(runner: Runner, config: Config, suite: Suite, options: Options, run_root: Path) -> None:
+    """Retries, budget, rate limit, quarantine, shard and resume for a suite's runner, from
+    the command line over the suite over the config (docs/reliability.md)."""
+    from atp.core.results import Budget, Shard
+    from atp.core.resume import latest_unfinished
+    from atp.core.retry import DEFAULT_BACKOFF_SECONDS
+    from atp.core.shard import durations_basis, parse_shard, partition
+
+    defaults = config.spec.defaults
+    for value in (options.retries, suite.retries, defaults.retries):
+        if value is not None:
+            runner.retries = value
+            break
+    runner.retry_backoff = defaults.retry_backoff_seconds or DEFAULT_BACKOFF_SECONDS
+    max_cost = options.max_cost_usd if options.max_cost_usd is not None else config.spec.budget.max_cost_usd
+    max_tokens = options.max_tokens if options.max_tokens is not None else config.spec.budget.max_tokens
+    if max_cost is not None or max_tokens is not None:
+        runner.set_budget(Budget(max_cost_usd=max_cost, max_tokens=max_tokens))
+    runner.set_rate_limit(runner.agent.rate_limit)
+    ids = {t.id for t in suite.tests}
+    runner.quarantine = frozenset(suite.quarantine) | frozenset(config.quarantined() & ids)
+    if options.shard is not None:
+        index, count = parse_shard(options.shard)
+        basis, durations = durations_basis(run_root, suite.name)
+        shares = partition(runner.tests, count, runner.runs_of, runner.plan_of, durations)
+        runner.shard = Shard(index=index, count=count, basis=basis, order=[t.id for t in runner.tests])
+        runner.shares = shares[index - 1]
+    if options.resume is not None:
+        runner.resume = Path(options.resume) if options.resume else latest_unfinished(run_root, suite.name, runner.agent.name)
+        runner.force = options.force
+    if options.executor is not None or options.address is not None:
+        runner.executor, runner.job = executor_for(runner, config, suite, options)
+
+
+def executor_for(runner: Runner, config: Config, suite: Suite, options: Options) -> tuple[Executor, Job]:
+    """The executor ``--executor`` names, with its settings (the config's ``executors.<name>``
+    and ``--address``), and the job its workers load."""
+    import os
+
+    import msgspec
+
+    from atp.cli.app import plugins_for
+    from atp.core.errors import ConfigError
+    from atp.core.executor import Job
+
+    if options.executor is None:
+        raise ConfigError("--address goes with --executor (the cluster it names is an executor's)")
+    executor_cls = plugins_for(config).executor(options.executor)
+    raw = dict(config.spec.executors.get(options.executor) or {})
+    if options.address is not None:
+        raw["address"] = options.address
+    try:
+        settings = msgspec.convert(raw, executor_cls.Settings)
+    except msgspec.ValidationError as exc:
+        raise ConfigError(f"executor {options.executor!r}: {exc} (settings: executors.{options.executor} and --address)") from None
+    job = Job(
+        suite_path=os.path.abspath(suite.path) if suite.path else "",
+        config_path=os.path.abspath(config.path) if config.path else None,
+        agent=runner.agent.name,
+        evaluator_overrides=config.evaluator_overrides,
+    )
+    return executor_cls(settings), job
 
 
 def last_failed(run_root: Path, suite: str, known: list[str]) -> list[str]:

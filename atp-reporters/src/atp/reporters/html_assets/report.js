@@ -224,6 +224,38 @@
     return el("span", "badge status-" + (known ? status : "skipped"), String(status));
   }
 
+  /* The badges of a test's reliability: flaky (its runs disagree), quarantined (a failure is
+     reported but does not fail the run). */
+  function flagBadges(test) {
+    var badges = [];
+    if (test.flaky === true) badges.push(attr(el("span", "badge flag-flaky", "flaky"), "title", "its runs disagree: some passed, some failed"));
+    if (test.quarantined === true) badges.push(attr(el("span", "badge flag-quarantined", "quarantined"), "title", "the suite quarantines it: a failure is reported but does not fail the run"));
+    return badges;
+  }
+
+  function retriesOf(test) {
+    var count = 0;
+    (test.runs || []).forEach(function (run) { count += Array.isArray(run.retries) ? run.retries.length : 0; });
+    return count;
+  }
+
+  function usd(v) {
+    if (!isNum(v)) return "—";
+    return "$" + (v !== 0 && Math.abs(v) < 0.01 ? v.toFixed(4) : v.toFixed(2));
+  }
+
+  /* What the run spent of its budget: "$0.42 of $1.00 · 1,200 of 5,000 tokens". */
+  function budgetText(b) {
+    var cost = usd(b.spent_cost_usd || 0) + (isNum(b.max_cost_usd) ? " of " + usd(b.max_cost_usd) : "");
+    var tokens = (b.spent_tokens || 0).toLocaleString("en") + (isNum(b.max_tokens) ? " of " + b.max_tokens.toLocaleString("en") : "") + " tokens";
+    return cost + " · " + tokens;
+  }
+
+  function shardText(shard) {
+    var how = shard.basis ? "balanced by the durations of run " + String(shard.basis) : "shared by count";
+    return shard.index + " of " + shard.count + " (" + how + ")";
+  }
+
   function passRule(rule) {
     if (!rule || !rule.rule || rule.rule === "all") return "every run passes";
     if (rule.rule === "pass_rate") return "at least " + percent(rule.threshold || 0) + " of the runs pass";
@@ -433,7 +465,8 @@
   function renderHeader() {
     var s = R.summary || {};
     var problems = (R.problems || []).length;
-    var ok = !s.failed && !s.errors && !s.incomplete && !problems && !failingRegressions(R.baseline);
+    var failing = (s.failed || 0) + (s.errors || 0) - (s.quarantined || 0); // quarantined failures do not fail the run
+    var ok = failing <= 0 && !s.incomplete && !problems && !failingRegressions(R.baseline);
     var verdict = R.interrupted ? "interrupted" : ok ? "passed" : "failed";
     var verdictClass = verdict === "passed" ? "status-passed" : verdict === "failed" ? "status-failed" : "status-error";
     app.appendChild(el("h1", null, "ATP report", el("span", "verdict " + verdictClass, verdict)));
@@ -446,11 +479,16 @@
       ["failed", s.failed, "failed"],
       ["errors", s.errors, "error"],
       ["skipped", s.skipped, "skipped"],
-      ["runs", s.runs, ""]
+      ["runs", s.runs, ""],
+      s.flaky ? ["flaky", s.flaky, "flaky"] : null,
+      s.quarantined ? ["quarantined failures", s.quarantined, "quarantined"] : null,
+      s.retries ? ["retries", s.retries, ""] : null
     ].forEach(function (card) {
+      if (!card) return;
       cards.appendChild(el("div", "card " + card[2], el("div", "value", String(card[1] || 0)), el("div", "label", card[0])));
     });
     app.appendChild(cards);
+    renderReliabilityNotices(s);
 
     var stopped = R.stopped_by ? "stopped by " + R.stopped_by : R.interrupted ? "interrupted" : null;
     app.appendChild(
@@ -464,12 +502,37 @@
         ["Duration", seconds(R.duration_seconds)],
         ["Not completed", stopped],
         ["Incomplete tests", s.incomplete ? String(s.incomplete) : null],
-        ["Deselected", s.deselected ? String(s.deselected) : null]
+        ["Deselected", s.deselected ? String(s.deselected) : null],
+        ["Shard", R.shard ? shardText(R.shard) : null],
+        ["Budget", R.budget ? budgetText(R.budget) : null],
+        ["Budget exceeded", R.budget && R.budget.exceeded ? String(R.budget.exceeded) : null]
       ])
     );
     renderSuiteStatistics();
     renderBaseline();
     renderProblems();
+  }
+
+  /* What the summary's counts alone do not say: a budget that stopped the run, quarantined
+     failures that do not fail it, the tests whose runs disagree. */
+  function renderReliabilityNotices(s) {
+    if (R.stopped_by === "budget") {
+      var notRun = R.tests.filter(function (t) { return t.status === "skipped" && typeof t.skip_reason === "string" && t.skip_reason.indexOf("not run: BUDGET_EXCEEDED") === 0; }).length;
+      var exceeded = R.budget && R.budget.exceeded ? String(R.budget.exceeded) : "the budget was spent";
+      app.appendChild(el("div", "notice bad budget-exceeded", "BUDGET_EXCEEDED: " + exceeded + "; " + plural(notRun, "test") + " not run — the suite is incomplete."));
+    }
+    var held = R.tests.filter(function (t) { return t.quarantined === true; });
+    if (held.length) {
+      var list = [];
+      held.forEach(function (t, i) { list.push(i ? ", " : "", testButton(t.id), " (" + String(t.status) + ")"); });
+      app.appendChild(el("div", "notice warn quarantined", "Quarantined: ", list, ". Their failures are reported but do not fail the run" + (s.quarantined ? " (" + plural(s.quarantined, "failure") + " here)." : ".")));
+    }
+    var flaky = R.tests.filter(function (t) { return t.flaky === true; });
+    if (flaky.length) {
+      var names = [];
+      flaky.forEach(function (t, i) { names.push(i ? ", " : "", testButton(t.id)); });
+      app.appendChild(el("div", "notice warn flaky", "Flaky (their runs disagree: some passed, some failed): ", names, "."));
+    }
   }
 
   function testButton(id) {
@@ -600,10 +663,16 @@
     return (test.runs || []).length && isNum(test.score) ? test.score : -1;
   }
 
-  /* Why a test did not pass, in a line: its first run error or failed check. */
+  /* Why a test did not pass, in a line: its first run error or failed check (said to be
+     quarantined when the suite quarantines the test). */
   function whyLine(test) {
     if (test.status === "skipped") return test.skip_reason ? "skipped: " + test.skip_reason : "skipped";
     if (test.status === "passed") return null;
+    var why = firstFailure(test);
+    return why !== null && test.quarantined === true ? "quarantined: " + why : why;
+  }
+
+  function firstFailure(test) {
     var runs = test.runs || [];
     for (var i = 0; i < runs.length; i++) {
       if (runs[i].error) return String(runs[i].error);
@@ -617,6 +686,8 @@
 
   function haystackOf(test) {
     var parts = [test.id, test.name, test.description || "", test.skip_reason || "", (test.tags || []).join(" ")];
+    if (test.flaky === true) parts.push("flaky");
+    if (test.quarantined === true) parts.push("quarantined");
     (test.runs || []).forEach(function (run) {
       if (run.error) parts.push(run.error);
       (run.checks || []).forEach(function (c) {
@@ -649,7 +720,7 @@
     var regression = t.baseline && (t.baseline.verdict === "regression" || t.baseline.verdict_holm === "regression");
     tr.appendChild(el("td", "col-open", expander));
     tr.appendChild(idCell);
-    tr.appendChild(el("td", "col-status", statusBadge(t.status), regression ? el("span", "badge status-failed", "regression") : null));
+    tr.appendChild(el("td", "col-status", statusBadge(t.status), regression ? el("span", "badge status-failed", "regression") : null, flagBadges(t)));
     tr.appendChild(el("td", "col-score num", runs ? fixed(t.score, 1) : "—"));
     tr.appendChild(el("td", "col-runs num", runsText));
     tr.appendChild(el("td", "col-duration num", runs ? seconds(t.duration_seconds) : "—"));
@@ -856,6 +927,9 @@
       ["Runs", String((t.runs || []).length) + " of " + (t.planned_runs || 1) + " planned"],
       ["Adaptive plan", t.adaptive ? asText(t.adaptive) : null],
       ["Stopped", t.stop ? asText(t.stop) : null],
+      ["Flaky", t.flaky === true ? "yes: its runs disagree (some passed, some failed)" : null],
+      ["Quarantined", t.quarantined === true ? "yes: a failure is reported but does not fail the run" : null],
+      ["Retries", retriesOf(t) ? plural(retriesOf(t), "attempt") + " made again after faults of the infrastructure" : null],
       ["Fingerprint", t.fingerprint]
     ];
     var grid = el("div", "detail-grid", el("div", null, el("h4", null, "Test"), facts(about)));
@@ -938,7 +1012,8 @@
       statusBadge(outcome),
       el("span", null, "score " + fixed(run.score, 1)),
       el("span", "muted", seconds(run.duration_seconds)),
-      el("span", "muted", "response: " + run.status)
+      el("span", "muted", "response: " + run.status),
+      Array.isArray(run.retries) && run.retries.length ? el("span", "badge flag-retries", run.retries.length === 1 ? "1 retry" : run.retries.length + " retries") : null
     ];
     var details = lazyDetails("run", summary, function (d) { d.appendChild(renderRunBody(run, view)); }, open);
     attr(details, "data-run", run.run_number);
@@ -955,6 +1030,7 @@
       ])
     );
     if (run.error) body.appendChild(el("div", "notice bad run-error", String(run.error)));
+    body.appendChild(renderRetries(run.retries));
     (run.warnings || []).forEach(function (w) { body.appendChild(el("div", "notice warn", String(w))); });
     if (run.traceback) {
       body.appendChild(lazyDetails(null, "adapter traceback", function (d) { d.appendChild(clipped(String(run.traceback), 20000)); }));
@@ -981,6 +1057,23 @@
       }, run.outcome !== "passed" && log.length > 0)
     );
     return body;
+  }
+
+  /* The attempts made before the one whose result this is, each ended by a fault of the
+     infrastructure: which, where, why, and the wait before the next. */
+  function renderRetries(retries) {
+    if (!Array.isArray(retries) || !retries.length) return null;
+    var rows = retries.map(function (r) {
+      return [asText(r.attempt), r.where ? String(r.where) : "—", asText(r.reason), isNum(r.waited_seconds) ? r.waited_seconds.toFixed(2) + " s" : "—"];
+    });
+    rows.numeric = [true, false, false, true];
+    return el(
+      "div",
+      "retries",
+      el("h4", null, "Retries"),
+      el("p", "muted", "Attempts made again after a fault of the infrastructure; this result is of the attempt after them."),
+      table("compact retries-table", ["Attempt", "Where", "Reason", "Waited"], rows)
+    );
   }
 
   function renderChecks(checks) {

@@ -1,0 +1,97 @@
+"""Going on with a run that did not finish (``atp test --resume``).
+
+A run directory keeps every finished run the moment it finishes, so a run killed half-way
+(SIGKILL, a lost CI machine, Ctrl-C, a spent budget) can be resumed: the runs its directory
+holds are done, only the others are made, appended to the same directory, and the results read
+back are those of one run that was never interrupted. A suite changed since (a test's
+fingerprint, the suite or the agent) is refused unless forced: results of two different suites
+would be mixed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import timezone
+from pathlib import Path
+
+import msgspec
+
+from atp.core import files
+from atp.core.errors import ConfigError
+from atp.core.results import HEADER_FILE, RunHeader, RunResult
+from atp.core.suite import Test, test_fingerprint
+
+_header_decoder = msgspec.json.Decoder(RunHeader)
+
+
+def is_unfinished(header: RunHeader) -> bool:
+    """A run that did not make every run it planned: killed (no end recorded), interrupted, or
+    stopped (``--fail-fast``, a full disk, a spent budget)."""
+    return header.finished_at is None or header.interrupted or header.stopped_by is not None
+
+
+def latest_unfinished(root: Path, suite: str, agent: str) -> Path:
+    """The run directory below ``root`` of ``suite`` against ``agent`` that started last among
+    those that did not finish; a ConfigError when there is none."""
+    newest = None
+    found: Path | None = None
+    candidates = sorted(p for p in root.iterdir() if (p / HEADER_FILE).is_file()) if root.is_dir() else []
+    for path in candidates:
+        try:
+            header = _header_decoder.decode(files.read_bytes(path / HEADER_FILE))
+        except (OSError, msgspec.MsgspecError, UnicodeDecodeError, RecursionError):
+            continue
+        if header.suite != suite or header.agent != agent:
+            continue
+        if not is_unfinished(header):
+            continue
+        started = header.started_at if header.started_at.tzinfo else header.started_at.replace(tzinfo=timezone.utc)
+        key = (started, path.name)
+        if newest is None or key > newest:
+            newest, found = key, path
+    if found is None:
+        raise ConfigError(
+            f"--resume: no unfinished run of suite {suite!r} against agent {agent!r} in {root}; "
+            f"name the run directory (--resume=DIR) or run without --resume"
+        )
+    return found
+
+
+def check_resumable(header: RunHeader, suite: str, agent: str, tests: Mapping[str, Test], *, force: bool) -> None:
+    """Refuse (a ConfigError naming what changed) to go on with a run of another suite or agent,
+    or whose tests changed since, unless ``force``."""
+    changes: list[str] = []
+    if header.suite != suite:
+        changes.append(f"it is a run of suite {header.suite!r}, not {suite!r}")
+    if header.agent != agent:
+        changes.append(f"it ran agent {header.agent!r}, not {agent!r}")
+    missing = [p.id for p in header.tests if p.id not in tests]
+    if missing:
+        changes.append(f"the suite no longer has test(s) {', '.join(map(repr, missing[:5]))}")
+    changed = [
+        p.id for p in header.tests if p.id in tests and p.fingerprint is not None and p.fingerprint != test_fingerprint(tests[p.id])
+    ]
+    if changed:
+        more = f" and {len(changed) - 5} more" if len(changed) > 5 else ""
+        changes.append(f"test(s) {', '.join(map(repr, changed[:5]))}{more} changed since (another fingerprint)")
+    if not changes:
+        return
+    if force and header.suite == suite and header.agent == agent:
+        return
+    hint = " (--force goes on anyway, with the tests as they are now)" if header.suite == suite and header.agent == agent else ""
+    raise ConfigError(f"cannot resume {header.run_id}: {'; '.join(changes)}{hint}")
+
+
+def done_runs(results: list[RunResult], header: RunHeader) -> dict[str, list[RunResult]]:
+    """The runs a directory holds, by test, in stored order: each planned run number once (a
+    number stored twice counts once; the first stays)."""
+    planned = {p.id: p for p in header.tests}
+    done: dict[str, list[RunResult]] = {}
+    seen: set[tuple[str, int]] = set()
+    for run in results:
+        key = (run.test_id, run.run_number)
+        if run.test_id not in planned or key in seen:
+            continue
+        seen.add(key)
+        done.setdefault(run.test_id, []).append(run)
+    return done

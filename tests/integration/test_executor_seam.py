@@ -1,0 +1,134 @@
+"""The executor seam (atp.core.executor) with a thread-backed executor: runs made through
+WorkerSession come back into the run directory as local runs do; faults the worker met are
+retried by ATP; a lost worker is a retryable fault, not a lost result."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import anyio
+import anyio.to_thread
+import pytest
+
+from atp.core.config import agent_definitions, choose_agent, load_config, resolve_agent
+from atp.core.errors import AdapterError
+from atp.core.executor import Executor, Job, Shipped
+from atp.core.plugins import Plugins
+from atp.core.results import RunStore
+from atp.core.runner import Runner
+from atp.core.suite import load_suite
+from atp.core.worker import WorkerSession
+from tests.conftest import AGENTS, PYTHON, write
+
+
+class ThreadExecutor(Executor):
+    """A worker in a thread of this process: the seam without a cluster."""
+
+    name = "threads"
+
+    def __init__(self, settings: object = None, lose: set[tuple[str, int]] | None = None) -> None:
+        super().__init__(settings)
+        self.lose = lose or set()
+        self.session: WorkerSession | None = None
+        self.calls: list[tuple[str, int]] = []
+
+    async def start(self, job: Job) -> None:
+        await super().start(job)
+        self.session = await anyio.to_thread.run_sync(WorkerSession, job)
+
+    async def execute(self, test_id: str, run_number: int, task_id: str) -> Shipped:
+        assert self.session is not None
+        self.calls.append((test_id, run_number))
+        if (test_id, run_number) in self.lose:
+            self.lose.discard((test_id, run_number))
+            raise AdapterError("worker tcp://10.0.0.9:4000 died while making the run")
+        return await anyio.to_thread.run_sync(self.session.run, test_id, run_number, task_id)
+
+    async def aclose(self) -> None:
+        if self.session is not None:
+            await anyio.to_thread.run_sync(self.session.close)
+
+
+def make_runner(tmp_path: Path, executor: Executor | None, **options: object) -> Runner:
+    suite_path = write(
+        tmp_path / "suite.yaml",
+        f"""
+        test_suite: seam
+        agents:
+          - name: agent
+            type: cli
+            command: {[PYTHON, str(AGENTS / "ledger_agent.py")]!r}
+            env: {{LEDGER: {str(tmp_path / "ledger.txt")!r}}}
+        tests:
+          - id: a
+            runs_per_test: 2
+            task: {{description: x}}
+            assertions:
+              - {{type: artifact_exists, config: {{name: result}}}}
+          - id: b
+            task: {{description: x, input_data: {{outcome: fail}}}}
+        """,
+    )
+    config = load_config(None, cwd=tmp_path)
+    plugins = Plugins()
+    suite = load_suite(suite_path, plugins.evaluators)
+    agent = resolve_agent(choose_agent(agent_definitions(config, suite), "agent"), plugins.adapters)
+    job = Job(suite_path=str(suite_path), agent="agent")
+    return Runner(plugins, suite, list(suite.tests), agent, run_root=tmp_path / "runs", executor=executor, job=job, **options)  # type: ignore[arg-type]
+
+
+def outcomes(results: object) -> dict[str, list[str]]:
+    return {t.id: [r.outcome for r in t.runs] for t in results.tests}  # type: ignore[attr-defined]
+
+
+def test_runs_made_through_an_executor_equal_local_runs(tmp_path: Path) -> None:
+    local = anyio.run(make_runner(tmp_path / "local", None).run)
+    executor = ThreadExecutor()
+    runner = make_runner(tmp_path / "remote", executor)
+    remote = anyio.run(runner.run)
+    assert outcomes(remote) == outcomes(local) == {"a": ["passed", "passed"], "b": ["failed"]}
+    assert remote.summary == local.summary
+    assert sorted(executor.calls) == [("a", 1), ("a", 2), ("b", 1)]
+    store = RunStore.open(runner.store.directory)  # type: ignore[union-attr]
+    (run,) = [r for t in store.results().tests for r in t.runs if t.id == "b"]
+    assert run.log_file is None or (store.directory / run.log_file).is_file()
+    lines = (store.directory / "results.jsonl").read_text().splitlines()
+    assert len(lines) == 3 and all(json.loads(line)["retries"] == [] for line in lines)
+
+
+def test_a_lost_worker_is_a_recorded_retry_not_a_lost_result(tmp_path: Path) -> None:
+    executor = ThreadExecutor(lose={("a", 2)})
+    runner = make_runner(tmp_path, executor, retries=2, retry_backoff=0.01)
+    results = anyio.run(runner.run)
+    assert outcomes(results)["a"] == ["passed", "passed"]
+    run = next(r for t in results.tests if t.id == "a" for r in t.runs if r.run_number == 2)
+    assert [r.attempt for r in run.retries] == [1] and "died" in run.retries[0].reason
+    assert executor.calls.count(("a", 2)) == 2
+
+
+def test_a_lost_worker_without_retries_is_an_error_run_saying_so(tmp_path: Path) -> None:
+    results = anyio.run(make_runner(tmp_path, ThreadExecutor(lose={("b", 1)})).run)
+    (run,) = next(t for t in results.tests if t.id == "b").runs
+    assert run.outcome == "error" and "died while making the run" in (run.error or "")
+
+
+def test_a_worker_with_another_suite_refuses_the_job(tmp_path: Path) -> None:
+    executor = ThreadExecutor()
+    runner = make_runner(tmp_path, executor)
+    runner.job = Job(suite_path=str(tmp_path / "suite.yaml"), agent="agent")
+    original = runner._job
+
+    def tampered(header: object) -> Job:
+        job = original(header)  # type: ignore[arg-type]
+        return Job(**{**{f: getattr(job, f) for f in job.__struct_fields__}, "tests": {"a": "0" * 16, "b": "0" * 16}})
+
+    runner._job = tampered  # type: ignore[method-assign]
+    results = anyio.run(runner.run)
+    for test in results.tests:
+        for run in test.runs:
+            assert run.outcome == "error" and "not the one ATP selected" in (run.error or "")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    pytest.main([__file__])
