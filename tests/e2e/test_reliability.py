@@ -282,3 +282,133 @@ def test_503_twice_then_200_passes_with_two_recorded_retries_and_a_wrong_answer_
     assert tests["wrong"]["status"] == "failed" and tests["wrong"]["runs"][0]["retries"] == []
     assert _Flaky503.seen == Counter({"recovers": 3, "wrong": 1})
     assert report["summary"]["retries"] == 2
+
+
+# --- what hostile use found ------------------------------------------------------------------
+
+
+def test_a_run_still_going_is_not_resumed_twice(tmp_path: Path) -> None:
+    tests = "".join(f"  - id: t{i}\n    task: {{description: x, input_data: {{sleep: 0.4}}}}\n" for i in range(6))
+    suite = ledger_suite(tmp_path, tests)
+    ledger = tmp_path / "ledger.txt"
+    env = {**os.environ, "NO_COLOR": "1", "LEDGER": str(ledger)}
+    first = subprocess.Popen([ATP, "test", f"--suite={suite}", "-q"], cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and not list((tmp_path / ".atp" / "runs").glob("*/run.json")):
+        time.sleep(0.02)
+    (run_dir,) = run_dirs(tmp_path)
+    bare = atp("test", f"--suite={suite}", "--resume", cwd=tmp_path, env={"LEDGER": str(ledger)})
+    named = atp("test", f"--suite={suite}", f"--resume={run_dir}", cwd=tmp_path, env={"LEDGER": str(ledger)})
+    first.communicate(timeout=60)
+    assert bare.returncode == 2 and "no unfinished run" in bare.stderr
+    assert named.returncode == 2 and "still running" in named.stderr
+    assert Counter(ledger_lines(ledger)) == Counter({(f"t{i}", 1): 1 for i in range(6)})
+    assert first.returncode == 0
+
+
+def test_a_finished_or_merged_run_is_not_resumed_and_a_resume_that_cannot_start_changes_nothing(tmp_path: Path) -> None:
+    suite = ledger_suite(tmp_path, "  - id: a\n    task: {description: x}\n")
+    env = {"LEDGER": str(tmp_path / "l")}
+    assert atp("test", f"--suite={suite}", cwd=tmp_path, env=env).returncode == 0
+    (run_dir,) = run_dirs(tmp_path)
+    finished = atp("test", f"--suite={suite}", f"--resume={run_dir}", cwd=tmp_path, env=env)
+    assert finished.returncode == 2 and "it finished; there is nothing to resume" in finished.stderr
+    header = json.loads((run_dir / "run.json").read_text())
+    header["finished_at"] = None
+    (run_dir / "run.json").write_text(json.dumps(header))
+    before = (run_dir / "run.json").read_bytes()
+    broken = write(tmp_path / "broken.yaml", suite.read_text().replace(repr(LEDGER_AGENT), repr(["/no/such/program"])))
+    cannot = atp("test", f"--suite={broken}", f"--resume={run_dir}", cwd=tmp_path, env=env)
+    assert cannot.returncode == 2, cannot.stdout + cannot.stderr
+    assert (run_dir / "run.json").read_bytes() == before
+    merged = dict(header, merged_from=["x", "y"])
+    (run_dir / "run.json").write_text(json.dumps(merged))
+    refused = atp("test", f"--suite={suite}", f"--resume={run_dir}", cwd=tmp_path, env=env)
+    assert refused.returncode == 2 and "merged from shards" in refused.stderr
+
+
+def test_adaptive_tests_never_go_past_max_runs_with_parallel_runs(tmp_path: Path) -> None:
+    suite = ledger_suite(
+        tmp_path,
+        "  - id: slow\n    runs_per_test: 2\n    task: {description: x, input_data: {sleep: 1.0}}\n"
+        "  - id: x\n    runs_per_test: auto\n    min_runs: 3\n    max_runs: 6\n"
+        "    task: {description: x, input_data: {outcome: flaky, sleep: 0.2}}\n",
+    )
+    ledger = tmp_path / "ledger.txt"
+    atp("test", f"--suite={suite}", "--parallel=3", cwd=tmp_path, env={"LEDGER": str(ledger)})
+    made = Counter(test_id for test_id, _ in ledger_lines(ledger))
+    assert made["x"] <= 6 and made["slow"] == 2
+
+
+def test_a_budget_reached_by_the_last_run_leaves_the_suite_complete(tmp_path: Path) -> None:
+    tests = "".join(f"  - id: t{i}\n    task: {{description: x, input_data: {{cost_usd: 1.0}}}}\n" for i in range(3))
+    suite = ledger_suite(tmp_path, tests)
+    result = atp("test", f"--suite={suite}", "--max-cost-usd=3", "--output=json:out.json", cwd=tmp_path, env={"LEDGER": str(tmp_path / "l")})
+    assert result.returncode == 0, result.stdout + result.stderr
+    report = json.loads((tmp_path / "out.json").read_text())
+    assert report["stopped_by"] is None and report["budget"]["exceeded"]
+
+
+def test_an_absurd_cost_is_ignored_not_a_crash(tmp_path: Path) -> None:
+    suite = ledger_suite(tmp_path, "  - id: a\n    runs_per_test: 2\n    task: {description: x, input_data: {cost_usd: 1.7e+308}}\n")
+    result = atp("test", f"--suite={suite}", "--max-tokens=1000", cwd=tmp_path, env={"LEDGER": str(tmp_path / "l")})
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert atp("report", cwd=tmp_path).returncode == 0
+
+
+def test_resume_takes_away_a_damaged_line_and_makes_its_run_again(tmp_path: Path) -> None:
+    suite = ledger_suite(tmp_path, "  - id: a\n    runs_per_test: 3\n    task: {description: x}\n")
+    ledger = tmp_path / "ledger.txt"
+    assert atp("test", f"--suite={suite}", cwd=tmp_path, env={"LEDGER": str(ledger)}).returncode == 0
+    (run_dir,) = run_dirs(tmp_path)
+    lines = (run_dir / "results.jsonl").read_text().splitlines()
+    lines[1] = lines[1][:40] + "#garbage"
+    (run_dir / "results.jsonl").write_text("\n".join(lines) + "\n")
+    header = json.loads((run_dir / "run.json").read_text())
+    header["finished_at"] = None
+    (run_dir / "run.json").write_text(json.dumps(header))
+    ledger.write_text("")
+    resumed = atp("test", f"--suite={suite}", "--resume", "--output=json:out.json", cwd=tmp_path, env={"LEDGER": str(ledger)})
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert "is not a run result; it is taken away and its run made again" in resumed.stderr
+    assert ledger_lines(ledger) == [("a", 2)]
+    assert json.loads((tmp_path / "out.json").read_text())["problems"] == []
+    assert atp("report", str(run_dir), cwd=tmp_path).returncode == 0
+
+
+def test_a_shards_report_counts_its_share_not_the_whole_suite(tmp_path: Path) -> None:
+    suite = ledger_suite(tmp_path, "  - id: a\n    runs_per_test: 4\n    task: {description: x}\n")
+    result = atp("test", f"--suite={suite}", "--shard=2/2", "--output=console", "--output=json:out.json", cwd=tmp_path, env={"LEDGER": str(tmp_path / "l")})
+    assert result.returncode == 0, result.stdout + result.stderr
+    (test,) = json.loads((tmp_path / "out.json").read_text())["tests"]
+    assert test["planned_runs"] == 2 and len(test["runs"]) == 2 and test["status"] == "passed"
+    assert "not run" not in result.stdout
+
+
+def test_resume_goes_on_with_the_runs_plan_and_todays_quarantine(tmp_path: Path) -> None:
+    suite = ledger_suite(
+        tmp_path,
+        "  - id: a\n    task: {description: x, input_data: {outcome: fail}}\n"
+        "  - id: b\n    task: {description: x}\n",
+    )
+    ledger = tmp_path / "ledger.txt"
+    assert atp("test", f"--suite={suite}", "--max-tokens=1", cwd=tmp_path, env={"LEDGER": str(ledger)}).returncode == 1
+    (run_dir,) = run_dirs(tmp_path)
+    header = json.loads((run_dir / "run.json").read_text())
+    header["finished_at"] = None
+    (run_dir / "run.json").write_text(json.dumps(header))
+    (run_dir / "results.jsonl").write_text((run_dir / "results.jsonl").read_text().splitlines()[0] + "\n")
+    text = suite.read_text().replace("  - id: b\n", "  - id: b\n    skip: later\n")
+    suite.write_text(text.replace("tests:\n", "quarantine: [a]\ntests:\n", 1))
+    ledger.write_text("")
+    resumed = atp("test", f"--suite={suite}", "--resume", cwd=tmp_path, env={"LEDGER": str(ledger)})
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr  # a is quarantined now
+    assert ledger_lines(ledger) == [("b", 1)]  # b was planned to run: the run's own plan holds
+
+
+def test_wrong_budgets_and_resume_arguments_say_what_to_write(tmp_path: Path) -> None:
+    suite = ledger_suite(tmp_path, "  - id: a\n    task: {description: x}\n")
+    nan = atp("test", f"--suite={suite}", "--max-cost-usd=nan", cwd=tmp_path)
+    assert nan.returncode == 2 and "--max-cost-usd" in nan.stderr
+    eaten = atp("test", "--resume", str(suite), cwd=tmp_path)
+    assert eaten.returncode == 2 and "that is a file, not a run directory" in eaten.stderr

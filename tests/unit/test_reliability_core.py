@@ -247,3 +247,37 @@ def test_tests_a_spent_budget_left_out_say_budget_exceeded() -> None:
     left = results.tests[1]
     assert left.status == "skipped" and left.skip_reason == "not run: BUDGET_EXCEEDED (max_cost_usd 1 reached: $1.2000 spent)"
     assert results.summary.incomplete == 1 and not results.summary.ok
+
+
+def test_a_rate_limit_of_less_than_a_run_an_hour_is_refused() -> None:
+    with pytest.raises(ConfigError, match="at least one run an hour"):
+        parse_rate_limit("0.5/h")
+    with pytest.raises(ConfigError):
+        parse_rate_limit(1e-300)
+
+
+def test_an_agent_reporting_fewer_tokens_than_its_events_show_spends_what_they_show() -> None:
+    from atp.core.trace import TraceSummary
+
+    meter = BudgetMeter(Budget(max_tokens=500))
+    meter.spend(run(metrics=Metrics(total_tokens=0), trace=TraceSummary(input_tokens=400, output_tokens=200)))
+    assert meter.budget.spent_tokens == 600 and meter.exceeded
+
+
+def test_a_run_directory_in_use_is_locked_until_its_writer_closes_it(tmp_path: Path) -> None:
+    from atp.core.errors import AtpError
+
+    store = RunStore.create(tmp_path, header_for([a_test("t")]))
+    assert RunStore.in_use(store.directory)
+    with pytest.raises(AtpError, match="still running"):
+        RunStore.open(store.directory).lock()
+    store.close()
+    assert not RunStore.in_use(store.directory)
+    RunStore.reopen(store.directory).close()
+
+
+def test_a_result_stored_twice_counts_once_and_is_a_problem() -> None:
+    header = header_for([a_test("t", runs=2)], finished_at=NOW)
+    results = build_suite_results(header, [run("t", 1), run("t", 1, outcome="failed"), run("t", 2)])
+    assert [r.outcome for r in results.tests[0].runs] == ["passed", "passed"]
+    assert results.problems == ["run 1 of test 't' is stored twice; the first counts"]

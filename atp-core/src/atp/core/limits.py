@@ -29,6 +29,10 @@ _UNITS = {
 }  # fmt: skip
 
 
+MAX_SPENT = 1e15
+"""What a budget counts up to, at most (an agent may report any cost)."""
+
+
 class BudgetMeter:
     """Adds up what the finished runs spent against a :class:`~atp.core.results.Budget`."""
 
@@ -43,14 +47,15 @@ class BudgetMeter:
         """Count a finished run; the first time a limit is reached, say so in the budget."""
         budget = self.budget
         cost = result.metrics.cost_usd or 0.0
-        tokens = run_metrics(result).get("total_tokens", 0.0)
+        trace = result.trace  # an agent reporting fewer tokens than its events show spends those
+        tokens = max(run_metrics(result).get("total_tokens", 0.0), float(trace.input_tokens + trace.output_tokens))
         for usage in result.evaluation_usage.values():
             cost += usage.cost_usd or 0.0
             tokens += usage.input_tokens + usage.output_tokens
         if math.isfinite(cost) and cost > 0:
-            budget.spent_cost_usd = round(budget.spent_cost_usd + cost, 9)
+            budget.spent_cost_usd = min(round(budget.spent_cost_usd + cost, 9), MAX_SPENT)
         if math.isfinite(tokens) and tokens > 0:
-            budget.spent_tokens += int(tokens)
+            budget.spent_tokens = int(min(budget.spent_tokens + tokens, MAX_SPENT))
         if budget.exceeded is not None:
             return
         if budget.max_cost_usd is not None and budget.spent_cost_usd >= budget.max_cost_usd:
@@ -87,7 +92,10 @@ def parse_rate_limit(value: object) -> RateLimit:
         )
     if not (math.isfinite(runs) and 0 < runs <= 1_000_000):
         raise ConfigError(f"'rate_limit' must allow more than 0 and at most 1000000 runs, not {value!r}")
-    return RateLimit(runs=runs, seconds=seconds)
+    limit = RateLimit(runs=runs, seconds=seconds)
+    if limit.interval > 3600:
+        raise ConfigError(f"'rate_limit' must allow at least one run an hour, not {value!r}")
+    return limit
 
 
 class RateLimiter:

@@ -119,6 +119,11 @@ class Metrics(Message, kw_only=True):
     cost_usd: float | None = None
 
 
+MAX_METRIC = 1e15
+"""The largest count or measurement a metric may have (more is no measurement: statistics of
+such values overflow)."""
+
+
 def sane_metrics(metrics: Metrics) -> tuple[Metrics, list[str]]:
     """``metrics`` without the values no measurement can have (negative, NaN, infinite, or a
     count that is not an integer), and one warning per value left out. Agents are untrusted:
@@ -133,9 +138,9 @@ def sane_metrics(metrics: Metrics) -> tuple[Metrics, list[str]]:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             bad = True
         elif counts:
-            bad = not isinstance(value, int) or value < 0
+            bad = not isinstance(value, int) or value < 0 or value > MAX_METRIC
         else:
-            bad = not math.isfinite(value) or value < 0
+            bad = not math.isfinite(value) or value < 0 or value > MAX_METRIC
         if bad:
             changes[name] = None
             problems.append(f"the agent reported metrics.{name} = {value!r}, which is not a valid {'count' if counts else 'measurement'}; it is ignored")

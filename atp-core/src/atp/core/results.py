@@ -557,7 +557,7 @@ def make_test_result(
         score=fmean(r.score for r in runs) if runs else 0.0,
         duration_seconds=sum(r.duration_seconds for r in runs),
         runs=runs,
-        planned_runs=planned.runs,
+        planned_runs=len(planned.run_numbers) if planned.run_numbers is not None else planned.runs,
         skip_reason=skip_reason,
         pass_rule=planned.pass_rule,
         statistics=test_statistics(runs) if runs else None,
@@ -605,8 +605,17 @@ def build_suite_results(
     interrupted = header.interrupted or header.finished_at is None
     problems = list(problems or ())
     by_test: dict[str, list[RunResult]] = {}
+    seen: set[tuple[str, int]] = set()
+    kept = []
     for run in runs:
+        key = (run.test_id, run.run_number)
+        if key in seen:
+            problems.append(f"run {run.run_number} of test {run.test_id!r} is stored twice; the first counts")
+            continue
+        seen.add(key)
+        kept.append(run)
         by_test.setdefault(run.test_id, []).append(run)
+    runs = kept
     entries = baseline.tests if baseline is not None and baseline.suite == header.suite else {}
     alpha = sequential_alpha(
         sum(1 for p in header.tests if p.adaptive is not None and p.skip is None and p.id in entries),
@@ -719,6 +728,9 @@ def baseline_of(results: SuiteResults) -> Baseline:
 
 HEADER_FILE = "run.json"
 RESULTS_FILE = "results.jsonl"
+LOCK_FILE = "run.lock"
+"""Locked by the ``atp test`` writing the directory while it runs (released when it ends or
+dies): a second ``atp test --resume`` of a run still going is refused."""
 BASELINE_FILE = "baseline.json"
 RUN_FILES = (HEADER_FILE, RESULTS_FILE)
 _SAFE = re.compile(r"[^A-Za-z0-9._-]")
@@ -798,6 +810,7 @@ class RunStore:
         self.directory = directory
         self._masker = masker if masker else None
         self._results_fd: int | None = None
+        self._lock_fd: int | None = None
         self.problems: list[str] = []
         """What reading found damaged (filled by :meth:`read_results` and :meth:`event_lines`)."""
 
@@ -811,6 +824,7 @@ class RunStore:
         except OSError as exc:
             raise _storage_error("create the run directory", directory, exc) from None
         store = cls(directory, masker)
+        store.lock()
         if baseline is not None:  # kept with the run, so that 'atp report' compares alike
             try:
                 files.write_new(directory / BASELINE_FILE, encode_baseline(baseline))
@@ -821,10 +835,13 @@ class RunStore:
 
     @classmethod
     def reopen(cls, directory: Path, masker: Masker | None = None) -> "RunStore":
-        """A run directory to append more results to (``atp test --resume``): a last line cut
-        short when ATP was killed mid-write is taken away first (its run is made again)."""
+        """A run directory to append more results to (``atp test --resume``), locked for this
+        process. Its damaged result lines (one cut short when ATP was killed mid-write, one
+        changed by hand) are taken away first, each named in :attr:`problems`: their runs are
+        made again."""
         store = cls.open(directory)
         store._masker = masker if masker else None
+        store.lock()
         path = directory / RESULTS_FILE
         try:
             data = files.read_bytes(path)
@@ -832,14 +849,62 @@ class RunStore:
             return store
         except OSError as exc:
             raise _storage_error("read", path, exc) from None
-        end = data.rfind(b"\n") + 1
-        if end < len(data):
+        kept: list[bytes] = []
+        for number, line in enumerate(data.splitlines(keepends=True), 1):
+            if not line.strip():
+                continue
             try:
-                with open(path, "r+b") as handle:
-                    handle.truncate(end)
+                _result_decoder.decode(line)
+            except (msgspec.MsgspecError, UnicodeDecodeError, RecursionError):
+                how = "was cut short" if not line.endswith(b"\n") else "is not a run result"
+                store.problems.append(f"{path}:{number} {how}; it is taken away and its run made again")
+                continue
+            kept.append(line if line.endswith(b"\n") else line + b"\n")
+        if store.problems:
+            partial = path.with_suffix(".jsonl.partial")
+            try:
+                files.write_new(partial, b"".join(kept))
+                os.replace(partial, path)
             except OSError as exc:
                 raise _storage_error("repair", path, exc) from None
         return store
+
+    def lock(self) -> None:
+        """Hold the directory's lock while this process writes it; an AtpError when another
+        ``atp test`` holds it (the run is still going)."""
+        import fcntl
+
+        path = self.directory / LOCK_FILE
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+        except OSError as exc:
+            raise _storage_error("lock", path, exc) from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            raise AtpError(
+                f"{self.directory} is being written by another atp test that is still running; "
+                f"resume it once that one has ended (or stop it)"
+            ) from None
+        self._lock_fd = fd
+
+    @staticmethod
+    def in_use(directory: Path) -> bool:
+        """Whether another process holds the directory's lock (its run is still going)."""
+        import fcntl
+
+        try:
+            fd = os.open(directory / LOCK_FILE, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        except OSError:
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except OSError:
+            return True
+        finally:
+            os.close(fd)
+        return False
 
     @classmethod
     def open(cls, directory: Path) -> "RunStore":
@@ -934,6 +999,9 @@ class RunStore:
         if self._results_fd is not None:
             os.close(self._results_fd)
             self._results_fd = None
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
 
     def events_file(self, test_id: str, run_number: int) -> str:
         return events_path(test_id, run_number)

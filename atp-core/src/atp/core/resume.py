@@ -18,7 +18,7 @@ import msgspec
 
 from atp.core import files
 from atp.core.errors import ConfigError
-from atp.core.results import HEADER_FILE, RunHeader, RunResult
+from atp.core.results import HEADER_FILE, RunHeader, RunResult, RunStore
 from atp.core.suite import Test, test_fingerprint
 
 _header_decoder = msgspec.json.Decoder(RunHeader)
@@ -41,9 +41,9 @@ def latest_unfinished(root: Path, suite: str, agent: str) -> Path:
             header = _header_decoder.decode(files.read_bytes(path / HEADER_FILE))
         except (OSError, msgspec.MsgspecError, UnicodeDecodeError, RecursionError):
             continue
-        if header.suite != suite or header.agent != agent:
+        if header.suite != suite or header.agent != agent or header.merged_from:
             continue
-        if not is_unfinished(header):
+        if not is_unfinished(header) or RunStore.in_use(path):
             continue
         started = header.started_at if header.started_at.tzinfo else header.started_at.replace(tzinfo=timezone.utc)
         key = (started, path.name)
@@ -58,8 +58,16 @@ def latest_unfinished(root: Path, suite: str, agent: str) -> Path:
 
 
 def check_resumable(header: RunHeader, suite: str, agent: str, tests: Mapping[str, Test], *, force: bool) -> None:
-    """Refuse (a ConfigError naming what changed) to go on with a run of another suite or agent,
-    or whose tests changed since, unless ``force``."""
+    """Refuse (a ConfigError naming what changed) to go on with a run that finished, a merged
+    run, a run of another suite or agent, or one whose tests changed since (unless ``force``;
+    a test the suite no longer has is refused even then)."""
+    if header.merged_from:
+        raise ConfigError(
+            f"cannot resume {header.run_id}: it was merged from shards; resume the shard that did "
+            f"not finish (atp test --resume=SHARD_DIR), then merge again"
+        )
+    if not is_unfinished(header):
+        raise ConfigError(f"cannot resume {header.run_id}: it finished; there is nothing to resume")
     changes: list[str] = []
     if header.suite != suite:
         changes.append(f"it is a run of suite {header.suite!r}, not {suite!r}")
@@ -76,9 +84,13 @@ def check_resumable(header: RunHeader, suite: str, agent: str, tests: Mapping[st
         changes.append(f"test(s) {', '.join(map(repr, changed[:5]))}{more} changed since (another fingerprint)")
     if not changes:
         return
-    if force and header.suite == suite and header.agent == agent:
+    if force and header.suite == suite and header.agent == agent and not missing:
         return
-    hint = " (--force goes on anyway, with the tests as they are now)" if header.suite == suite and header.agent == agent else ""
+    hint = (
+        " (--force goes on anyway, with the tests as they are now)"
+        if header.suite == suite and header.agent == agent and not missing
+        else ""
+    )
     raise ConfigError(f"cannot resume {header.run_id}: {'; '.join(changes)}{hint}")
 
 

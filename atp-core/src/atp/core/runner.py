@@ -276,6 +276,12 @@ class Runner:
             return test.adaptive
         return None
 
+    def skip_of(self, test: Test) -> str | None:
+        """Why the test is not run: the suite's ``skip`` (a resumed run's, as it planned it)."""
+        if self._resuming:
+            return self._planned[test.id].skip
+        return test.skip
+
     def runs_of(self, test: Test) -> int:
         """The runs planned for a test (under an adaptive plan, the most it may take)."""
         if self._resuming:
@@ -303,7 +309,7 @@ class Runner:
         schedule = self._schedule = _Schedule(self, self.tests, self._done)
         total = 0
         for test in self.tests:
-            if test.skip is None:
+            if self.skip_of(test) is None:
                 left = self._planned[test.id].runs if self.plan_of(test) is not None else len(self._planned[test.id].share())
                 left -= len(self._done.get(test.id, ()))
                 if left > 0:
@@ -324,6 +330,8 @@ class Runner:
                     else:
                         adapter = self._adapter_step("could not be created", self.agent.create_adapter)
                         await self._adapter_call("failed to start", adapter.start)
+                    if self.resume is not None:
+                        self._resumed(header)
                     started = True
                     self._notify("atp_suite_started", header=header, directory=store.directory)
                     await self._run_all(adapter, schedule, total)
@@ -337,9 +345,10 @@ class Runner:
                             await self._close_executor(self.executor)
                     await self.end()
         finally:
-            if not started and self.resume is None:  # the agent could not start: nothing ran, no run directory is left
+            if not started:  # the agent could not start: nothing ran, no new run directory is left
                 store.close()
-                _discard(store.directory)
+                if self.resume is None:
+                    _discard(store.directory)
             else:
                 header.finished_at = utcnow()
                 header.interrupted = interrupted
@@ -408,8 +417,8 @@ class Runner:
             return "storage"
         if self._failed_fast:
             return "fail-fast"
-        if self._budget is not None and self._budget.exceeded:
-            return "budget"
+        if self._budget is not None and self._budget.exceeded and self._remaining:
+            return "budget"  # only when it left runs out (not when the last run reached it)
         return None
 
     def _planned_test(self, test: Test) -> PlannedTest:
@@ -452,10 +461,12 @@ class Runner:
     def _reopen(self, directory: Path) -> tuple[RunStore, RunHeader]:
         """Go on with the run in ``directory``: its own plan, the runs it holds counted as done
         (see :mod:`atp.core.resume`)."""
-        store = RunStore.reopen(directory, self.masker)
-        header = store.read_header()
+        header = RunStore.open(directory).read_header()
         tests = {t.id: t for t in self.suite.tests}
         check_resumable(header, self.suite.name, self.agent.name, tests, force=self.force)
+        store = RunStore.reopen(directory, self.masker)
+        for problem in store.problems:
+            logger.warning(problem)
         self.tests = [tests[p.id] for p in header.tests if p.id in tests]
         self._planned = {p.id: p for p in header.tests}
         if self.force:  # the tests as they are now are what the runs left make
@@ -465,15 +476,22 @@ class Runner:
             header.suite_fingerprint = suite_fingerprint(self.tests)
         self._done = done_runs(store.read_results(), header)
         self._resuming = True
+        for planned in header.tests:  # a quarantine is today's policy, not part of the plan
+            planned.quarantined = planned.id in self.quarantine
+        if self.baseline is None:
+            self.baseline = store.baseline()
+        return store, header
+
+    def _resumed(self, header: RunHeader) -> None:
+        """The header of a resumed run once its agent started (not before: a resume that
+        cannot start leaves the directory as it was)."""
+        assert self.store is not None
         header.resumed_at.append(utcnow())
         header.finished_at = None
         header.interrupted = False
         header.stopped_by = None
         header.budget = self._budget.budget if self._budget is not None else None
-        if self.baseline is None:
-            self.baseline = store.baseline()
-        store.write_header(header)
-        return store, header
+        self.store.write_header(header)
 
     def _adapter_failed(self, what: str, exc: Exception) -> PluginFailed:
         owner = self.plugins.owner("adapter", self.agent.type)
@@ -1243,7 +1261,7 @@ class _Schedule:
         entries = runner.baseline.tests if runner.baseline is not None and runner.baseline.suite == runner.suite.name else {}
         for test in tests:
             plan = runner.plan_of(test)
-            if plan is not None and test.skip is None:
+            if plan is not None and runner.skip_of(test) is None:
                 entry = entries.get(test.id)
                 state = self._adaptive[test.id] = _AdaptiveState(plan, entry.sample() if entry is not None else None)
                 for run in self._done.get(test.id, ()):  # a resumed run's: replayed in stored order
@@ -1264,7 +1282,7 @@ class _Schedule:
     def _first_runs(self, tests: list[Test]) -> Iterator[tuple[Test, int | None]]:
         runner = self._runner
         for test in tests:
-            if test.skip is not None:
+            if runner.skip_of(test) is not None:
                 continue
             state = self._adaptive.get(test.id)
             if state is None:
@@ -1303,7 +1321,7 @@ class _Schedule:
             if number is not None:
                 return test, number
             state = self._adaptive[test.id]
-            if state.stopped:
+            if state.stopped or state.started >= state.plan.max_runs:
                 continue
             state.started += 1
             self._in_flight += 1
@@ -1425,8 +1443,11 @@ def _copy_fixture(fixture: Path, workspace: Path, replace: bool = False) -> None
     what an earlier attempt left there goes first."""
     import shutil
 
-    if replace and workspace.is_dir() and not workspace.is_symlink():
-        shutil.rmtree(workspace, ignore_errors=True)
+    if replace:  # what an agent left there (a folder, a file, a link) goes, never followed
+        if workspace.is_symlink() or workspace.is_file():
+            workspace.unlink(missing_ok=True)
+        elif workspace.is_dir():
+            shutil.rmtree(workspace, ignore_errors=True)
     try:
         shutil.copytree(fixture, workspace, symlinks=True)
     except (OSError, shutil.Error) as exc:

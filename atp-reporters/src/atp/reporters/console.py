@@ -412,7 +412,7 @@ class ConsoleReporter(Reporter):
             labels = _labels({(t.runs, t.adaptive) for t in planned})
             lines = self._header(header.suite, header.agent, header.agent_type, labels, directory)
             live = self.live
-            total = sum(t.runs for t in planned)
+            total = sum(len(t.run_numbers) if t.run_numbers is not None else t.runs for t in planned)
             up_to = any(t.adaptive is not None for t in planned)
             if not live and planned:
                 most = "up to " if up_to else ""

@@ -23,6 +23,7 @@ from atp.cli.app import (
     verbosity_options,
     warn_problems,
 )
+from atp.core.errors import ConfigError
 
 if TYPE_CHECKING:
     from atp.core.config import Config
@@ -154,13 +155,24 @@ def test_command(
     if options.resume and len(suites) > 1:
         from atp.core.errors import ConfigError
 
-        raise ConfigError("--resume=DIR goes on with one run: name the one suite it is of")
+        raise ConfigError(
+            f"--resume={options.resume} goes on with one run, but {len(suites)} suites were found: name "
+            f"the one suite it is of (atp test SUITE --resume=DIR)"
+        )
     handler = WarningHandler()
     handler.setFormatter(PrintableFormatter("atp: warning: %(message)s"))
     logging.basicConfig(handlers=[handler], level=logging.WARNING)
     codes = []
     for suite_path in suites:
-        code = run_suite(suite_path, config, options, several=len(suites) > 1)
+        try:
+            code = run_suite(suite_path, config, options, several=len(suites) > 1)
+        except NothingToResume as exc:
+            if len(suites) == 1:
+                raise
+            from atp.core.text import printable
+
+            click.echo(printable(f"atp: {exc}"), err=True)
+            code = 0
         codes.append(code)
         if code in (130, 143) or (options.fail_fast and code != 0):
             break
@@ -297,10 +309,20 @@ def run_suite(suite_path: Path, config: Config, options: Options, *, several: bo
     return failed if failed is not None else exit_code(results)
 
 
+class NothingToResume(ConfigError):
+    """A bare ``--resume`` found no unfinished run of a suite (with several suites, the others
+    are still resumed)."""
+
+
 def check_resume_options(options: Options) -> None:
     """``--resume`` goes on with the run's own selection; ``--force`` needs ``--resume``."""
+    import math
+
     from atp.core.errors import ConfigError
 
+    for name, value in (("--max-cost-usd", options.max_cost_usd),):
+        if value is not None and not (math.isfinite(value) and value <= 1e9):
+            raise ConfigError(f"{name} must be a number of dollars above 0 and at most 1e9, not {value}")
     if options.resume is None:
         if options.force:
             raise ConfigError("--force goes with --resume (it resumes a run whose suite changed)")
@@ -317,11 +339,17 @@ def check_resume_options(options: Options) -> None:
         raise ConfigError(
             f"--resume goes on with the run's own tests, runs and baseline; drop {', '.join(given)}"
         )
+    if options.resume and Path(options.resume).is_file():
+        raise ConfigError(
+            f"--resume {options.resume}: that is a file, not a run directory; name the suite before "
+            f"--resume (atp test {options.resume} --resume), or write --resume=RUN_DIR"
+        )
 
 
 def reliability(runner: Runner, config: Config, suite: Suite, options: Options, run_root: Path) -> None:
     """Retries, budget, rate limit, quarantine, shard and resume for a suite's runner, from
     the command line over the suite over the config (docs/reliability.md)."""
+    from atp.core.errors import ConfigError
     from atp.core.results import Budget, Shard
     from atp.core.resume import latest_unfinished
     from atp.core.retry import DEFAULT_BACKOFF_SECONDS
@@ -347,7 +375,13 @@ def reliability(runner: Runner, config: Config, suite: Suite, options: Options, 
         runner.shard = Shard(index=index, count=count, basis=basis, order=[t.id for t in runner.tests])
         runner.shares = shares[index - 1]
     if options.resume is not None:
-        runner.resume = Path(options.resume) if options.resume else latest_unfinished(run_root, suite.name, runner.agent.name)
+        if options.resume:
+            runner.resume = Path(options.resume)
+        else:
+            try:
+                runner.resume = latest_unfinished(run_root, suite.name, runner.agent.name)
+            except ConfigError as exc:
+                raise NothingToResume(str(exc)) from None
         runner.force = options.force
     if options.executor is not None or options.address is not None:
         runner.executor, runner.job = executor_for(runner, config, suite, options)
