@@ -24,6 +24,7 @@ BUILTIN_PLUGIN_MODULES = {
     "adapters": "atp.adapters.plugin",
     "evaluators": "atp.evaluators.plugin",
     "reporters": "atp.reporters.plugin",
+    "executors": "atp.executors.plugin",
 }
 
 

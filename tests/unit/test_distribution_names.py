@@ -16,7 +16,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
-FOLDERS = ("atp-core", "atp-adapters", "atp-evaluators", "atp-reporters", "atp-cli")
+FOLDERS = ("atp-core", "atp-adapters", "atp-evaluators", "atp-reporters", "atp-executors", "atp-cli")
 
 
 def names() -> dict[str, str]:

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from atp.core.plugins import Plugins
     from atp.core.secrets import Masker
 
-DISTRIBUTIONS = ("atp-kernel", "atp-adapters", "atp-evaluators", "atp-reporters", "atp-cli")
+DISTRIBUTIONS = ("atp-kernel", "atp-adapters", "atp-evaluators", "atp-reporters", "atp-executors", "atp-cli")
 CHECK_SECONDS = 10.0
 """How long ``atp list-agents --check`` gives each agent by default (start and health)."""
 CLOSE_SECONDS = 10.0
@@ -65,6 +65,7 @@ def plugins_command(as_json: bool, config_path: Path | None) -> int:
             ("evaluators", info.evaluators),
             ("reporters", info.reporters),
             ("services", info.services),
+            ("executors", info.executors),
         ):
             if names:
                 click.echo(f"    {label}: {', '.join(names)}")
