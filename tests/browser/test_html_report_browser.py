@@ -364,3 +364,41 @@ def test_event_types_named_like_object_members_are_listed_and_drawn(driver: Any,
     driver.execute_script("document.querySelector('details.trace input[data-type=toString]').click()")
     wait_for(driver, f"document.querySelectorAll('details.trace .event').length === {len(names) - 1}")
     assert not [e for e in browser_log(driver) if e.get("level") == "SEVERE"]
+
+
+def test_retries_flaky_and_quarantined_tests_are_drawn(driver: Any, tmp_path: Path) -> None:
+    from datetime import timedelta
+
+    from selenium.webdriver.common.by import By
+
+    from atp.core.results import Budget, Retry
+
+    header = RunHeader(
+        run_id="reliability", suite="s", agent="a", agent_type="http", started_at=NOW,
+        finished_at=NOW + timedelta(seconds=3), stopped_by="budget",
+        budget=Budget(max_cost_usd=1.0, spent_cost_usd=1.2, exceeded="max_cost_usd 1 reached: $1.2000 spent"),
+        tests=[
+            PlannedTest(id="wobbly", name="Wobbly", runs=2),
+            PlannedTest(id="held", name="Held", quarantined=True),
+            PlannedTest(id="left", name="Left"),
+        ],
+    )  # fmt: skip
+    store = RunStore.create(tmp_path / "runs", header)
+    retry = Retry(attempt=1, reason=f"agent 'a': POST http://x/execute answered 503 {HOSTILE_SCRIPT}", waited_seconds=0.5)
+    store.append(run_result("wobbly", 1, retries=[retry]))
+    store.append(run_result("wobbly", 2, outcome="failed", score=0.0, error="wrong"))
+    store.append(run_result("held", 1, outcome="failed", score=0.0, error="known bad"))
+    store.close()
+    open_report(driver, store.results(), store, tmp_path / "report.html")
+    text = page_text(driver)
+    assert "BUDGET_EXCEEDED: max_cost_usd 1 reached" in text and "Quarantined" in text and "Flaky" in text
+    badges = driver.execute_script("return Array.from(document.querySelectorAll('#tests-table .badge')).map(b => b.textContent)")
+    assert "flaky" in badges and "quarantined" in badges
+    click(driver, "#tests-table tr.test-row", row_of(driver, "wobbly"))
+    wait_for(driver, "document.querySelector('tr.test-detail') && !document.querySelector('tr.test-detail').hidden")
+    click(driver, "tr.test-detail details.run > summary")  # run 1, retried once
+    wait_for(driver, "document.querySelector('details.run .retries-table')")
+    table = driver.find_element(By.CSS_SELECTOR, "details.run .retries-table").text
+    assert "503" in table and HOSTILE_SCRIPT in table and "0.50 s" in table
+    assert driver.execute_script("return window.__pwned") is None
+    assert driver.execute_script("return document.querySelectorAll('details.run .checks-table, details.run .checks').length") >= 1

@@ -1030,7 +1030,8 @@
       ])
     );
     if (run.error) body.appendChild(el("div", "notice bad run-error", String(run.error)));
-    body.appendChild(renderRetries(run.retries));
+    var retried = renderRetries(run.retries);
+    if (retried) body.appendChild(retried);
     (run.warnings || []).forEach(function (w) { body.appendChild(el("div", "notice warn", String(w))); });
     if (run.traceback) {
       body.appendChild(lazyDetails(null, "adapter traceback", function (d) { d.appendChild(clipped(String(run.traceback), 20000)); }));
