@@ -412,3 +412,12 @@ def test_wrong_budgets_and_resume_arguments_say_what_to_write(tmp_path: Path) ->
     assert nan.returncode == 2 and "--max-cost-usd" in nan.stderr
     eaten = atp("test", "--resume", str(suite), cwd=tmp_path)
     assert eaten.returncode == 2 and "that is a file, not a run directory" in eaten.stderr
+
+
+def test_runs_waiting_for_their_rate_limited_turn_do_not_start_once_the_budget_is_spent(tmp_path: Path) -> None:
+    tests = "".join(f"  - id: t{i}\n    task: {{description: x, input_data: {{cost_usd: 1.0}}}}\n" for i in range(5))
+    suite = ledger_suite(tmp_path, tests, agent_extra="    rate_limit: 2/s\n")
+    ledger = tmp_path / "ledger.txt"
+    result = atp("test", f"--suite={suite}", "--parallel=5", "--max-cost-usd=2", cwd=tmp_path, env={"LEDGER": str(ledger)})
+    assert result.returncode == 5, result.stdout + result.stderr
+    assert [test_id for test_id, _ in ledger_lines(ledger)] == ["t0", "t1"]  # t2-t4 were waiting their turn

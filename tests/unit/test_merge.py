@@ -352,7 +352,7 @@ def test_the_header_adds_up_the_shards(tmp_path: Path) -> None:
     assert header.started_at == NOW + timedelta(seconds=1) and header.finished_at is None
     assert header.interrupted and header.stopped_by == "budget" and header.suite_file == "suite.yaml"
     assert header.plugin_failures == [failure, failure]
-    assert header.budget == Budget(max_cost_usd=1.0, spent_cost_usd=1.25, spent_tokens=35,
+    assert header.budget == Budget(max_cost_usd=3.0, spent_cost_usd=1.25, spent_tokens=35,  # each shard's limit
                                    exceeded="cost 1.01 > 1; cost 1.2 > 1")  # fmt: skip
     assert header.resumed_at == [NOW + timedelta(seconds=s) for s in (20, 30, 40)]
     assert header.run_id not in header.merged_from and header.run_id[:8].isdigit()

@@ -74,6 +74,7 @@ import msgspec
 from atp.core.adapter import Adapter, Health
 from atp.core.errors import AdapterError, AgentError, AgentRefused, ProtocolError
 from atp.core.protocol import ATPResponse, Event, decode_event, decode_event_lines, decode_response
+from atp.core.retry import MAX_RETRY_AFTER_SECONDS
 from atp.core.text import as_text, mask, printable, shorten
 from atp.core.trace import EventSink
 
@@ -106,7 +107,7 @@ TRANSIENT_STATUSES = frozenset({429, 502, 503, 504})
 """HTTP statuses that say the agent cannot take the request now, not that it refuses it: too
 many requests, a gateway before it that failed or timed out, a service unavailable for the
 moment. A run they answer is an infrastructure fault, tried again (:func:`transient_fault`)."""
-MAX_RETRY_AFTER = 600.0
+MAX_RETRY_AFTER = MAX_RETRY_AFTER_SECONDS
 """The longest wait, in seconds, ATP takes from an agent's ``Retry-After`` (a longer one is cut
 to this)."""
 _DELAY = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*$")

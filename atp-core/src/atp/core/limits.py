@@ -74,10 +74,6 @@ class RateLimit(msgspec.Struct, frozen=True):
     def interval(self) -> float:
         return self.seconds / self.runs
 
-    def describe(self) -> str:
-        unit = {1.0: "s", 60.0: "min", 3600.0: "h"}.get(self.seconds, f"{self.seconds:g} s")
-        return f"{self.runs:g}/{unit}"
-
 
 def parse_rate_limit(value: object) -> RateLimit:
     """``10/s``, ``30/min``, ``2/hour`` or a number of runs per second; a ConfigError saying

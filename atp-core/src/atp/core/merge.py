@@ -302,9 +302,11 @@ def _merged_header(parts: list[_Part], tests: list[PlannedTest]) -> RunHeader:
     budget = None
     if budgets:
         exceeded = [b.exceeded for b in budgets if b.exceeded]
-        budget = Budget(
-            max_cost_usd=budgets[0].max_cost_usd,
-            max_tokens=budgets[0].max_tokens,
+        costs = [b.max_cost_usd for b in budgets]
+        tokens = [b.max_tokens for b in budgets]
+        budget = Budget(  # each shard had its own limits: the whole had them all
+            max_cost_usd=sum(c for c in costs if c is not None) if None not in costs else None,
+            max_tokens=sum(t for t in tokens if t is not None) if None not in tokens else None,
             spent_cost_usd=sum(b.spent_cost_usd for b in budgets),
             spent_tokens=sum(b.spent_tokens for b in budgets),
             exceeded="; ".join(exceeded) if exceeded else None,

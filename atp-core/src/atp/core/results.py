@@ -769,6 +769,26 @@ def _unstorable(result: RunResult, exc: BaseException) -> RunResult:
     )
 
 
+def stored_runs(root: Path) -> list[tuple[Path, RunHeader]]:
+    """The run directories below ``root`` whose ``run.json`` reads, with their headers, the
+    one that started last first (a directory's name breaks a tie)."""
+    found = []
+    for path in root.iterdir() if root.is_dir() else ():
+        try:
+            if not (path / HEADER_FILE).is_file():
+                continue
+            header = _header_decoder.decode(files.read_bytes(path / HEADER_FILE))
+        except (OSError, msgspec.MsgspecError, UnicodeDecodeError, RecursionError):
+            continue
+        found.append((path, header))
+    found.sort(key=lambda item: (_utc(item[1].started_at), item[0].name), reverse=True)
+    return found
+
+
+def _utc(moment: datetime) -> datetime:
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=timezone.utc)
+
+
 def new_run_id() -> str:
     """Sortable by start time (UTC), unique across concurrent runs."""
     return time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + os.urandom(3).hex()
@@ -835,20 +855,25 @@ class RunStore:
 
     @classmethod
     def reopen(cls, directory: Path, masker: Masker | None = None) -> "RunStore":
-        """A run directory to append more results to (``atp test --resume``), locked for this
-        process. Its damaged result lines (one cut short when ATP was killed mid-write, one
-        changed by hand) are taken away first, each named in :attr:`problems`: their runs are
-        made again."""
-        store = cls.open(directory)
-        store._masker = masker if masker else None
+        """A run directory to append more results to, locked for this process and repaired
+        (:meth:`repair`)."""
+        store = cls.open(directory, masker)
         store.lock()
-        path = directory / RESULTS_FILE
+        store.repair()
+        return store
+
+    def repair(self) -> None:
+        """Take away the damaged result lines (one cut short when ATP was killed mid-write, one
+        changed by hand), each named in :attr:`problems`: their runs are made again. A last
+        line that lacks its newline gets it, so that the next result starts a line."""
+        path = self.directory / RESULTS_FILE
         try:
             data = files.read_bytes(path)
         except FileNotFoundError:
-            return store
+            return
         except OSError as exc:
             raise _storage_error("read", path, exc) from None
+        store = self
         kept: list[bytes] = []
         for number, line in enumerate(data.splitlines(keepends=True), 1):
             if not line.strip():
@@ -860,14 +885,13 @@ class RunStore:
                 store.problems.append(f"{path}:{number} {how}; it is taken away and its run made again")
                 continue
             kept.append(line if line.endswith(b"\n") else line + b"\n")
-        if store.problems:
+        if store.problems or (data and not data.endswith(b"\n")):
             partial = path.with_suffix(".jsonl.partial")
             try:
                 files.write_new(partial, b"".join(kept))
                 os.replace(partial, path)
             except OSError as exc:
                 raise _storage_error("repair", path, exc) from None
-        return store
 
     def lock(self) -> None:
         """Hold the directory's lock while this process writes it; an AtpError when another
@@ -907,7 +931,7 @@ class RunStore:
         return False
 
     @classmethod
-    def open(cls, directory: Path) -> "RunStore":
+    def open(cls, directory: Path, masker: Masker | None = None) -> "RunStore":
         header = directory / HEADER_FILE
         try:
             mode = header.stat().st_mode
@@ -915,7 +939,7 @@ class RunStore:
             raise AtpError(f"{directory} is not an ATP run directory (it has no {HEADER_FILE})") from None
         if not stat.S_ISREG(mode):
             raise AtpError(f"cannot read {header}: it is {files.kind(mode)}, not a regular file")
-        return cls(directory)
+        return cls(directory, masker)
 
     @staticmethod
     def latest(root: Path, suite: str | None = None) -> Path:

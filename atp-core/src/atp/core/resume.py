@@ -11,17 +11,11 @@ would be mixed.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import timezone
 from pathlib import Path
 
-import msgspec
-
-from atp.core import files
 from atp.core.errors import ConfigError
-from atp.core.results import HEADER_FILE, RunHeader, RunResult, RunStore
+from atp.core.results import RunHeader, RunResult, RunStore, stored_runs
 from atp.core.suite import Test, test_fingerprint
-
-_header_decoder = msgspec.json.Decoder(RunHeader)
 
 
 def is_unfinished(header: RunHeader) -> bool:
@@ -32,29 +26,16 @@ def is_unfinished(header: RunHeader) -> bool:
 
 def latest_unfinished(root: Path, suite: str, agent: str) -> Path:
     """The run directory below ``root`` of ``suite`` against ``agent`` that started last among
-    those that did not finish; a ConfigError when there is none."""
-    newest = None
-    found: Path | None = None
-    candidates = sorted(p for p in root.iterdir() if (p / HEADER_FILE).is_file()) if root.is_dir() else []
-    for path in candidates:
-        try:
-            header = _header_decoder.decode(files.read_bytes(path / HEADER_FILE))
-        except (OSError, msgspec.MsgspecError, UnicodeDecodeError, RecursionError):
-            continue
-        if header.suite != suite or header.agent != agent or header.merged_from:
-            continue
-        if not is_unfinished(header) or RunStore.in_use(path):
-            continue
-        started = header.started_at if header.started_at.tzinfo else header.started_at.replace(tzinfo=timezone.utc)
-        key = (started, path.name)
-        if newest is None or key > newest:
-            newest, found = key, path
-    if found is None:
-        raise ConfigError(
-            f"--resume: no unfinished run of suite {suite!r} against agent {agent!r} in {root}; "
-            f"name the run directory (--resume=DIR) or run without --resume"
-        )
-    return found
+    those that did not finish (not a merged run, not one still going); a ConfigError when there
+    is none."""
+    for path, header in stored_runs(root):
+        ours = header.suite == suite and header.agent == agent and not header.merged_from
+        if ours and is_unfinished(header) and not RunStore.in_use(path):
+            return path
+    raise ConfigError(
+        f"--resume: no unfinished run of suite {suite!r} against agent {agent!r} in {root}; "
+        f"name the run directory (--resume=DIR) or run without --resume"
+    )
 
 
 def check_resumable(header: RunHeader, suite: str, agent: str, tests: Mapping[str, Test], *, force: bool) -> None:

@@ -18,7 +18,6 @@ in the run directory and raises :class:`Interrupted`.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import math
 import signal
@@ -37,7 +36,7 @@ import msgspec
 
 from atp.core import files
 from atp.core.adapter import Adapter
-from atp.core.adaptive import Adaptive, decide
+from atp.core.adaptive import Adaptive, decide, replay
 from atp.core.baseline import Baseline, sequential_alpha
 from atp.core.config import ResolvedAgent
 from atp.core.errors import AgentError, AtpError, PluginFailed, StorageError
@@ -206,11 +205,15 @@ class Runner:
         self.force = force
         """With ``resume``: go on even when the suite changed since."""
         self._resuming = False
+        self._earlier_failures: list[PluginFailure] = []
+        """A resumed run's plugin failures from before (kept with the new ones)."""
         self._done: dict[str, list[RunResult]] = {}
         """With ``resume``: the runs the directory held, by test."""
         self.run_id = ""
         self.executor = executor
         """Where the runs are made when not here (:mod:`atp.core.executor`); ``None``: here."""
+        self.parallel_from_workers = False
+        """With ``executor``: as many runs at once as its workers take (``--parallel`` not given)."""
         self.job = job
         """With ``executor``: what its workers load (the config file, the evaluator overrides);
         the run id and the tests are filled in when the run starts."""
@@ -309,7 +312,7 @@ class Runner:
         schedule = self._schedule = _Schedule(self, self.tests, self._done)
         total = 0
         for test in self.tests:
-            if self.skip_of(test) is None:
+            if self.skip_of(test) is None and not schedule.decided(test.id):
                 left = self._planned[test.id].runs if self.plan_of(test) is not None else len(self._planned[test.id].share())
                 left -= len(self._done.get(test.id, ()))
                 if left > 0:
@@ -353,7 +356,7 @@ class Runner:
                 header.finished_at = utcnow()
                 header.interrupted = interrupted
                 header.stopped_by = self._stop_reason()
-                header.plugin_failures = list(self.plugin_failures)
+                header.plugin_failures = [*self._earlier_failures, *self.plugin_failures]
                 try:
                     store.write_header(header)
                 except StorageError as exc:
@@ -461,19 +464,27 @@ class Runner:
     def _reopen(self, directory: Path) -> tuple[RunStore, RunHeader]:
         """Go on with the run in ``directory``: its own plan, the runs it holds counted as done
         (see :mod:`atp.core.resume`)."""
-        header = RunStore.open(directory).read_header()
-        tests = {t.id: t for t in self.suite.tests}
-        check_resumable(header, self.suite.name, self.agent.name, tests, force=self.force)
-        store = RunStore.reopen(directory, self.masker)
+        store = RunStore.open(directory, self.masker)
+        store.lock()  # before reading: another atp test may be finishing it
+        try:
+            header = store.read_header()
+            tests = {t.id: t for t in self.suite.tests}
+            check_resumable(header, self.suite.name, self.agent.name, tests, force=self.force)
+            store.repair()
+        except BaseException:
+            store.close()
+            raise
         for problem in store.problems:
             logger.warning(problem)
         self.tests = [tests[p.id] for p in header.tests if p.id in tests]
         self._planned = {p.id: p for p in header.tests}
+        self._earlier_failures = list(header.plugin_failures)
         if self.force:  # the tests as they are now are what the runs left make
             for planned in header.tests:
                 if planned.id in tests:
                     planned.fingerprint = test_fingerprint(tests[planned.id])
-            header.suite_fingerprint = suite_fingerprint(self.tests)
+            selection = header.shard.order if header.shard is not None else [p.id for p in header.tests]
+            header.suite_fingerprint = suite_fingerprint(tests[i] for i in selection if i in tests)
         self._done = done_runs(store.read_results(), header)
         self._resuming = True
         for planned in header.tests:  # a quarantine is today's policy, not part of the plan
@@ -628,7 +639,14 @@ class Runner:
 
     async def _run_all(self, adapter: Adapter | None, items: _Schedule, total: int) -> None:
         runs = self._runs_scope = anyio.CancelScope()
-        width = (self.executor.capacity or self.parallel) if self.executor is not None else self._fit_parallel()
+        if self.executor is not None:  # as many as the workers take at once, within --parallel
+            capacity = self.executor.capacity
+            if capacity and self.parallel_from_workers:
+                width = capacity
+            else:
+                width = min(self.parallel, capacity) if capacity else self.parallel
+        else:
+            width = self._fit_parallel()
         async with anyio.create_task_group() as outer:
             if threading.current_thread() is threading.main_thread():
                 outer.start_soon(self._watch_signals, runs, adapter)
@@ -702,6 +720,8 @@ class Runner:
                     await self.run_remote(test, run_number)
                 else:
                     await self.run_one(adapter, test, run_number)
+            except _NotStarted:  # its turn came after the budget was spent: no more runs
+                return
             except StorageError as exc:
                 # The run directory cannot take more: stop everything, keep what is written.
                 self._storage_error = self._storage_error or exc
@@ -749,6 +769,10 @@ class Runner:
         executor, store = self.executor, self.store
         assert executor is not None and store is not None, "run() starts the executor and creates the store"
         callers = self._callers
+        if self._rate is not None:  # the first attempt's turn (a run whose turn comes too late is not made)
+            await self._rate.acquire()
+            if self._budget_spent():
+                raise _NotStarted
         request = self.build_request(test, run_number)
         if run_number == 1 and callers["atp_test_started"]:
             self._notify("atp_test_started", test=test)
@@ -758,38 +782,38 @@ class Runner:
         limit = self._remote_limit(test)
         attempt = 1
         while True:
-            if self._rate is not None:
+            if self._rate is not None and attempt > 1:
                 await self._rate.acquire()
             task_id = request.task_id if attempt == 1 else str(uuid.uuid4())
             started_at, started = utcnow(), time.perf_counter()
             shipped: Shipped | None = None
             fault: Fault | None = None
             failure: str | None = None
-            try:
-                with anyio.fail_after(limit):
+            with anyio.move_on_after(limit) as waited:
+                try:
                     shipped = await executor.execute(test.id, run_number, task_id)
-            except TimeoutError:
+                except Exception as raised:
+                    exc = _single(raised)
+                    fault = infrastructure_fault(exc)
+                    if fault is None:
+                        failure = f"executor {executor.name!r} could not make the run: {type(exc).__name__}: {exc}"
+            if waited.cancelled_caught:
                 fault = Fault(f"the executor did not send the run back within {limit:g} s")
-            except Exception as raised:
-                exc = _single(raised)
-                fault = infrastructure_fault(exc)
-                if fault is None:
-                    failure = f"executor {executor.name!r} could not make the run: {type(exc).__name__}: {exc}"
             if shipped is not None and shipped.fault is not None:
                 fault = Fault(shipped.fault, shipped.retry_after)
-            if fault is None or attempt > self.retries:
-                break
-            wait = backoff(attempt, self.retry_backoff, fault.retry_after)
-            reason = self.masker.text(fault.reason) if self.masker is not None else fault.reason
             where = shipped.where if shipped is not None and shipped.where else None
-            retries.append(Retry(attempt=attempt, reason=shorten(reason, MAX_ERROR_CHARS), waited_seconds=round(wait, 3), where=where))
+            wait = self._next_attempt(attempt, fault, retries, where)
+            if wait is None:
+                break
             await anyio.sleep(wait)
             attempt += 1
-        result = self._shipped_result(test, run_number, shipped)
+        result, readable = self._shipped_result(test, run_number, shipped)
+        if result is not None and fault is not None and retries and result.error:
+            result.error = shorten(_after_retries(result.error, retries), MAX_ERROR_CHARS)
         if result is None:
             error = failure or (fault.reason if fault is not None else "the executor sent nothing back")
             if retries:
-                error = f"{error} (after {len(retries)} {'retry' if len(retries) == 1 else 'retries'})"
+                error = _after_retries(error, retries)
             if self.masker is not None:
                 error = self.masker.text(error)
             result = RunResult(
@@ -803,8 +827,8 @@ class Runner:
                 started_at=started_at,
                 error=shorten(error, MAX_ERROR_CHARS),
             )
-        else:
-            self._store_shipped(result, shipped)
+        elif readable:
+            self._store_shipped(test, result, shipped)
         result.retries = retries + result.retries
         self.record(test, result)
         return result
@@ -817,10 +841,11 @@ class Runner:
             timeout = min(timeout, float(self.agent.timeout))
         return timeout + sum(self._evaluator_timeout(a.type) for a in test.assertions) + REMOTE_SPARE_SECONDS
 
-    def _shipped_result(self, test: Test, run_number: int, shipped: Shipped | None) -> RunResult | None:
-        """The result a worker sent, checked to be of this run; ``None`` when there is none."""
+    def _shipped_result(self, test: Test, run_number: int, shipped: Shipped | None) -> tuple[RunResult | None, bool]:
+        """The result a worker sent, and whether it is one of this run (else an error result
+        saying what came back instead); ``None`` when nothing came back."""
         if shipped is None:
-            return None
+            return None, False
         try:
             result = _shipped_decoder.decode(shipped.result)
         except (msgspec.MsgspecError, UnicodeDecodeError, RecursionError) as exc:
@@ -828,17 +853,17 @@ class Runner:
                 test_id=test.id, run_number=run_number, task_id="", outcome="error", status="failed", score=0.0,
                 duration_seconds=0.0, started_at=utcnow(),
                 error=f"the worker {printable(shipped.where)} sent back a result ATP cannot read: {exc}",
-            )  # fmt: skip
+            ), False  # fmt: skip
         if result.test_id != test.id or result.run_number != run_number:
             return RunResult(
                 test_id=test.id, run_number=run_number, task_id=result.task_id, outcome="error", status="failed",
                 score=0.0, duration_seconds=0.0, started_at=utcnow(),
                 error=f"the worker {printable(shipped.where)} sent back the result of another run "
                 f"({shorten(printable(result.test_id))} run {result.run_number})",
-            )  # fmt: skip
-        return result
+            ), False  # fmt: skip
+        return result, True
 
-    def _store_shipped(self, result: RunResult, shipped: Shipped | None) -> None:
+    def _store_shipped(self, test: Test, result: RunResult, shipped: Shipped | None) -> None:
         """Write a shipped run's events and log where this run directory keeps them (named here:
         a worker names no path), and replay the events to the plugins that follow them."""
         store = self.store
@@ -859,32 +884,47 @@ class Runner:
             else:
                 result.log_file = relative
         if self._callers["atp_event"] and result.events_file is not None:
-            test = next((t for t in self.tests if t.id == result.test_id), None)
-            if test is not None:
-                for event in store.events(result):
-                    self._notify("atp_event", test=test, run_number=result.run_number, event=event)
+            for event in store.events(result):
+                self._notify("atp_event", test=test, run_number=result.run_number, event=event)
 
     async def perform(self, adapter: Adapter, test: Test, run_number: int, directory: Path) -> RunResult:
         """One run's result, its events and log written below ``directory``: the request
         executed through the adapter (again after each fault of the infrastructure while
-        retries are left), the response checked, evaluated and scored. Nothing is stored."""
+        retries are left), the response checked, evaluated and scored. Nothing is stored. A run
+        whose turn (under the rate limit) comes once the budget is spent is not made
+        (:class:`_NotStarted`)."""
+        if self._rate is not None:
+            await self._rate.acquire()
+            if self._budget_spent():
+                raise _NotStarted
         if run_number == 1 and self._callers["atp_test_started"]:
             self._notify("atp_test_started", test=test)
         retries: list[Retry] = []
         attempt = 1
         while True:
             tried = await self._attempt(adapter, test, run_number, directory, attempt)
-            fault = tried.fault
-            if fault is None or attempt > self.retries:
+            wait = self._next_attempt(attempt, tried.fault, retries)
+            if wait is None:
                 break
-            wait = backoff(attempt, self.retry_backoff, fault.retry_after)
-            reason = self.masker.text(fault.reason) if self.masker is not None else fault.reason
-            retries.append(Retry(attempt=attempt, reason=shorten(reason, MAX_ERROR_CHARS), waited_seconds=round(wait, 3)))
             await anyio.sleep(wait)
             attempt += 1
-        if fault is not None and retries:
-            tried.error = f"{tried.error} (after {len(retries)} {'retry' if len(retries) == 1 else 'retries'})"
-        return await self._finish(adapter, test, run_number, directory, tried, retries)
+        if tried.fault is not None and retries:
+            tried.error = _after_retries(tried.error or tried.fault.reason, retries)
+        return await self._finish(adapter, test, run_number, tried, retries)
+
+    def _next_attempt(self, attempt: int, fault: Fault | None, retries: list[Retry], where: str | None = None) -> float | None:
+        """The wait before another attempt at a run whose attempt number ``attempt`` met
+        ``fault`` (recorded in ``retries``); ``None`` when there is none: no fault, no retries
+        left, or a spent budget."""
+        if fault is None or attempt > self.retries or self._budget_spent():
+            return None
+        wait = backoff(attempt, self.retry_backoff, fault.retry_after)
+        reason = self.masker.text(fault.reason) if self.masker is not None else fault.reason
+        retries.append(Retry(attempt=attempt, reason=shorten(reason, MAX_ERROR_CHARS), waited_seconds=round(wait, 3), where=where))
+        return wait
+
+    def _budget_spent(self) -> bool:
+        return self._budget is not None and self._budget.exceeded
 
     async def perform_once(
         self, adapter: Adapter, test: Test, run_number: int, directory: Path, task_id: str | None = None
@@ -892,13 +932,16 @@ class Runner:
         """One attempt at a run and its result, with the fault of the infrastructure it met, if
         any, for the caller to decide on another attempt (a cluster worker's runs: ATP decides)."""
         tried = await self._attempt(adapter, test, run_number, directory, 1, task_id)
-        return await self._finish(adapter, test, run_number, directory, tried, []), tried.fault
+        return await self._finish(adapter, test, run_number, tried, []), tried.fault
 
     async def _attempt(
         self, adapter: Adapter, test: Test, run_number: int, directory: Path, attempt: int, task_id: str | None = None
     ) -> _Tried:
         """One attempt at a run: the request executed through the adapter under the time limit;
-        what came back, or why nothing did."""
+        what came back, or why nothing did. Another attempt waits for its turn under the rate
+        limit (the first one's is :meth:`perform`'s)."""
+        if self._rate is not None and attempt > 1:
+            await self._rate.acquire()
         workspace = None
         fresh = attempt == 1 and not self._resuming
         if test.workspace_fixture is not None:
@@ -929,8 +972,6 @@ class Runner:
         timeout = tried.timeout = float(test.timeout_seconds)
         if self.agent.timeout is not None:
             timeout = tried.timeout = min(timeout, float(self.agent.timeout))
-        if self._rate is not None:
-            await self._rate.acquire()
         tried.started_at = utcnow()
         started = time.perf_counter()
         returned: Any = _NOTHING
@@ -977,9 +1018,7 @@ class Runner:
         tried.returned = returned
         return tried
 
-    async def _finish(
-        self, adapter: Adapter, test: Test, run_number: int, directory: Path, tried: _Tried, retries: list[Retry]
-    ) -> RunResult:
+    async def _finish(self, adapter: Adapter, test: Test, run_number: int, tried: _Tried, retries: list[Retry]) -> RunResult:
         """The result of a run's last attempt: the response checked, evaluated and scored."""
         returned, trace, duration, timeout = tried.returned, tried.trace, tried.duration, tried.timeout
         task_id = tried.request.task_id
@@ -1259,20 +1298,25 @@ class _Schedule:
         self._done = done or {}
         self._adaptive: dict[str, _AdaptiveState] = {}
         entries = runner.baseline.tests if runner.baseline is not None and runner.baseline.suite == runner.suite.name else {}
-        for test in tests:
-            plan = runner.plan_of(test)
-            if plan is not None and runner.skip_of(test) is None:
-                entry = entries.get(test.id)
-                state = self._adaptive[test.id] = _AdaptiveState(plan, entry.sample() if entry is not None else None)
-                for run in self._done.get(test.id, ()):  # a resumed run's: replayed in stored order
-                    state.sample = state.running.add(run.score)
-                    state.numbers.add(run.run_number)
-                state.started = state.finished = len(state.numbers)
+        adaptive = [t for t in tests if runner.plan_of(t) is not None and runner.skip_of(t) is None]
         reference = runner.baseline_ref
         self.alpha = sequential_alpha(
-            sum(1 for test_id in self._adaptive if test_id in entries),
+            sum(1 for test in adaptive if test.id in entries),
             reference.correction if reference is not None else "holm",
         )
+        for test in adaptive:
+            plan = runner.plan_of(test)
+            assert plan is not None
+            entry = entries.get(test.id)
+            state = self._adaptive[test.id] = _AdaptiveState(plan, entry.sample() if entry is not None else None)
+            scores = []
+            for run in self._done.get(test.id, ()):  # a resumed run's, in stored order
+                state.sample = state.running.add(run.score)
+                state.numbers.add(run.run_number)
+                scores.append(run.score)
+            state.started = state.finished = len(state.numbers)
+            if scores and (state.started >= plan.max_runs or replay(plan, scores, state.baseline, self.alpha) is not None):
+                state.stopped = True  # decided at the same look as when it ran (runs in flight came after)
         self._base = self._first_runs(tests)
         self._more: deque[Test] = deque()
         self._in_flight = 0
@@ -1291,13 +1335,9 @@ class _Schedule:
                     if number not in done:
                         yield test, number
                 continue
-            plan, made = state.plan, state.started
-            if made >= plan.max_runs:
+            if state.stopped:
                 continue
-            if state.sample is not None and decide(plan, state.sample, state.baseline, self.alpha) is not None:
-                state.stopped = True
-                continue
-            for _ in range(max(plan.min_runs - made, 1)):
+            for _ in range(max(state.plan.min_runs - state.started, 1)):
                 yield test, None
 
     async def take(self) -> tuple[Test, int] | None:
@@ -1326,6 +1366,11 @@ class _Schedule:
             state.started += 1
             self._in_flight += 1
             return test, state.number()
+
+    def decided(self, test_id: str) -> bool:
+        """Whether an adaptive test needs no more runs (a resumed run's, decided before)."""
+        state = self._adaptive.get(test_id)
+        return state is not None and state.stopped
 
     def finished(self, test: Test, result: RunResult) -> None:
         """A run was stored: an adaptive test's plan decides whether it runs once more."""
@@ -1378,10 +1423,27 @@ class _Tried:
         self.started_at = utcnow()
 
 
+class _NotStarted(Exception):
+    """A run whose turn (its rate limit's) came once the budget was spent: it is not made."""
+
+
+def _after_retries(error: str, retries: list[Retry]) -> str:
+    return f"{error} (after {len(retries)} {'retry' if len(retries) == 1 else 'retries'})"
+
+
 def _remove_files(*paths: Path) -> None:
+    """Remove what an earlier attempt (or an interrupted run) left where a run's files go: a
+    file, a link, or a folder an agent put there; a failure is a :class:`StorageError`."""
+    import shutil
+
     for path in paths:
-        with contextlib.suppress(FileNotFoundError):
-            path.unlink()
+        try:
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path)
+            else:
+                path.unlink(missing_ok=True)
+        except OSError as exc:
+            raise StorageError(f"cannot remove {path} for a new attempt at its run: {files.reason(exc)}") from None
 
 
 class _ServiceFailed(Exception):
@@ -1444,10 +1506,7 @@ def _copy_fixture(fixture: Path, workspace: Path, replace: bool = False) -> None
     import shutil
 
     if replace:  # what an agent left there (a folder, a file, a link) goes, never followed
-        if workspace.is_symlink() or workspace.is_file():
-            workspace.unlink(missing_ok=True)
-        elif workspace.is_dir():
-            shutil.rmtree(workspace, ignore_errors=True)
+        _remove_files(workspace)
     try:
         shutil.copytree(fixture, workspace, symlinks=True)
     except (OSError, shutil.Error) as exc:

@@ -17,16 +17,12 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from statistics import fmean
 
-import msgspec
-
-from atp.core import files
 from atp.core.adaptive import Adaptive
 from atp.core.errors import ConfigError
-from atp.core.results import HEADER_FILE, RunHeader, RunStore
+from atp.core.results import RunStore, stored_runs
 from atp.core.suite import Test
 
 _SPEC = re.compile(r"\s*([0-9]+)\s*/\s*([0-9]+)\s*\Z")
-_header_decoder = msgspec.json.Decoder(RunHeader)
 
 
 def parse_shard(value: str) -> tuple[int, int]:
@@ -41,29 +37,27 @@ def parse_shard(value: str) -> tuple[int, int]:
 
 
 def durations_basis(root: Path, suite: str) -> tuple[str | None, dict[str, float]]:
-    """The newest run of ``suite`` below ``root`` that is a whole run (no shard of one, and
-    not interrupted) and its tests' mean run durations; ``(None, {})`` when there is none."""
-    best: tuple[str, str, Path] | None = None
-    if root.is_dir():
-        for path in root.iterdir():
-            try:
-                if not (path / HEADER_FILE).is_file():
-                    continue
-                header = _header_decoder.decode(files.read_bytes(path / HEADER_FILE))
-            except (OSError, msgspec.MsgspecError, UnicodeDecodeError, RecursionError):
-                continue
-            if header.suite != suite or header.shard is not None or header.finished_at is None or header.interrupted:
-                continue
-            key = (header.started_at.isoformat(), path.name, path)
-            if best is None or key[:2] > best[:2]:
-                best = key
-    if best is None:
+    """The newest run of ``suite`` below ``root`` that is a whole run (not a shard, finished,
+    neither interrupted nor stopped) and its tests' mean run durations; ``(None, {})`` when
+    there is none."""
+    basis = next(
+        (
+            (path, header)
+            for path, header in stored_runs(root)
+            if header.suite == suite
+            and header.shard is None
+            and header.finished_at is not None
+            and not header.interrupted
+            and header.stopped_by is None
+        ),
+        None,
+    )
+    if basis is None:
         return None, {}
-    store = RunStore.open(best[2])
     times: dict[str, list[float]] = {}
-    for run in store.read_results():
+    for run in RunStore.open(basis[0]).read_results():
         times.setdefault(run.test_id, []).append(run.duration_seconds)
-    return store.read_header().run_id, {test_id: fmean(values) for test_id, values in times.items()}
+    return basis[1].run_id, {test_id: fmean(values) for test_id, values in times.items()}
 
 
 def partition(

@@ -108,7 +108,7 @@ class WorkerSession:
         if test is None:
             raise ConfigError(f"the suite at {self.job.suite_path} on {self.where} has no test {test_id!r}")
         if test_id not in self._checked:
-            if self._fingerprint(test) != self.job.tests.get(test_id, self._fingerprint(test)):
+            if self.job.tests and self.job.tests.get(test_id) != self._fingerprint(test):
                 raise ConfigError(
                     f"test {test_id!r} in {self.job.suite_path} on {self.where} is not the one ATP selected "
                     f"(another fingerprint): give the workers the same files"
@@ -137,17 +137,23 @@ class WorkerSession:
                 finally:
                     self._scopes.pop(scope, None)
             if scope.cancelled_caught:
+                if self._closed:  # the worker is going away (retired, restarted): another may make it
+                    raise AdapterError(f"the worker {self.where} stopped the run as it shut down")
                 raise AdapterError(f"the run was stopped on {self.where}", retryable=False)
             return Shipped(
                 result=self._encode(result),
                 events=_read(folder / result.events_file) if result.events_file else None,
                 log=_read(folder / result.log_file) if result.log_file else None,
                 where=self.where,
-                fault=fault.reason if fault is not None else None,
+                fault=self._masked(fault.reason) if fault is not None else None,
                 retry_after=fault.retry_after if fault is not None else None,
             )
         finally:
             await anyio.to_thread.run_sync(shutil.rmtree, folder, True)
+
+    def _masked(self, text: str) -> str:
+        masker = self.runner.masker
+        return masker.text(text) if masker is not None else text
 
     def _encode(self, result: RunResult) -> bytes:
         masker = self.runner.masker

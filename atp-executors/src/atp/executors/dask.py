@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import logging
 import threading
 import uuid
@@ -91,6 +92,13 @@ class DaskExecutor(Executor):
         self._opened = False
         """Whether the workers were asked to open the job (and so are asked to close it)."""
         self._relay: _Relay | None = None
+        self._threads: int | None = None
+
+    @property
+    def capacity(self) -> int | None:
+        """The threads of the workers there were at the start: a run handed to the cluster
+        starts at once (its time limit does not run out in a queue)."""
+        return self._threads
 
     # --- starting ------------------------------------------------------------------------
 
@@ -131,6 +139,10 @@ class DaskExecutor(Executor):
             ) from None
         await self._check_workers(client)
         await self._check_scheduler(client)
+        threads = client.nthreads()
+        if inspect.isawaitable(threads):  # the asynchronous client's answer
+            threads = await threads
+        self._threads = max(1, sum(int(n) for n in threads.values())) if threads else None
         await client.register_plugin(_closing_plugin())
         data = msgspec.msgpack.encode(job)
         self._opened = True
@@ -219,7 +231,7 @@ class DaskExecutor(Executor):
                 raise AdapterError(f"{what} was stopped: ATP is closing the executor", retryable=False) from None
             why = printable(str(getattr(exc, "reason", "") or "unknown"))
             raise AdapterError(f"the Dask cluster lost {what} (cancelled: {why})") from None
-        except OSError as exc:  # CommClosedError is one: the scheduler or a worker went away
+        except distributed.comm.CommClosedError as exc:  # the scheduler or a worker went away
             raise AdapterError(f"the connection to the Dask cluster was lost while making {what}: {_reason(exc)}") from None
         except Exception as exc:
             if client.status == "running":

@@ -50,7 +50,8 @@ def report_command(
     those of the shards' run directories merged into one.
 
     Exits as the run itself did: 0 when every test in it passed, 1 when one failed or the run
-    did not finish, 130/143 when it was interrupted by SIGINT/SIGTERM; 3 when a reporter fails.
+    did not finish, 5 when a budget left runs out, 130/143 when it was interrupted by
+    SIGINT/SIGTERM; 3 when a reporter fails.
     """
     from atp.core.config import load_config
     from atp.core.results import RUN_FILES, RunStore

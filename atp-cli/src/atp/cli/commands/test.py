@@ -153,7 +153,6 @@ def test_command(
         config.evaluator_overrides.setdefault(JUDGE_SETTINGS, {})["cache"] = False
     suites = find_suites([*suite_paths, *paths])
     if options.resume and len(suites) > 1:
-        from atp.core.errors import ConfigError
 
         raise ConfigError(
             f"--resume={options.resume} goes on with one run, but {len(suites)} suites were found: name "
@@ -190,7 +189,6 @@ def run_suite(suite_path: Path, config: Config, options: Options, *, several: bo
 
     from atp.cli.main import debugging
     from atp.core.config import agent_definitions, choose_agent, masker_for, resolve_agent
-    from atp.core.errors import ConfigError
     from atp.core.runner import Interrupted, Runner
     from atp.core.suite import Fallback, TagFilter, load_suite, select_tests
     from atp.core.text import printable
@@ -315,14 +313,14 @@ class NothingToResume(ConfigError):
 
 
 def check_resume_options(options: Options) -> None:
-    """``--resume`` goes on with the run's own selection; ``--force`` needs ``--resume``."""
+    """``--resume`` goes on with the run's own selection; ``--force`` needs ``--resume``; a
+    budget is a number."""
     import math
 
-    from atp.core.errors import ConfigError
 
-    for name, value in (("--max-cost-usd", options.max_cost_usd),):
-        if value is not None and not (math.isfinite(value) and value <= 1e9):
-            raise ConfigError(f"{name} must be a number of dollars above 0 and at most 1e9, not {value}")
+    cost = options.max_cost_usd
+    if cost is not None and not (math.isfinite(cost) and cost <= 1e9):
+        raise ConfigError(f"--max-cost-usd must be a number of dollars above 0 and at most 1e9, not {cost}")
     if options.resume is None:
         if options.force:
             raise ConfigError("--force goes with --resume (it resumes a run whose suite changed)")
@@ -349,7 +347,6 @@ def check_resume_options(options: Options) -> None:
 def reliability(runner: Runner, config: Config, suite: Suite, options: Options, run_root: Path) -> None:
     """Retries, budget, rate limit, quarantine, shard and resume for a suite's runner, from
     the command line over the suite over the config (docs/reliability.md)."""
-    from atp.core.errors import ConfigError
     from atp.core.results import Budget, Shard
     from atp.core.resume import latest_unfinished
     from atp.core.retry import DEFAULT_BACKOFF_SECONDS
@@ -385,6 +382,7 @@ def reliability(runner: Runner, config: Config, suite: Suite, options: Options, 
         runner.force = options.force
     if options.executor is not None or options.address is not None:
         runner.executor, runner.job = executor_for(runner, config, suite, options)
+        runner.parallel_from_workers = options.parallel is None and config.spec.defaults.parallel_workers is None
 
 
 def executor_for(runner: Runner, config: Config, suite: Suite, options: Options) -> tuple[Executor, Job]:
@@ -394,13 +392,11 @@ def executor_for(runner: Runner, config: Config, suite: Suite, options: Options)
 
     import msgspec
 
-    from atp.cli.app import plugins_for
-    from atp.core.errors import ConfigError
     from atp.core.executor import Job
 
     if options.executor is None:
         raise ConfigError("--address goes with --executor (the cluster it names is an executor's)")
-    executor_cls = plugins_for(config).executor(options.executor)
+    executor_cls = runner.plugins.executor(options.executor)
     raw = dict(config.spec.executors.get(options.executor) or {})
     if options.address is not None:
         raw["address"] = options.address
