@@ -132,3 +132,35 @@ def test_a_worker_with_another_suite_refuses_the_job(tmp_path: Path) -> None:
 
 if __name__ == "__main__":  # pragma: no cover
     pytest.main([__file__])
+
+
+def test_a_worker_tells_the_agent_what_atp_planned(tmp_path: Path) -> None:
+    """A resumed run's plan (here 3 runs, where the suite now says 1) is what the worker's
+    requests say, not what the worker's copy of the suite would make of it."""
+    import json as json_module
+
+    from atp.core.results import PlannedTest
+
+    suite_path = write(
+        tmp_path / "suite.yaml",
+        f"""
+        test_suite: plan
+        agents:
+          - name: agent
+            type: cli
+            command: {[PYTHON, str(AGENTS / "behave.py"), "echo_request"]!r}
+        tests:
+          - id: a
+            task: {{description: x}}
+        """,
+    )
+    job = Job(key="k", run_id="r1", suite_path=str(suite_path), agent="agent", plan=[PlannedTest(id="a", name="a", runs=3)])
+    session = WorkerSession(job)
+    try:
+        shipped = session.run("a", 2, "task-2")
+    finally:
+        session.close()
+    result = json_module.loads(shipped.result)
+    metadata = result["artifacts"][0]["data"]["request"]["metadata"]
+    assert metadata["total_runs"] == 3 and metadata["run_number"] == 2 and metadata["run_id"] == "r1"
+    assert result["task_id"] == "task-2"

@@ -27,6 +27,8 @@ from typing import Any, ClassVar
 
 import msgspec
 
+from atp.core.results import PlannedTest
+
 
 class NoExecutorSettings(msgspec.Struct, forbid_unknown_fields=True):
     """For executors that take no settings."""
@@ -47,6 +49,9 @@ class Job(msgspec.Struct, frozen=True, kw_only=True):
     tests: dict[str, str] = msgspec.field(default_factory=dict)
     """The selected tests' fingerprints, by id: a worker whose suite file has another test of
     that id refuses to make its runs."""
+    plan: list[PlannedTest] = msgspec.field(default_factory=list)
+    """The tests as ATP planned them (runs, adaptive plans, skips; a resumed run's own): what
+    the requests a worker sends say of them."""
 
 
 class Shipped(msgspec.Struct, kw_only=True):

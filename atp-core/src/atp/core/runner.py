@@ -205,6 +205,9 @@ class Runner:
         self.force = force
         """With ``resume``: go on even when the suite changed since."""
         self._resuming = False
+        self._own_plan = False
+        """Whether the tests' runs, plans and skips are those of :attr:`_planned` (a resumed
+        run's header, or the plan a cluster worker was sent) rather than worked out here."""
         self._earlier_failures: list[PluginFailure] = []
         """A resumed run's plugin failures from before (kept with the new ones)."""
         self._done: dict[str, list[RunResult]] = {}
@@ -273,7 +276,7 @@ class Runner:
 
     def plan_of(self, test: Test) -> Adaptive | None:
         """The test's adaptive plan, when it runs by one (its own ``auto``, or ``--runs=auto``)."""
-        if self._resuming:
+        if self._own_plan:
             return self._planned[test.id].adaptive
         if self.runs == "auto" or (self.runs is None and test.auto):
             return test.adaptive
@@ -281,13 +284,13 @@ class Runner:
 
     def skip_of(self, test: Test) -> str | None:
         """Why the test is not run: the suite's ``skip`` (a resumed run's, as it planned it)."""
-        if self._resuming:
+        if self._own_plan:
             return self._planned[test.id].skip
         return test.skip
 
     def runs_of(self, test: Test) -> int:
         """The runs planned for a test (under an adaptive plan, the most it may take)."""
-        if self._resuming:
+        if self._own_plan:
             return self._planned[test.id].runs
         plan = self.plan_of(test)
         if plan is not None:
@@ -389,7 +392,14 @@ class Runner:
             run_id=header.run_id,
             runs=self.runs,
             tests={t.id: test_fingerprint(t) for t in self.tests},
+            plan=list(header.tests),
         )
+
+    def follow_plan(self, planned: list[PlannedTest]) -> None:
+        """Make the tests' runs, adaptive plans and skips those of ``planned`` (what ATP planned,
+        for a cluster worker's runs)."""
+        self._planned = {p.id: p for p in planned}
+        self._own_plan = True
 
     def begin(self) -> None:
         """Get ready to make runs on the current event loop (:meth:`run` does; a cluster
@@ -486,7 +496,7 @@ class Runner:
             selection = header.shard.order if header.shard is not None else [p.id for p in header.tests]
             header.suite_fingerprint = suite_fingerprint(tests[i] for i in selection if i in tests)
         self._done = done_runs(store.read_results(), header)
-        self._resuming = True
+        self._resuming = self._own_plan = True
         for planned in header.tests:  # a quarantine is today's policy, not part of the plan
             planned.quarantined = planned.id in self.quarantine
         if self.baseline is None:

@@ -83,6 +83,8 @@ class WorkerSession:
             max_log_bytes=config.spec.limits.max_log_bytes,
         )
         self.runner.run_id = job.run_id
+        if job.plan:
+            self.runner.follow_plan([p for p in job.plan if p.id in self.tests])
         self._fingerprint = test_fingerprint
         self._checked: set[str] = set()
         self.where = socket.gethostname()
