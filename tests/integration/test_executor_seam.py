@@ -164,3 +164,67 @@ def test_a_worker_tells_the_agent_what_atp_planned(tmp_path: Path) -> None:
     metadata = result["artifacts"][0]["data"]["request"]["metadata"]
     assert metadata["total_runs"] == 3 and metadata["run_number"] == 2 and metadata["run_id"] == "r1"
     assert result["task_id"] == "task-2"
+
+
+def test_two_jobs_on_one_worker_never_take_each_others_agents(tmp_path: Path) -> None:
+    """Two sessions (two atp test commands sharing a worker) start and stop agents on event
+    loops of their own threads: an agent half-made by one is never taken by the other for one
+    of its own agent's processes (and killed with it)."""
+    import uuid
+    from concurrent.futures import ThreadPoolExecutor
+
+    sessions = []
+    for name in ("x", "y"):
+        suite = write(
+            tmp_path / f"{name}.yaml",
+            f"""
+            test_suite: {name}
+            agents:
+              - name: agent
+                type: cli
+                command: {[PYTHON, str(AGENTS / "ledger_agent.py")]!r}
+                env: {{LEDGER: {str(tmp_path / (name + ".ledger"))!r}}}
+            tests:
+              - id: t
+                task: {{description: x, input_data: {{sleep: 0.02}}}}
+            """,
+        )
+        sessions.append(WorkerSession(Job(key=name, run_id=name, suite_path=str(suite), agent="agent")))
+    try:
+        work = [(sessions[i % 2], i // 2 + 1) for i in range(160)]
+        with ThreadPoolExecutor(8) as pool:
+            outcomes = list(pool.map(lambda item: json.loads(item[0].run("t", item[1], str(uuid.uuid4())).result), work))
+    finally:
+        for session in sessions:
+            session.close()
+    failed = [(o["outcome"], o.get("error")) for o in outcomes if o["outcome"] != "passed"]
+    assert failed == []
+
+
+class LosingExecutor(ThreadExecutor):
+    """Its cluster is gone for good after ``keep`` runs."""
+
+    def __init__(self, keep: int) -> None:
+        super().__init__()
+        self.keep = keep
+
+    async def execute(self, test_id: str, run_number: int, task_id: str) -> Shipped:
+        from atp.core.errors import ExecutorLost
+
+        if self.keep <= 0:
+            raise ExecutorLost("the connection to the scheduler at tcp://127.0.0.1:1 is closed")
+        self.keep -= 1
+        return await super().execute(test_id, run_number, task_id)
+
+
+def test_a_lost_cluster_stops_the_suite_keeping_what_finished_and_resume_makes_the_rest(tmp_path: Path) -> None:
+    runner = make_runner(tmp_path, LosingExecutor(keep=1))
+    results = anyio.run(runner.run)
+    assert results.stopped_by == "executor" and results.interrupted
+    assert results.summary.runs == 1
+    assert all(t.skip_reason is None or "cluster was lost" in t.skip_reason for t in results.tests)
+    directory = runner.store.directory  # type: ignore[union-attr]
+    again = make_runner(tmp_path, ThreadExecutor(), resume=directory)
+    resumed = anyio.run(again.run)
+    assert resumed.stopped_by is None and not resumed.interrupted
+    assert outcomes(resumed) == {"a": ["passed", "passed"], "b": ["failed"]}

@@ -39,6 +39,7 @@ import select
 import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import NamedTuple
@@ -60,6 +61,11 @@ REAP_SECONDS = 2.0
 round finds no new one), and how long it waits, after SIGKILL, for them to be gone."""
 
 _LIVE: set[AgentProcess] = set()
+_SPAWNING = threading.Lock()
+"""Held while an agent process is made (forked, then its program started) and while an
+agent's other processes are looked for: a child caught between the two holds every pipe of
+this process, those of other agents too, and would be taken for theirs. Event loops in other
+threads (a cluster worker's sessions, one per ``atp test``) start agents while one looks."""
 """Every agent process started and not yet stopped, whoever started it."""
 _trees: bool | None = None
 """Whether the process tree can be stopped (Linux with /proc and pidfds); decided at the
@@ -433,17 +439,18 @@ class AgentProcess:
             dict(env) if isinstance(first, bytes) else encoded(env)  # type: ignore[arg-type]
         )
         environment[_TOKEN_NAME] = token.encode()
-        popen = subprocess.Popen(
-            list(argv),
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            cwd=cwd,
-            env=environment,
-            start_new_session=True,
-            bufsize=0,
-        )
-        process = cls(popen, token=token, owner=owner)
+        with _SPAWNING:  # another thread's look for an agent's processes never sees it half-made
+            popen = subprocess.Popen(
+                list(argv),
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                cwd=cwd,
+                env=environment,
+                start_new_session=True,
+                bufsize=0,
+            )
+            process = cls(popen, token=token, owner=owner)
         if trees:
             process._pipes = frozenset(
                 f"pipe:[{os.fstat(fd).st_ino}]" for fd in (process.stdout, process.stderr)
@@ -728,6 +735,10 @@ class AgentProcess:
         Returns those added; :attr:`_doubts` says how many of ATP's children it could not tell
         as the agent's or not because they are ending (seen for the first time, or not yet
         ended)."""
+        with _SPAWNING:
+            return self._find_others_now()
+
+    def _find_others_now(self) -> list[int]:
         agents = {p.pid for p in _LIVE if p.popen.returncode is None}
         # Another live agent with the agent's pid (reused once the agent was reaped), or with
         # the id of a session learned from the agent's processes: its session is not the agent's.

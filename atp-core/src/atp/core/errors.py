@@ -87,6 +87,12 @@ def _adapter_error(cls: type[AdapterError], message: str, retryable: bool, retry
     return error
 
 
+class ExecutorLost(AtpError):
+    """An executor can make no more runs (its cluster's scheduler is gone for good): the suite
+    stops as on Ctrl-C, with every finished result kept, and ``atp test --resume`` makes the
+    rest once the cluster is back. Raised from :meth:`atp.core.executor.Executor.execute`."""
+
+
 class StorageError(AtpError):
     """The run directory cannot be written (a full disk, no permission): the suite stops, and
     every result written before stays readable."""

@@ -226,7 +226,7 @@ class BaselineRef(msgspec.Struct, kw_only=True, omit_defaults=True):
     fail_on_regression: bool = True
 
 
-STOPPED_BY = ("SIGINT", "SIGTERM", "fail-fast", "storage", "budget")
+STOPPED_BY = ("SIGINT", "SIGTERM", "fail-fast", "storage", "budget", "executor")
 BUDGET_EXCEEDED = "BUDGET_EXCEEDED"
 """The reason of the runs a spent budget left out (the protocol's error code of that name)."""
 
@@ -517,6 +517,7 @@ def suite_statistics(tests: list[TestResult]) -> SuiteStatistics:
 _NOT_RUN = {
     "fail-fast": "not run: --fail-fast stopped the suite at the first failure",
     "storage": "not run: the run directory could not take more results",
+    "executor": "not run: the executor's cluster was lost (atp test --resume makes them once it is back)",
 }
 
 

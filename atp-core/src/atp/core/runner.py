@@ -39,7 +39,7 @@ from atp.core.adapter import Adapter
 from atp.core.adaptive import Adaptive, decide, replay
 from atp.core.baseline import Baseline, sequential_alpha
 from atp.core.config import ResolvedAgent
-from atp.core.errors import AgentError, AtpError, PluginFailed, StorageError
+from atp.core.errors import AgentError, AtpError, ExecutorLost, PluginFailed, StorageError
 from atp.core.evaluator import (
     CannotEvaluate,
     EvalContext,
@@ -206,6 +206,9 @@ class Runner:
         """With ``resume``: go on even when the suite changed since."""
         self._resuming = False
         self._own_plan = False
+        self._executor_lost: str | None = None
+        self._executor_closed = False
+        """Why the executor could make no more runs (its cluster was lost), once it could not."""
         """Whether the tests' runs, plans and skips are those of :attr:`_planned` (a resumed
         run's header, or the plan a cluster worker was sent) rather than worked out here."""
         self._earlier_failures: list[PluginFailure] = []
@@ -341,7 +344,9 @@ class Runner:
                     started = True
                     self._notify("atp_suite_started", header=header, directory=store.directory)
                     await self._run_all(adapter, schedule, total)
-                    interrupted = self._stopped_by is not None or self._storage_error is not None
+                    interrupted = (
+                        self._stopped_by is not None or self._storage_error is not None or self._executor_lost is not None
+                    )
                 finally:
                     if adapter is not None:
                         with anyio.CancelScope(shield=True):
@@ -415,8 +420,11 @@ class Runner:
                 await self._close_evaluators()
 
     async def _close_executor(self, executor: Executor) -> None:
-        """Let the executor stop what is still running on its workers and disconnect; a failure
-        there is warned about and recorded, the results stand."""
+        """Let the executor stop what is still running on its workers and disconnect (once); a
+        failure there is warned about and recorded, the results stand."""
+        if self._executor_closed:
+            return
+        self._executor_closed = True
         try:
             await executor.aclose()
         except Exception as exc:
@@ -428,6 +436,8 @@ class Runner:
             return signal.Signals(self._stopped_by).name
         if self._storage_error is not None:
             return "storage"
+        if self._executor_lost is not None:
+            return "executor"
         if self._failed_fast:
             return "fail-fast"
         if self._budget is not None and self._budget.exceeded and self._remaining:
@@ -664,6 +674,9 @@ class Runner:
                 async with anyio.create_task_group() as workers:
                     for _ in range(min(width, total)):
                         workers.start_soon(self._worker, adapter, items)
+            if self.executor is not None:  # while signals are still watched: a second one aborts
+                with anyio.CancelScope(shield=True):
+                    await self._close_executor(self.executor)
             outer.cancel_scope.cancel()
 
     def _fit_parallel(self) -> int:
@@ -802,6 +815,13 @@ class Runner:
             with anyio.move_on_after(limit) as waited:
                 try:
                     shipped = await executor.execute(test.id, run_number, task_id)
+                except ExecutorLost as lost:  # no run can be made: stop, keep what finished
+                    if self._executor_lost is None:
+                        self._executor_lost = str(lost)
+                        logger.warning("%s: the runs left are not made (atp test --resume makes them once it is back)", lost)
+                    if self._runs_scope is not None:
+                        self._runs_scope.cancel()
+                    raise _NotStarted from None
                 except Exception as raised:
                     exc = _single(raised)
                     fault = infrastructure_fault(exc)

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Annotated, Any, ClassVar
 import anyio
 import msgspec
 
-from atp.core.errors import AdapterError, AtpError, ConfigError
+from atp.core.errors import AdapterError, AtpError, ConfigError, ExecutorLost
 from atp.core.executor import Executor, Job, Shipped
 from atp.core.text import printable, shorten
 
@@ -57,7 +57,7 @@ class DaskSettings(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
 
     address: str | None = None
     """The scheduler's address, like ``tcp://10.0.0.5:8786``."""
-    connect_timeout: Annotated[float, msgspec.Meta(gt=0)] = 10.0
+    connect_timeout: Annotated[float, msgspec.Meta(gt=0, le=3600)] = 10.0
     """Seconds to reach the scheduler, and to wait for a first worker."""
 
 
@@ -198,10 +198,9 @@ class DaskExecutor(Executor):
         distributed = _distributed()
         what = f"run {run_number} of test {test_id!r}"
         if client.status in ("closing", "closed"):
-            raise AdapterError(
-                f"cannot make {what}: the connection to the Dask scheduler at {self.address} is closed "
-                f"(it did not come back within {self.connect_timeout:g} s)",
-                retryable=False,
+            raise ExecutorLost(
+                f"the connection to the Dask scheduler at {self.address} is closed "
+                f"(it did not come back within {self.connect_timeout:g} s)"
             )
         future: Any = None
         try:
@@ -235,10 +234,15 @@ class DaskExecutor(Executor):
             raise AdapterError(f"the connection to the Dask cluster was lost while making {what}: {_reason(exc)}") from None
         except Exception as exc:
             if client.status == "running":
+                if isinstance(exc, TimeoutError) and "No valid workers" in str(exc):
+                    raise AdapterError(f"the Dask cluster has no workers to make {what}") from None
                 raise  # the worker's own error (a test its suite does not have, say): as it is
+            if client.status in ("closing", "closed"):
+                raise ExecutorLost(
+                    f"the connection to the Dask scheduler at {self.address} was lost while making {what}: {_reason(exc)}"
+                ) from None
             raise AdapterError(
-                f"the connection to the Dask scheduler at {self.address} was lost while making {what}: {_reason(exc)}",
-                retryable=client.status not in ("closing", "closed"),
+                f"the connection to the Dask scheduler at {self.address} was lost while making {what}: {_reason(exc)}"
             ) from None
         finally:
             if future is not None:

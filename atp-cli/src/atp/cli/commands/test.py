@@ -294,8 +294,8 @@ def run_suite(suite_path: Path, config: Config, options: Options, *, several: bo
         for name in registered:
             loaded.unregister(name)
     if code is not None:
-        if runner.store is None:
-            return code
+        if runner.store is None or not (runner.store.directory / "run.json").is_file():
+            return code  # stopped before its agent (or cluster) was ready: no run directory is left
         results = runner.store.results()
         click.echo(printable(f"Interrupted: finished runs are kept in {runner.store.directory}"), err=True)
     assert runner.store is not None
