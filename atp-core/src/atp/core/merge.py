@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
+import msgspec
+
 from atp.core import files
 from atp.core.errors import AtpError, StorageError
 from atp.core.results import (
@@ -211,19 +213,7 @@ def _merged_tests(parts: list[_Part]) -> list[PlannedTest]:
                     )
         numbers = set(owners)
         every = numbers == set(range(1, first.runs + 1))
-        merged.append(PlannedTest(
-            id=first.id,
-            name=first.name,
-            description=first.description,
-            tags=list(first.tags),
-            runs=first.runs,
-            skip=first.skip,
-            pass_rule=first.pass_rule,
-            adaptive=first.adaptive,
-            fingerprint=first.fingerprint,
-            quarantined=first.quarantined,
-            run_numbers=None if every else sorted(numbers),
-        ))  # fmt: skip
+        merged.append(msgspec.structs.replace(first, tags=list(first.tags), run_numbers=None if every else sorted(numbers)))
     return merged
 
 

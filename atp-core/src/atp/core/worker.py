@@ -30,6 +30,7 @@ from atp.core.adapter import Adapter
 from atp.core.errors import AdapterError, ConfigError
 from atp.core.executor import Job, Shipped
 from atp.core.results import RunResult
+from atp.core.suite import test_fingerprint
 
 
 class WorkerSession:
@@ -47,7 +48,7 @@ class WorkerSession:
         )
         from atp.core.plugins import Plugins
         from atp.core.runner import Runner
-        from atp.core.suite import Fallback, load_suite, test_fingerprint
+        from atp.core.suite import Fallback, load_suite
 
         self.job = job
         config = load_config(Path(job.config_path)) if job.config_path else Config(ConfigSpec())
@@ -67,7 +68,6 @@ class WorkerSession:
         agent = resolve_agent(choose_agent(agent_definitions(config, suite), job.agent), plugins.adapters)
         used = [plugins.evaluator(t) for t in sorted({a.type for test in suite.tests for a in test.assertions})]
         self._folder = Path(tempfile.mkdtemp(prefix="atp-worker-"))
-        runs: Any = job.runs
         self.runner = Runner(
             plugins,
             suite,
@@ -75,7 +75,7 @@ class WorkerSession:
             agent,
             run_root=self._folder,
             masker=masker_for(config, agent, used),
-            runs=runs,
+            runs=job.runs,  # type: ignore[arg-type]  # an int, "auto" or None, as --runs gave it
             evaluator_settings=config.evaluator_settings,
             secrets=config.secrets,
             max_events=config.spec.limits.max_events,
@@ -85,7 +85,6 @@ class WorkerSession:
         self.runner.run_id = job.run_id
         if job.plan:
             self.runner.follow_plan([p for p in job.plan if p.id in self.tests])
-        self._fingerprint = test_fingerprint
         self._checked: set[str] = set()
         self.where = socket.gethostname()
         self._adapter: Adapter | None = None
@@ -110,7 +109,7 @@ class WorkerSession:
         if test is None:
             raise ConfigError(f"the suite at {self.job.suite_path} on {self.where} has no test {test_id!r}")
         if test_id not in self._checked:
-            if self.job.tests and self.job.tests.get(test_id) != self._fingerprint(test):
+            if self.job.tests and self.job.tests.get(test_id) != test_fingerprint(test):
                 raise ConfigError(
                     f"test {test_id!r} in {self.job.suite_path} on {self.where} is not the one ATP selected "
                     f"(another fingerprint): give the workers the same files"
