@@ -9,5 +9,9 @@ _ARTIFACTS = [StructuredArtifact(name="result", data={"answer": 42})]
 def instant(request: ATPRequest, sink: EventSink) -> ATPResponse:
     """Answers at once: everything measured with it is ATP's own time."""
     return ATPResponse(
-        version="1.0", task_id=request.task_id, status="completed", artifacts=_ARTIFACTS, metrics=Metrics(total_steps=1)
+        version="1.0",
+        task_id=request.task_id,
+        status="completed",
+        artifacts=_ARTIFACTS,
+        metrics=Metrics(total_steps=1),
     )

@@ -58,7 +58,12 @@ class Cluster:
         env = {**os.environ, "DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES": "0"}
         common = ["--host", "127.0.0.1", "--no-dashboard"]
         file = folder / "scheduler.json"
-        quiet = {"env": env, "stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL, "start_new_session": True}
+        quiet = {
+            "env": env,
+            "stdout": subprocess.DEVNULL,
+            "stderr": subprocess.DEVNULL,
+            "start_new_session": True,
+        }
         scheduler = [str(DASK), "scheduler", *common, "--port", "0", "--dashboard-address", "127.0.0.1:0"]
         self.processes = [subprocess.Popen([*scheduler, "--scheduler-file", str(file)], **quiet)]  # type: ignore[call-overload]
         while not file.is_file() or not file.read_text().strip():
@@ -115,7 +120,9 @@ def atp_test(folder: Path, runs: int, parallel: int, extra: list[str]) -> tuple[
     return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
-def measure(label: str, folder: Path, args: argparse.Namespace, extra: list[str], cluster: Cluster | None) -> None:
+def measure(
+    label: str, folder: Path, args: argparse.Namespace, extra: list[str], cluster: Cluster | None
+) -> None:
     atp_test(folder, 10, 10, extra)  # warm: imports, the workers' first job
     ones = [atp_test(folder, 1, 1, extra) for _ in range(args.repeat)]
     one_wall, one = statistics.median(w for w, _ in ones), min(c for _, c in ones)
@@ -153,7 +160,9 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--threads", type=int, default=50)
     args = parser.parse_args()
-    print(f"{args.runs} runs of an in-process agent taking {DELAY * 1000:.0f} ms, --parallel={args.parallel}, the whole atp test command")
+    print(
+        f"{args.runs} runs of an in-process agent taking {DELAY * 1000:.0f} ms, --parallel={args.parallel}, the whole atp test command"
+    )
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         measure("here (no executor)", folder, args, [], None)

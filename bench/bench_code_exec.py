@@ -58,13 +58,20 @@ def main() -> None:
         py = sys.executable
         rows = [
             ("custom_command true", ["true"], CustomCommand, {"command": ["true"]}),
-            ("pytest, 2 tests", [py, "-m", "pytest", "-q", "-p", "no:cacheprovider"], Pytest, {"files": {"test_solution.py": TESTS}}),
+            (
+                "pytest, 2 tests",
+                [py, "-m", "pytest", "-q", "-p", "no:cacheprovider"],
+                Pytest,
+                {"files": {"test_solution.py": TESTS}},
+            ),
             ("lint, 1 file", [py, "-m", "ruff", "check", "--no-cache", "solution.py"], Lint, {}),
         ]
         for label, argv, evaluator, config in rows:
             alone = median_ms(lambda argv=argv: bare(argv, folder), args.repeat)
             checked = median_ms(lambda e=evaluator, c=config: check(e, c), args.repeat)
-            print(f"{label}: the tool alone {alone:.0f} ms, the check {checked:.0f} ms; ATP's part {checked - alone:.0f} ms")
+            print(
+                f"{label}: the tool alone {alone:.0f} ms, the check {checked:.0f} ms; ATP's part {checked - alone:.0f} ms"
+            )
 
 
 if __name__ == "__main__":

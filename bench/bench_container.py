@@ -33,8 +33,24 @@ IMAGE = "atp-test/busybox:1"
 
 
 def docker_run_argv() -> list[str]:
-    argv = ["docker", "run", "--rm", "-i", "--network", "none", "--cap-drop", "ALL", "--user", "65534:65534",
-            "--memory", str(96 * 1024 * 1024), "--memory-swap", str(96 * 1024 * 1024), "--log-driver", "none"]
+    argv = [
+        "docker",
+        "run",
+        "--rm",
+        "-i",
+        "--network",
+        "none",
+        "--cap-drop",
+        "ALL",
+        "--user",
+        "65534:65534",
+        "--memory",
+        str(96 * 1024 * 1024),
+        "--memory-swap",
+        str(96 * 1024 * 1024),
+        "--log-driver",
+        "none",
+    ]
     for entry in [*python_mounts(), f"{agents_folder()}:/agents"]:
         host, _, inside = entry.partition(":")
         argv += ["--mount", f"type=bind,source={host},target={inside or host},readonly"]
@@ -68,8 +84,17 @@ def atp(folder: Path, tests: int, parallel: int) -> tuple[float, list[float]]:
     path = suite(folder, tests)
     start = time.perf_counter()
     subprocess.run(
-        [str(ROOT / ".venv" / "bin" / "atp"), "test", f"--suite={path}", f"--parallel={parallel}", "--output=json:r.json"],
-        cwd=folder, capture_output=True, check=True, env={**os.environ, "NO_COLOR": "1"},
+        [
+            str(ROOT / ".venv" / "bin" / "atp"),
+            "test",
+            f"--suite={path}",
+            f"--parallel={parallel}",
+            "--output=json:r.json",
+        ],
+        cwd=folder,
+        capture_output=True,
+        check=True,
+        env={**os.environ, "NO_COLOR": "1"},
     )
     whole = time.perf_counter() - start
     data = json.loads((folder / "r.json").read_text())
@@ -77,7 +102,9 @@ def atp(folder: Path, tests: int, parallel: int) -> tuple[float, list[float]]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--runs", type=int, default=20)
     args = parser.parse_args()
     import docker
@@ -88,14 +115,22 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
         whole, runs = atp(Path(folder), args.runs, 1)
         parallel_whole, _ = atp(Path(folder), 20, 4)
-    print(f"docker run --rm -i, {args.runs} runs one after another: median {statistics.median(base) * 1000:.0f} ms "
-          f"(min {min(base) * 1000:.0f}, max {max(base) * 1000:.0f})")
-    print(f"atp test, {args.runs} container runs one after another: median run {statistics.median(runs) * 1000:.0f} ms "
-          f"(min {min(runs) * 1000:.0f}, max {max(runs) * 1000:.0f}); whole command {whole:.2f} s")
-    print(f"ATP's own time per container run beyond docker run: "
-          f"{(statistics.median(runs) - statistics.median(base)) * 1000:.0f} ms (median against median)")
-    print(f"atp test, 20 container runs, --parallel=4: whole command {parallel_whole:.2f} s "
-          f"({parallel_whole / 20 * 1000:.0f} ms per run)")
+    print(
+        f"docker run --rm -i, {args.runs} runs one after another: median {statistics.median(base) * 1000:.0f} ms "
+        f"(min {min(base) * 1000:.0f}, max {max(base) * 1000:.0f})"
+    )
+    print(
+        f"atp test, {args.runs} container runs one after another: median run {statistics.median(runs) * 1000:.0f} ms "
+        f"(min {min(runs) * 1000:.0f}, max {max(runs) * 1000:.0f}); whole command {whole:.2f} s"
+    )
+    print(
+        f"ATP's own time per container run beyond docker run: "
+        f"{(statistics.median(runs) - statistics.median(base)) * 1000:.0f} ms (median against median)"
+    )
+    print(
+        f"atp test, 20 container runs, --parallel=4: whole command {parallel_whole:.2f} s "
+        f"({parallel_whole / 20 * 1000:.0f} ms per run)"
+    )
 
 
 if __name__ == "__main__":

@@ -89,7 +89,9 @@ def in_process(
         if measure_memory:
             tracemalloc.start()
         with Timer() as timer:
-            trace = RunTrace(TID, events_path=Path(tmp) / "events.jsonl", log_path=None, masker=Masker(secrets))
+            trace = RunTrace(
+                TID, events_path=Path(tmp) / "events.jsonl", log_path=None, masker=Masker(secrets)
+            )
             stderr = StderrLines(trace, max_line=4 * 2**20)
             for start in range(0, events, chunks):
                 # blocks of complete lines, as the adapter cuts them from what the pipe delivers
@@ -97,7 +99,9 @@ def in_process(
                 stderr.feed(block + b"\n")
             trace.close()
             request = ATPRequest(version="1.0", task_id=TID, task=Task(description="x"))
-            response = ATPResponse(version="1.0", task_id=TID, status="completed", artifacts=[], metrics=Metrics())
+            response = ATPResponse(
+                version="1.0", task_id=TID, status="completed", artifacts=[], metrics=Metrics()
+            )
             ctx = EvalContext(test=make_test(), request=request, response=response, trace=trace.trace())
             config = BehaviorConfig(must_use_tools=["web_search"], max_tool_calls=events, no_errors=True)
             checks = anyio.run(Behavior().evaluate, ctx, config)
@@ -119,7 +123,9 @@ def main() -> None:
     print(f"1. live agent over the cli adapter, {n} events in one run (best of 3)")
     seconds = min(live_run(n)[0] for _ in range(3))
     alone = min(agent_alone(n) for _ in range(3))
-    print(f"   the whole run:        {seconds:6.3f}s  {n / seconds:10,.0f} events/s (agent start-up included)")
+    print(
+        f"   the whole run:        {seconds:6.3f}s  {n / seconds:10,.0f} events/s (agent start-up included)"
+    )
     print(f"   the agent by itself:  {alone:6.3f}s  (start-up and writing its events to /dev/null)")
 
     print(f"2. ATP alone (decode + store + summarise + evaluate), in-process, {n} events")

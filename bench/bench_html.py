@@ -33,7 +33,9 @@ CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
 
 
-def write(reporter: type[Any], results: SuiteResults, store: RunStore, target: Path, repeat: int) -> tuple[float, int]:
+def write(
+    reporter: type[Any], results: SuiteResults, store: RunStore, target: Path, repeat: int
+) -> tuple[float, int]:
     times = []
     for _ in range(repeat):
         with Timer() as timer:
@@ -67,7 +69,10 @@ def browse(report: Path, failed: int, tests: int, events: int) -> None:
             wait_for(driver, "window.__atpReport && window.__atpReport.ready")
         with Timer() as filtering:
             Select(driver.find_element(By.ID, "filter-status")).select_by_value("failed")
-            wait_for(driver, f"document.getElementById('filter-count').textContent === '{failed:,} of {tests:,} tests'")
+            wait_for(
+                driver,
+                f"document.getElementById('filter-count').textContent === '{failed:,} of {tests:,} tests'",
+            )
         Select(driver.find_element(By.ID, "filter-status")).select_by_value("")
         first = driver.find_elements(By.CSS_SELECTOR, "#tests-table tr.test-row")[0]
         first.click()
@@ -91,7 +96,9 @@ def browse(report: Path, failed: int, tests: int, events: int) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--tests", type=int, default=1000)
     parser.add_argument("--events", type=int, default=10_000)
     parser.add_argument("--repeat", type=int, default=5)
@@ -100,9 +107,15 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
         results, store = large_store(Path(folder), tests=args.tests, events=args.events)
         print(f"{args.tests:,} tests, a run of {args.events:,} events")
-        for reporter, name in ((HtmlReporter, "report.html"), (JunitReporter, "report.xml"), (JsonReporter, "results.json")):
+        for reporter, name in (
+            (HtmlReporter, "report.html"),
+            (JunitReporter, "report.xml"),
+            (JsonReporter, "results.json"),
+        ):
             seconds, size = write(reporter, results, store, Path(folder) / name, args.repeat)
-            print(f"{reporter.name:5}: written in {seconds * 1000:7.1f} ms (median of {args.repeat}), {size / 1e6:.2f} MB")
+            print(
+                f"{reporter.name:5}: written in {seconds * 1000:7.1f} ms (median of {args.repeat}), {size / 1e6:.2f} MB"
+            )
         if not args.no_browser:
             failed = sum(t.status == "failed" for t in results.tests)
             browse(Path(folder) / "report.html", failed, args.tests, args.events)

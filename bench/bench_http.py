@@ -65,7 +65,14 @@ def atp_test(folder: Path, text: str, parallel: int) -> tuple[float, float]:
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     done = subprocess.run(
-        [str(ATP), "test", str(path), f"--parallel={parallel}", "--output=json", f"--output-file={folder / 'r.json'}"],
+        [
+            str(ATP),
+            "test",
+            str(path),
+            f"--parallel={parallel}",
+            "--output=json",
+            f"--output-file={folder / 'r.json'}",
+        ],
         cwd=folder,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
@@ -89,11 +96,17 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
-        for label, stream, events in (("sync /execute", False, 0), (f"SSE, {args.events} events/run", True, args.events)):
+        for label, stream, events in (
+            ("sync /execute", False, 0),
+            (f"SSE, {args.events} events/run", True, args.events),
+        ):
             agent = Agent(0.1, events)
             try:
                 atp_test(folder, suite(agent.port, 5, stream), 5)  # warm up
-                walls = [atp_test(folder, suite(agent.port, args.runs, stream), args.runs)[0] for _ in range(args.repeat)]
+                walls = [
+                    atp_test(folder, suite(agent.port, args.runs, stream), args.runs)[0]
+                    for _ in range(args.repeat)
+                ]
             finally:
                 agent.close()
             print(
@@ -104,7 +117,9 @@ def main() -> None:
             agent = Agent(0.0, events)
             try:
                 one = min(atp_test(folder, suite(agent.port, 1, stream), 1)[1] for _ in range(args.repeat))
-                many = min(atp_test(folder, suite(agent.port, args.cpu_runs, stream), 10)[1] for _ in range(3))
+                many = min(
+                    atp_test(folder, suite(agent.port, args.cpu_runs, stream), 10)[1] for _ in range(3)
+                )
             finally:
                 agent.close()
             per_run = (many - one) / (args.cpu_runs - 1)

@@ -33,7 +33,9 @@ def contexts(count: int) -> list[EvalContext]:
     found = []
     for index in range(count):
         resp = response(files={"report.md": f"- point {index}\n- another point\n- a third point\n" * 20})
-        request = ATPRequest(version=PROTOCOL_VERSION, task_id=resp.task_id, task=test.task, constraints=test.constraints)
+        request = ATPRequest(
+            version=PROTOCOL_VERSION, task_id=resp.task_id, task=test.task, constraints=test.constraints
+        )
         found.append(EvalContext(test=test, request=request, response=resp, trace=Trace.of(())))
     return found
 
@@ -62,7 +64,9 @@ async def bare_round_trips(url: str, count: int) -> list[float]:
     times = []
     for _ in range(count):
         started = time.perf_counter()
-        await client.messages.create(model="claude-sonnet-4-6", max_tokens=64, messages=[{"role": "user", "content": "x"}])
+        await client.messages.create(
+            model="claude-sonnet-4-6", max_tokens=64, messages=[{"role": "user", "content": "x"}]
+        )
         times.append(time.perf_counter() - started)
     await client.close()
     return times
@@ -75,7 +79,12 @@ def main() -> None:
     args = parser.parse_args()
     items = contexts(args.checks)
     with tempfile.TemporaryDirectory() as folder, JudgeServer() as server:
-        settings = {"base_url": server.url, "api_key": KEY, "cache_dir": str(Path(folder) / "cache"), "max_concurrent": args.concurrent}
+        settings = {
+            "base_url": server.url,
+            "api_key": KEY,
+            "cache_dir": str(Path(folder) / "cache"),
+            "max_concurrent": args.concurrent,
+        }
         anyio.run(bare_round_trips, server.url, 5)  # warm: imports, connections
         bare = anyio.run(bare_round_trips, server.url, 50)
         asked = anyio.run(judge_all, LlmEval(settings), items, args.concurrent)
@@ -86,7 +95,9 @@ def main() -> None:
     per_cached = cached / args.checks * 1000
     median_bare = statistics.median(bare) * 1000
     print(f"SDK round trip to the loopback server, one at a time: median {median_bare:.2f} ms")
-    print(f"{args.checks} llm_eval checks asked of the server, {args.concurrent} at a time: {asked:.2f} s ({per_asked:.2f} ms per check)")
+    print(
+        f"{args.checks} llm_eval checks asked of the server, {args.concurrent} at a time: {asked:.2f} s ({per_asked:.2f} ms per check)"
+    )
     print(f"the same {args.checks} checks from the cache: {cached:.3f} s ({per_cached:.2f} ms per check)")
 
 

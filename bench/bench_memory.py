@@ -176,7 +176,9 @@ def steps(tests: int) -> list[tuple[str, float]]:
             results = RunStore.open(runner.store.directory).results()
             read_back = held() - before
             rows.append(("the results read back (SuiteResults), held to the end", read_back))
-            rows.append(("the rest of the run (runner, header), held to the end", after_run - kept - read_back))
+            rows.append(
+                ("the rest of the run (runner, header), held to the end", after_run - kept - read_back)
+            )
             start = held()
             tracemalloc.reset_peak()
             ConsoleReporter(ReportOptions(stream=io.StringIO())).report(results, runner.store)

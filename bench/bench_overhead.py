@@ -69,9 +69,7 @@ def run_suite(agent: str, tests: int, parallel: int = 1, memory: bool = False) -
         path.write_text(suite_text(agent, tests))
         loaded = plugins()
         suite = load_suite(path, loaded.evaluators)
-        resolved = resolve_agent(
-            agent_definitions(load_config(cwd=Path(tmp)), suite)["a"], loaded.adapters
-        )
+        resolved = resolve_agent(agent_definitions(load_config(cwd=Path(tmp)), suite)["a"], loaded.adapters)
         runner = Runner(loaded, suite, suite.tests, resolved, run_root=Path(tmp) / "runs", parallel=parallel)
         probe = MemoryProbe(tests)
         if memory:
@@ -92,9 +90,7 @@ def bare_agent_seconds(runs: int) -> tuple[float, float]:
     cpu = time.process_time()
     with Timer() as timer:
         for _ in range(runs):
-            request = (
-                '{"version":"1.0","task_id":"%s","task":{"description":"answer"}}\n' % uuid.uuid4()
-            )
+            request = '{"version":"1.0","task_id":"%s","task":{"description":"answer"}}\n' % uuid.uuid4()
             subprocess.run(
                 [sys.executable, str(MINIMAL_AGENT)], input=request.encode(), capture_output=True, check=True
             )
@@ -122,7 +118,9 @@ def main() -> None:
         rounds = 5
         size = max(runs // rounds, 1)
         print()
-        print(f"cli adapter, the protocol document's minimal agent, {rounds} rounds of {size} tests, --parallel=1")
+        print(
+            f"cli adapter, the protocol document's minimal agent, {rounds} rounds of {size} tests, --parallel=1"
+        )
         print("(each round runs the suite through ATP, then starts the same agent as often by hand;")
         print(" the difference is ATP's own time, the median over the rounds is reported)")
         command = f"{{name: a, type: cli, command: ['{sys.executable}', '{MINIMAL_AGENT}']}}"
@@ -137,12 +135,18 @@ def main() -> None:
             bare_cpu.append(spawn_cpu / size)
         print(f"  through ATP:          {statistics.median(through) * 1000:7.2f} ms/run")
         print(f"  agent started alone:  {statistics.median(alone) * 1000:7.2f} ms/run")
-        print(f"  wall-clock difference {statistics.median(overhead) * 1000:7.2f} ms/run "
-              f"(rounds: {', '.join(f'{o * 1000:.2f}' for o in overhead)})")
+        print(
+            f"  wall-clock difference {statistics.median(overhead) * 1000:7.2f} ms/run "
+            f"(rounds: {', '.join(f'{o * 1000:.2f}' for o in overhead)})"
+        )
         print(f"  CPU time of ATP's process:        {statistics.median(cpu) * 1000:5.2f} ms/run")
-        print(f"  CPU time of the by-hand starter:  {statistics.median(bare_cpu) * 1000:5.2f} ms/run "
-              "(subprocess.run: spawning and piping alone)")
-        print(f"  ATP's own CPU beyond that:        {(statistics.median(cpu) - statistics.median(bare_cpu)) * 1000:5.2f} ms/run")
+        print(
+            f"  CPU time of the by-hand starter:  {statistics.median(bare_cpu) * 1000:5.2f} ms/run "
+            "(subprocess.run: spawning and piping alone)"
+        )
+        print(
+            f"  ATP's own CPU beyond that:        {(statistics.median(cpu) - statistics.median(bare_cpu)) * 1000:5.2f} ms/run"
+        )
 
 
 if __name__ == "__main__":

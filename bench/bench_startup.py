@@ -1,6 +1,6 @@
 """Cold start of `atp --help`, against a bare `python -c pass` in the same environment.
 
-    .venv/bin/python bench/bench_startup.py [--repeat 30]
+.venv/bin/python bench/bench_startup.py [--repeat 30]
 """
 
 from __future__ import annotations

@@ -161,10 +161,14 @@ def suite_statistics_section(tests: int, runs: int, repeat: int) -> None:
     print(f"   build_suite_results, with statistics       {with_stats:8.2f} ms  ({with_best:.2f})")
     print(f"   build_suite_results, statistics stubbed    {without:8.2f} ms  ({without_best:.2f})")
     print(f"   added by the statistics                    {with_stats - without:8.2f} ms")
-    print(f"   test_statistics x {tests} + suite_statistics   {direct:8.2f} ms  ({direct_best:.2f})"
-          f"  {direct / tests * 1000:.0f} µs per test")
-    print(f"   the same tests under runs_per_test: auto   {auto:8.2f} ms  ({auto_best:.2f})"
-          f"  (each test's stop replayed)")
+    print(
+        f"   test_statistics x {tests} + suite_statistics   {direct:8.2f} ms  ({direct_best:.2f})"
+        f"  {direct / tests * 1000:.0f} µs per test"
+    )
+    print(
+        f"   the same tests under runs_per_test: auto   {auto:8.2f} ms  ({auto_best:.2f})"
+        f"  (each test's stop replayed)"
+    )
 
 
 def write_run_dir(root: Path, header: RunHeader, made: list[RunResult]) -> Path:
@@ -188,7 +192,9 @@ def command_seconds(argv: list[str], repeat: int) -> tuple[float, float, int]:
     return statistics.median(times), min(times), code
 
 
-def baseline_section(tests: int, runs: int, repeat: int, command_repeat: int, adaptive: Adaptive | None) -> None:
+def baseline_section(
+    tests: int, runs: int, repeat: int, command_repeat: int, adaptive: Adaptive | None
+) -> None:
     worse = {i: -12.0 for i in range(0, tests, 50)}  # 2 % of the tests regressed by 12 points
     header = make_header(tests, runs, adaptive)
     saved = build_suite_results(header, make_runs(tests, runs, seed=2))
@@ -213,7 +219,9 @@ def baseline_section(tests: int, runs: int, repeat: int, command_repeat: int, ad
                     scores=scores[p.id],
                     fingerprint=p.fingerprint,
                     adaptive=p.adaptive,
-                    stop=replay(p.adaptive, scores[p.id], baseline.tests[p.id].sample(), alpha) if p.adaptive else None,
+                    stop=replay(p.adaptive, scores[p.id], baseline.tests[p.id].sample(), alpha)
+                    if p.adaptive
+                    else None,
                 )
                 for p in header.tests
             ]
@@ -226,12 +234,16 @@ def baseline_section(tests: int, runs: int, repeat: int, command_repeat: int, ad
         summary, _ = compare(baseline, "bench", compared())
         quantiles = t_quantile.cache_info().misses
         print(f"2. baseline comparison, {tests} tests x {runs} runs on each side, {label}")
-        print(f"   ({plural(summary.regressions_holm, 'regression')} after Holm's correction, {summary.regressions} without;"
-              f" baseline file {path.stat().st_size / 1024:.0f} KiB, median of {repeat})")
+        print(
+            f"   ({plural(summary.regressions_holm, 'regression')} after Holm's correction, {summary.regressions} without;"
+            f" baseline file {path.stat().st_size / 1024:.0f} KiB, median of {repeat})"
+        )
         print(f"   Student's t quantiles the comparison computes: {quantiles}, {quantile_us():.0f} µs each")
         print(f"   read_baseline                                {reading:8.1f} ms")
-        print(f"   replay + atp.core.baseline.compare           {kernel:8.1f} ms  ({kernel_best:.1f})"
-              f"  {kernel / tests * 1000:.0f} µs per test")
+        print(
+            f"   replay + atp.core.baseline.compare           {kernel:8.1f} ms  ({kernel_best:.1f})"
+            f"  {kernel / tests * 1000:.0f} µs per test"
+        )
         print(f"   build_suite_results with the comparison      {built:8.1f} ms  ({built_best:.1f})")
         print(f"   build_suite_results without a baseline       {plain:8.1f} ms")
         print(f"   read_baseline + build_suite_results          {reading + built:8.1f} ms")
@@ -241,8 +253,10 @@ def baseline_section(tests: int, runs: int, repeat: int, command_repeat: int, ad
         for output in ("console", "json"):
             argv = [atp, "baseline", "compare", f"--baseline={path}", f"--output={output}", str(run_dir)]
             median, best, code = command_seconds(argv, command_repeat)
-            print(f"   atp baseline compare --output={output:<8}      {median * 1000:8.1f} ms  ({best * 1000:.1f})"
-                  f"  exit code {code}, median of {command_repeat}")
+            print(
+                f"   atp baseline compare --output={output:<8}      {median * 1000:8.1f} ms  ({best * 1000:.1f})"
+                f"  exit code {code}, median of {command_repeat}"
+            )
 
 
 def main() -> None:
@@ -256,9 +270,15 @@ def main() -> None:
     args = parser.parse_args()
     print(f"Python {sys.version.split()[0]}, {ROOT}")
     suite_statistics_section(args.tests, args.runs, args.repeat)
-    baseline_section(args.compare_tests, args.compare_runs, max(args.repeat // 4, 3), args.command_repeat, None)
     baseline_section(
-        args.compare_tests, args.compare_runs, 3, max(args.command_repeat // 2, 1), Adaptive(max_runs=args.compare_runs)
+        args.compare_tests, args.compare_runs, max(args.repeat // 4, 3), args.command_repeat, None
+    )
+    baseline_section(
+        args.compare_tests,
+        args.compare_runs,
+        3,
+        max(args.command_repeat // 2, 1),
+        Adaptive(max_runs=args.compare_runs),
     )
 
 

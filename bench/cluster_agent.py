@@ -10,4 +10,8 @@ DELAY_SECONDS = 0.1
 
 async def slow(request: Any, emit: Any) -> dict[str, Any]:
     await anyio.sleep(DELAY_SECONDS)
-    return {"status": "completed", "artifacts": [{"type": "structured", "name": "result", "data": {"ok": True}}], "metrics": {}}
+    return {
+        "status": "completed",
+        "artifacts": [{"type": "structured", "name": "result", "data": {"ok": True}}],
+        "metrics": {},
+    }

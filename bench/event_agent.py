@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """An ATP agent that sends N tool_call events on stderr as fast as it can, then answers.
 
-    python3 event_agent.py N
+python3 event_agent.py N
 """
 
 import json
@@ -18,7 +18,17 @@ def main() -> None:
     for start in range(0, count, batch):
         out.write("".join(head + str(i) + tail for i in range(start, min(start + batch, count))).encode())
     out.flush()
-    print(json.dumps({"version": "1.0", "task_id": task_id, "status": "completed", "artifacts": [], "metrics": {"tool_calls": count}}))
+    print(
+        json.dumps(
+            {
+                "version": "1.0",
+                "task_id": task_id,
+                "status": "completed",
+                "artifacts": [],
+                "metrics": {"tool_calls": count},
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -33,7 +33,9 @@ def sse_events(task_id: str, count: int) -> bytes:
     return b"".join(b"data: %s%d%s\n\n" % (head.encode(), i, tail.encode()) for i in range(count))
 
 
-async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, delay: float, events: int) -> None:
+async def serve(
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, delay: float, events: int
+) -> None:
     try:
         while True:
             head = await reader.readuntil(b"\r\n\r\n")
@@ -46,19 +48,25 @@ async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, dela
                     length = int(value)
             body = await reader.readexactly(length) if length else b""
             if method == "GET" and path == "/health":
-                writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 15\r\n\r\n"
-                             b'{"status":"ok"}')
+                writer.write(
+                    b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 15\r\n\r\n"
+                    b'{"status":"ok"}'
+                )
                 continue
             task_id = json.loads(body)["task_id"]
             await asyncio.sleep(delay)
             if path == "/execute":
                 data = response(task_id)
-                writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n%s"
-                             % (len(data), data))
+                writer.write(
+                    b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n%s"
+                    % (len(data), data)
+                )
             elif path == "/execute/stream":
                 data = sse_events(task_id, events) + b"event: response\ndata: " + response(task_id) + b"\n\n"
-                writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: %d\r\n\r\n%s"
-                             % (len(data), data))
+                writer.write(
+                    b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: %d\r\n\r\n%s"
+                    % (len(data), data)
+                )
             else:
                 writer.write(b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n")
             await writer.drain()

@@ -19,7 +19,11 @@ _ARTIFACTS = [StructuredArtifact(name="result", data={"answer": 42})]
 
 def _answer(request: ATPRequest) -> ATPResponse:
     return ATPResponse(
-        version="1.0", task_id=request.task_id, status="completed", artifacts=_ARTIFACTS, metrics=Metrics(total_steps=1)
+        version="1.0",
+        task_id=request.task_id,
+        status="completed",
+        artifacts=_ARTIFACTS,
+        metrics=Metrics(total_steps=1),
     )
 
 

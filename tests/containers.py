@@ -68,7 +68,9 @@ def busybox_image(client: Any) -> str:
         tar.addfile(info, io.BytesIO(passwd))
     subprocess.run(
         ["docker", "import", "--change", "ENV PATH=/bin", "-", BUSYBOX_IMAGE],
-        input=data.getvalue(), check=True, capture_output=True,
+        input=data.getvalue(),
+        check=True,
+        capture_output=True,
     )
     return BUSYBOX_IMAGE
 

@@ -17,7 +17,12 @@ Reply = tuple[int, dict[str, str], dict[str, Any]]
 """Status, headers, JSON body."""
 
 
-def message(content: list[dict[str, Any]], model: str = "claude-sonnet-4-6", input_tokens: int = 120, output_tokens: int = 40) -> Reply:
+def message(
+    content: list[dict[str, Any]],
+    model: str = "claude-sonnet-4-6",
+    input_tokens: int = 120,
+    output_tokens: int = 40,
+) -> Reply:
     return (
         200,
         {},
@@ -34,9 +39,21 @@ def message(content: list[dict[str, Any]], model: str = "claude-sonnet-4-6", inp
     )
 
 
-def judgement(score: Any, explanation: str = "judged", issues: list[str] | None = None, strengths: list[str] | None = None, **extra: Any) -> Reply:
+def judgement(
+    score: Any,
+    explanation: str = "judged",
+    issues: list[str] | None = None,
+    strengths: list[str] | None = None,
+    **extra: Any,
+) -> Reply:
     """A judgement as a call of the judgement tool."""
-    data = {"score": score, "explanation": explanation, "issues": issues or [], "strengths": strengths or [], **extra}
+    data = {
+        "score": score,
+        "explanation": explanation,
+        "issues": issues or [],
+        "strengths": strengths or [],
+        **extra,
+    }
     return message([{"type": "tool_use", "id": "toolu_test", "name": "record_judgement", "input": data}])
 
 
@@ -49,7 +66,9 @@ def text(answer: str) -> Reply:
     return message([{"type": "text", "text": answer}])
 
 
-def error(status: int, kind: str = "api_error", detail: str = "scripted error", retry_after: float | None = None) -> Reply:
+def error(
+    status: int, kind: str = "api_error", detail: str = "scripted error", retry_after: float | None = None
+) -> Reply:
     headers = {"retry-after": f"{retry_after:g}"} if retry_after is not None else {}
     return status, headers, {"type": "error", "error": {"type": kind, "message": detail}}
 
@@ -116,7 +135,7 @@ class JudgeServer:
         if "x-api-key" in headers:
             return headers["x-api-key"]
         auth = headers.get("authorization", "")
-        return auth[len("Bearer "):] if auth.startswith("Bearer ") else None
+        return auth[len("Bearer ") :] if auth.startswith("Bearer ") else None
 
     def prompt_of(self, index: int = -1) -> str:
         """The first user message's text of a recorded request."""

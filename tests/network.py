@@ -74,7 +74,9 @@ def run_agent_suite(
     config = load_config(cwd=tmp_path)
     resolved = resolve_agent(agent_definitions(config, suite)["agent"], plugins.adapters)
     masker = masker_for(config, resolved)
-    runner = Runner(plugins, suite, suite.tests, resolved, run_root=tmp_path / "runs", masker=masker, **options)
+    runner = Runner(
+        plugins, suite, suite.tests, resolved, run_root=tmp_path / "runs", masker=masker, **options
+    )
     results = anyio.run(runner.run)
     assert runner.store is not None
     return results, runner.store
@@ -122,8 +124,25 @@ def self_signed_certificate(folder: Path) -> tuple[Path, Path]:
         pytest.skip("openssl makes the test certificate")
     cert, key = folder / "cert.pem", folder / "key.pem"
     subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=localhost",
-         "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
-        check=True, capture_output=True,
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=localhost",
+            "-addext",
+            "subjectAltName=DNS:localhost,IP:127.0.0.1",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+        ],
+        check=True,
+        capture_output=True,
     )
     return cert, key

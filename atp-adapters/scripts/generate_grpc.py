@@ -71,7 +71,9 @@ def post_process(text: str) -> str:
     for proto in PROTO_FILES:
         module = proto.removesuffix(".proto").replace("/", ".")  # atp.v1.agent
         folder, _, name = module.rpartition(".")
-        text = text.replace(f"from {folder} import {name}_pb2 as", f"from {PACKAGE}.{folder} import {name}_pb2 as")
+        text = text.replace(
+            f"from {folder} import {name}_pb2 as", f"from {PACKAGE}.{folder} import {name}_pb2 as"
+        )
         text = text.replace(f"'{module}_pb2'", f"'{PACKAGE}.{module}_pb2'")
     if text.startswith("# -*- coding: utf-8 -*-\n"):
         first, _, rest = text.partition("\n")

@@ -172,16 +172,23 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         if self.path == "/agent-card":
-            self._send(200, {
-                "agent_id": AGENT_ID,
-                "name": NAME,
-                "description": "Finds the competitors of a company, and adds numbers",
-                "capabilities": ["competitor research", "addition"],
-                "tags": ["research", "example"],
-                "tools": [{"name": tool["name"], "description": tool["description"]} for tool in TOOLS],
-                "status": status(),
-                "metadata": {"llm_model": "none (a lookup table)", "semantic_tool_selection": False, "version": "1.0.0"},
-            })
+            self._send(
+                200,
+                {
+                    "agent_id": AGENT_ID,
+                    "name": NAME,
+                    "description": "Finds the competitors of a company, and adds numbers",
+                    "capabilities": ["competitor research", "addition"],
+                    "tags": ["research", "example"],
+                    "tools": [{"name": tool["name"], "description": tool["description"]} for tool in TOOLS],
+                    "status": status(),
+                    "metadata": {
+                        "llm_model": "none (a lookup table)",
+                        "semantic_tool_selection": False,
+                        "version": "1.0.0",
+                    },
+                },
+            )
         elif self.path == "/health":
             with LOCK:
                 last = LAST_ERROR[0] if LAST_ERROR else None
@@ -224,8 +231,16 @@ class Handler(BaseHTTPRequestHandler):
         payload = message.get("payload") if isinstance(message.get("payload"), dict) else {}
         if message.get("action") not in ACTIONS:
             counted(False, f"unknown action {message.get('action')!r}")
-            self._send(200, {**answer, "success": False, "result": None, "tools_used": [],
-                             "error": f"unknown action {message.get('action')!r} (this agent does: {', '.join(ACTIONS)})"})
+            self._send(
+                200,
+                {
+                    **answer,
+                    "success": False,
+                    "result": None,
+                    "tools_used": [],
+                    "error": f"unknown action {message.get('action')!r} (this agent does: {', '.join(ACTIONS)})",
+                },
+            )
             return
         if message.get("action") == "calculate":
             self._calculate(payload, answer)
@@ -236,19 +251,41 @@ class Handler(BaseHTTPRequestHandler):
             company = found.group(1) if found else None
         if not company:  # nothing to research: an answer all the same, not a failure
             counted(True)
-            self._send(200, {**answer, "success": True, "error": None, "tools_used": [],
-                             "result": {"company": None, "competitors": [],
-                                        "note": "name a company (payload.company, or 'the competitors of X')"}})
+            self._send(
+                200,
+                {
+                    **answer,
+                    "success": True,
+                    "error": None,
+                    "tools_used": [],
+                    "result": {
+                        "company": None,
+                        "competitors": [],
+                        "note": "name a company (payload.company, or 'the competitors of X')",
+                    },
+                },
+            )
             return
         try:
             result = find_competitors({"company": company, "top": payload.get("top", 5)})
         except LookupError as exc:
             counted(False, str(exc))
-            self._send(200, {**answer, "success": False, "result": None, "error": str(exc),
-                             "tools_used": ["find_competitors"]})
+            self._send(
+                200,
+                {
+                    **answer,
+                    "success": False,
+                    "result": None,
+                    "error": str(exc),
+                    "tools_used": ["find_competitors"],
+                },
+            )
             return
         counted(True)
-        self._send(200, {**answer, "success": True, "result": result, "error": None, "tools_used": ["find_competitors"]})
+        self._send(
+            200,
+            {**answer, "success": True, "result": result, "error": None, "tools_used": ["find_competitors"]},
+        )
 
     def _calculate(self, payload: dict[str, Any], answer: dict[str, Any]) -> None:
         """The action ``calculate``: the sum the task asks for, computed by the tool ``add``."""
@@ -258,15 +295,28 @@ class Handler(BaseHTTPRequestHandler):
             parameters = {"a": number(found.group(1)), "b": number(found.group(2))}
         else:  # nothing to add: an answer all the same, not a failure
             counted(True)
-            self._send(200, {**answer, "success": True, "error": None, "tools_used": [],
-                             "result": {"question": None, "answer": None,
-                                        "note": "ask 'What is A + B?', or give payload.a and payload.b"}})
+            self._send(
+                200,
+                {
+                    **answer,
+                    "success": True,
+                    "error": None,
+                    "tools_used": [],
+                    "result": {
+                        "question": None,
+                        "answer": None,
+                        "note": "ask 'What is A + B?', or give payload.a and payload.b",
+                    },
+                },
+            )
             return
         try:
             added = add(parameters)
         except ValueError as exc:
             counted(False, str(exc))
-            self._send(200, {**answer, "success": False, "result": None, "error": str(exc), "tools_used": ["add"]})
+            self._send(
+                200, {**answer, "success": False, "result": None, "error": str(exc), "tools_used": ["add"]}
+            )
             return
         counted(True)
         result = {"question": f"{added['a']} + {added['b']}", "answer": added["sum"]}

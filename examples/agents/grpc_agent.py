@@ -54,8 +54,20 @@ from atp.adapters.proto.atp.v1 import agent_pb2, agent_pb2_grpc
 PROTOCOL_VERSION = "1.0"
 TOOL_SECONDS = 30.0
 KNOWN = {
-    "slack": [("Microsoft Teams", 0.35), ("Zoom", 0.20), ("Google Chat", 0.12), ("Discord", 0.08), ("Mattermost", 0.02)],
-    "zoom": [("Microsoft Teams", 0.30), ("Google Meet", 0.25), ("Webex", 0.15), ("Slack Huddles", 0.05), ("GoTo Meeting", 0.04)],
+    "slack": [
+        ("Microsoft Teams", 0.35),
+        ("Zoom", 0.20),
+        ("Google Chat", 0.12),
+        ("Discord", 0.08),
+        ("Mattermost", 0.02),
+    ],
+    "zoom": [
+        ("Microsoft Teams", 0.30),
+        ("Google Meet", 0.25),
+        ("Webex", 0.15),
+        ("Slack Huddles", 0.05),
+        ("GoTo Meeting", 0.04),
+    ],
 }
 VERSION = re.compile(r"^(\d+)\.(\d+)$")
 COMPANY = re.compile(r"\bof ([A-Z][\w.&-]*(?: [A-Z][\w.&-]*)*)")
@@ -110,14 +122,22 @@ class Run:
         self.sequence += 1
         return json.dumps(event).encode()
 
-    def response(self, status: str, artifacts: list[Any], *, error: str | None = None, code: str | None = None) -> bytes:
+    def response(
+        self, status: str, artifacts: list[Any], *, error: str | None = None, code: str | None = None
+    ) -> bytes:
         response: dict[str, Any] = {
             "version": PROTOCOL_VERSION,
             "task_id": self.task_id,
             "status": status,
             "artifacts": artifacts,
-            "metrics": {"total_tokens": 200, "input_tokens": 120, "output_tokens": 80, "total_steps": 3,
-                        "tool_calls": self.tool_calls, "llm_calls": 1},
+            "metrics": {
+                "total_tokens": 200,
+                "input_tokens": 120,
+                "output_tokens": 80,
+                "total_steps": 3,
+                "tool_calls": self.tool_calls,
+                "llm_calls": 1,
+            },
         }
         if error is not None:
             response["error"] = error
@@ -129,9 +149,14 @@ class Run:
         """``("event", json)`` items as the work goes, then one ``("response", json)``."""
         major = int(VERSION.match(self.request["version"]).group(1))  # type: ignore[union-attr]
         if major != 1:
-            yield "response", self.response(
-                "failed", [], error=f"protocol version {self.request['version']} is not supported; this agent speaks 1.x",
-                code="INVALID_REQUEST",
+            yield (
+                "response",
+                self.response(
+                    "failed",
+                    [],
+                    error=f"protocol version {self.request['version']} is not supported; this agent speaks 1.x",
+                    code="INVALID_REQUEST",
+                ),
             )
             return
         task = self.request["task"]
@@ -140,27 +165,71 @@ class Run:
         top = data.get("top", 5)
         top = top if isinstance(top, int) and 0 < top <= 20 else 5
         context = self.request.get("context") or {}
-        yield "event", self.event("reasoning", {"thought": f"Find the top {top} competitors of {company or 'the company'}",
-                                                "plan": ["search", "rank", "write report"], "step": "planning"})
-        yield "event", self.event("progress", {"current_step": 1, "total_steps": 3, "percentage": 0, "message": "searching"})
+        yield (
+            "event",
+            self.event(
+                "reasoning",
+                {
+                    "thought": f"Find the top {top} competitors of {company or 'the company'}",
+                    "plan": ["search", "rank", "write report"],
+                    "step": "planning",
+                },
+            ),
+        )
+        yield (
+            "event",
+            self.event(
+                "progress", {"current_step": 1, "total_steps": 3, "percentage": 0, "message": "searching"}
+            ),
+        )
         query = {"query": f"{company} competitors"}
         tools = context.get("tools_endpoint")
         if tools:
             started = time.monotonic()
-            status, output, error = await asyncio.to_thread(call_tool, tools, "web_search", self.task_id, query)
+            status, output, error = await asyncio.to_thread(
+                call_tool, tools, "web_search", self.task_id, query
+            )
             found = names_in(output) if status == "success" else []
-            payload: dict[str, Any] = {"tool": "web_search", "input": query, "output": output,
-                                       "duration_ms": round((time.monotonic() - started) * 1000, 3), "status": status}
+            payload: dict[str, Any] = {
+                "tool": "web_search",
+                "input": query,
+                "output": output,
+                "duration_ms": round((time.monotonic() - started) * 1000, 3),
+                "status": status,
+            }
             if error is not None:
                 payload["error"] = error
         else:
             found = [name for name, _ in KNOWN.get(company.lower(), [])]
-            payload = {"tool": "web_search", "input": query, "output": {"results": found}, "duration_ms": 0.1, "status": "success"}
+            payload = {
+                "tool": "web_search",
+                "input": query,
+                "output": {"results": found},
+                "duration_ms": 0.1,
+                "status": "success",
+            }
         self.tool_calls += 1
         yield "event", self.event("tool_call", payload)
-        yield "event", self.event("llm_request", {"model": "table-lookup", "input_tokens": 120, "output_tokens": 80,
-                                                  "duration_ms": 1, "temperature": 0})
-        yield "event", self.event("progress", {"current_step": 2, "total_steps": 3, "percentage": 66, "message": "writing the report"})
+        yield (
+            "event",
+            self.event(
+                "llm_request",
+                {
+                    "model": "table-lookup",
+                    "input_tokens": 120,
+                    "output_tokens": 80,
+                    "duration_ms": 1,
+                    "temperature": 0,
+                },
+            ),
+        )
+        yield (
+            "event",
+            self.event(
+                "progress",
+                {"current_step": 2, "total_steps": 3, "percentage": 66, "message": "writing the report"},
+            ),
+        )
         ranked = found[:top]
         shares = dict(KNOWN.get(company.lower(), []))
         report = render_report(company, ranked, shares)
@@ -169,14 +238,47 @@ class Run:
         if workspace:
             await asyncio.to_thread(Path(workspace, "report.md").write_text, report, "utf-8")
         self.tool_calls += 1
-        yield "event", self.event("tool_call", {"tool": "file_write", "input": {"path": "report.md"}, "output": {"bytes": size},
-                                                "duration_ms": 0.1, "status": "success"})
-        yield "event", self.event("artifact_created", {"artifact_type": "file", "path": "report.md", "size_bytes": size})
-        yield "event", self.event("progress", {"current_step": 3, "total_steps": 3, "percentage": 100, "message": "done"})
+        yield (
+            "event",
+            self.event(
+                "tool_call",
+                {
+                    "tool": "file_write",
+                    "input": {"path": "report.md"},
+                    "output": {"bytes": size},
+                    "duration_ms": 0.1,
+                    "status": "success",
+                },
+            ),
+        )
+        yield (
+            "event",
+            self.event(
+                "artifact_created", {"artifact_type": "file", "path": "report.md", "size_bytes": size}
+            ),
+        )
+        yield (
+            "event",
+            self.event(
+                "progress", {"current_step": 3, "total_steps": 3, "percentage": 100, "message": "done"}
+            ),
+        )
         artifacts = [
-            {"type": "file", "path": "report.md", "content_type": "text/markdown", "size_bytes": size, "content": report},
-            {"type": "structured", "name": "competitors",
-             "data": {"company": company, "competitors": [{"name": name, "market_share": shares.get(name)} for name in ranked]}},
+            {
+                "type": "file",
+                "path": "report.md",
+                "content_type": "text/markdown",
+                "size_bytes": size,
+                "content": report,
+            },
+            {
+                "type": "structured",
+                "name": "competitors",
+                "data": {
+                    "company": company,
+                    "competitors": [{"name": name, "market_share": shares.get(name)} for name in ranked],
+                },
+            },
         ]
         yield "response", self.response("completed", artifacts)
 
@@ -203,11 +305,15 @@ def render_report(company: str, ranked: list[str], shares: dict[str, float]) -> 
     return "\n".join(lines)
 
 
-def call_tool(endpoint: str, tool: str, task_id: str, tool_input: dict[str, Any]) -> tuple[str, Any, str | None]:
+def call_tool(
+    endpoint: str, tool: str, task_id: str, tool_input: dict[str, Any]
+) -> tuple[str, Any, str | None]:
     """Call ``tool`` on the tool server (the ATP Tool Protocol): its status, output and error."""
     body = json.dumps({"task_id": task_id, "input": tool_input}).encode()
     url = f"{endpoint.rstrip('/')}/tools/{tool}"
-    request = urllib.request.Request(url, data=body, headers={"Content-Type": "application/json"}, method="POST")
+    request = urllib.request.Request(
+        url, data=body, headers={"Content-Type": "application/json"}, method="POST"
+    )
     try:
         with urllib.request.urlopen(request, timeout=TOOL_SECONDS) as answer:
             result = json.loads(answer.read())
@@ -237,7 +343,9 @@ def names_in(output: Any) -> list[str]:
 
 
 class Agent(agent_pb2_grpc.AgentServicer):
-    async def Execute(self, request: agent_pb2.ExecuteRequest, context: grpc.aio.ServicerContext) -> agent_pb2.ExecuteResponse:
+    async def Execute(
+        self, request: agent_pb2.ExecuteRequest, context: grpc.aio.ServicerContext
+    ) -> agent_pb2.ExecuteResponse:
         run = await self.start(request, context)
         events = []
         async for kind, data in run.work():
@@ -254,12 +362,18 @@ class Agent(agent_pb2_grpc.AgentServicer):
         run = await self.start(request, context)
         try:
             async for kind, data in run.work():
-                yield agent_pb2.ExecuteStreamItem(event=data) if kind == "event" else agent_pb2.ExecuteStreamItem(response=data)
+                yield (
+                    agent_pb2.ExecuteStreamItem(event=data)
+                    if kind == "event"
+                    else agent_pb2.ExecuteStreamItem(response=data)
+                )
         except asyncio.CancelledError:
             print(f"cancelled {run.task_id}", flush=True)
             raise
 
-    async def Health(self, request: agent_pb2.HealthRequest, context: grpc.aio.ServicerContext) -> agent_pb2.HealthResponse:
+    async def Health(
+        self, request: agent_pb2.HealthRequest, context: grpc.aio.ServicerContext
+    ) -> agent_pb2.HealthResponse:
         return agent_pb2.HealthResponse(serving=True, protocol_version=PROTOCOL_VERSION)
 
     @staticmethod

@@ -78,24 +78,48 @@ async def work(request: dict[str, Any]) -> AsyncIterator[dict[str, Any]]:
     def event(event_type: str, payload: dict[str, Any]) -> dict[str, Any]:
         nonlocal sequence
         sequence += 1
-        return {"version": "1.0", "task_id": task_id, "timestamp": datetime.now(timezone.utc).isoformat(),
-                "sequence": sequence - 1, "event_type": event_type, "payload": payload}
+        return {
+            "version": "1.0",
+            "task_id": task_id,
+            "timestamp": datetime.now(timezone.utc).isoformat(),
+            "sequence": sequence - 1,
+            "event_type": event_type,
+            "payload": payload,
+        }
 
     def response(status: str, artifacts: list[Any], **extra: Any) -> dict[str, Any]:
-        return {"version": "1.0", "task_id": task_id, "status": status, "artifacts": artifacts,
-                "metrics": {"total_steps": 3, "tool_calls": tool_calls, "llm_calls": 1,
-                            "input_tokens": 120, "output_tokens": 80, "total_tokens": 200}, **extra}
+        return {
+            "version": "1.0",
+            "task_id": task_id,
+            "status": status,
+            "artifacts": artifacts,
+            "metrics": {
+                "total_steps": 3,
+                "tool_calls": tool_calls,
+                "llm_calls": 1,
+                "input_tokens": 120,
+                "output_tokens": 80,
+                "total_tokens": 200,
+            },
+            **extra,
+        }
 
     tool_calls = 0
     if VERSION.match(request["version"]).group(1) != "1":  # type: ignore[union-attr]
-        yield response("failed", [], error=f"protocol version {request['version']} is not supported; "
-                       "this agent speaks 1.x", error_code="INVALID_REQUEST")
+        yield response(
+            "failed",
+            [],
+            error=f"protocol version {request['version']} is not supported; this agent speaks 1.x",
+            error_code="INVALID_REQUEST",
+        )
         return
     task = request["task"]
     data = task.get("input_data") or {}
     found = COMPANY.search(task["description"])
     company = str(data.get("company") or (found.group(1) if found else "")).strip()
-    yield event("progress", {"current_step": 1, "total_steps": 3, "message": f"searching for {company or 'nothing'}"})
+    yield event(
+        "progress", {"current_step": 1, "total_steps": 3, "message": f"searching for {company or 'nothing'}"}
+    )
     tools = (request.get("context") or {}).get("tools_endpoint")
     if tools:
         query = {"query": f"{company} competitors"}
@@ -106,20 +130,37 @@ async def work(request: dict[str, Any]) -> AsyncIterator[dict[str, Any]]:
         result = answer.json()
         output = result.get("output") or {}
         names = [item.get("title", "") for item in output.get("results", []) if isinstance(item, dict)]
-        yield event("tool_call", {"tool": "web_search", "input": query, "output": output,
-                                  "duration_ms": (time.monotonic() - started) * 1000,
-                                  "status": result.get("status", "success")})
+        yield event(
+            "tool_call",
+            {
+                "tool": "web_search",
+                "input": query,
+                "output": output,
+                "duration_ms": (time.monotonic() - started) * 1000,
+                "status": result.get("status", "success"),
+            },
+        )
     else:
         names = KNOWN.get(company.lower(), [])
     await asyncio.sleep(0)  # where a real agent would think
     yield event("llm_request", {"model": "example-model", "input_tokens": 120, "output_tokens": 80})
-    yield event("progress", {"current_step": 3, "total_steps": 3, "percentage": 100, "message": "report written"})
+    yield event(
+        "progress", {"current_step": 3, "total_steps": 3, "percentage": 100, "message": "report written"}
+    )
     lines = [f"# Competitors of {company or 'an unnamed company'}", ""]
     lines += [f"{rank}. {name}" for rank, name in enumerate(names, 1)] or ["No competitors found."]
-    yield response("completed", [
-        {"type": "file", "path": "report.md", "content_type": "text/markdown", "content": "\n".join(lines) + "\n"},
-        {"type": "structured", "name": "competitors", "data": {"company": company, "competitors": names}},
-    ])
+    yield response(
+        "completed",
+        [
+            {
+                "type": "file",
+                "path": "report.md",
+                "content_type": "text/markdown",
+                "content": "\n".join(lines) + "\n",
+            },
+            {"type": "structured", "name": "competitors", "data": {"company": company, "competitors": names}},
+        ],
+    )
 
 
 def refused(exc: BadRequest) -> JSONResponse:

@@ -22,57 +22,50 @@ def main():
     problem = request_problem(request)
     if problem:
         task_id = request.get("task_id") if isinstance(request, dict) else None
-        print(json.dumps({
-            "version": "1.0",
-            "task_id": task_id if isinstance(task_id, str) else "",
-            "status": "failed",
-            "artifacts": [],
-            "metrics": {},
-            "error": problem,
-            "error_code": "INVALID_REQUEST"
-        }))
+        print(
+            json.dumps(
+                {
+                    "version": "1.0",
+                    "task_id": task_id if isinstance(task_id, str) else "",
+                    "status": "failed",
+                    "artifacts": [],
+                    "metrics": {},
+                    "error": problem,
+                    "error_code": "INVALID_REQUEST",
+                }
+            )
+        )
         return
 
     task_id = request["task_id"]
     description = request["task"]["description"]
 
     # Emit start event to stderr
-    emit_event(task_id, 0, "progress", {
-        "message": "Starting task",
-        "percentage": 0
-    })
+    emit_event(task_id, 0, "progress", {"message": "Starting task", "percentage": 0})
 
     # Do actual work here...
     result = f"Processed: {description}"
 
     # Emit completion event
-    emit_event(task_id, 1, "progress", {
-        "message": "Task completed",
-        "percentage": 100
-    })
+    emit_event(task_id, 1, "progress", {"message": "Task completed", "percentage": 100})
 
     # Write response to stdout
     response = {
         "version": "1.0",
         "task_id": task_id,
         "status": "completed",
-        "artifacts": [
-            {
-                "type": "structured",
-                "name": "result",
-                "data": {"output": result}
-            }
-        ],
+        "artifacts": [{"type": "structured", "name": "result", "data": {"output": result}}],
         "metrics": {
             "total_tokens": 0,
             "total_steps": 1,
             "tool_calls": 0,
             "llm_calls": 0,
-            "wall_time_seconds": 1.0
-        }
+            "wall_time_seconds": 1.0,
+        },
     }
 
     print(json.dumps(response))
+
 
 def request_problem(request):
     """Why the request cannot be served, or None when it can."""
@@ -88,6 +81,7 @@ def request_problem(request):
         return "task.description is missing or empty"
     return None
 
+
 def emit_event(task_id: str, seq: int, event_type: str, payload: dict):
     """Emit event to stderr."""
     event = {
@@ -96,9 +90,10 @@ def emit_event(task_id: str, seq: int, event_type: str, payload: dict):
         "timestamp": datetime.now(timezone.utc).isoformat(),
         "sequence": seq,
         "event_type": event_type,
-        "payload": payload
+        "payload": payload,
     }
     print(json.dumps(event), file=sys.stderr)
+
 
 if __name__ == "__main__":
     main()

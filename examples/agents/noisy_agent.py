@@ -26,13 +26,22 @@ def main() -> None:
     metadata = request.get("metadata") or {}
     draw = random.Random(f"{options.seed}/{metadata.get('test_id')}/{metadata.get('run_number')}")
     steps = max(1, min(100, round(draw.gauss(options.steps, options.spread))))
-    print(json.dumps({
-        "version": "1.0",
-        "task_id": request["task_id"],
-        "status": "completed",
-        "artifacts": [{"type": "structured", "name": "answer", "data": {"steps": steps}}],
-        "metrics": {"total_steps": steps, "total_tokens": steps * 120, "llm_calls": steps // 2, "tool_calls": steps // 3},
-    }))
+    print(
+        json.dumps(
+            {
+                "version": "1.0",
+                "task_id": request["task_id"],
+                "status": "completed",
+                "artifacts": [{"type": "structured", "name": "answer", "data": {"steps": steps}}],
+                "metrics": {
+                    "total_steps": steps,
+                    "total_tokens": steps * 120,
+                    "llm_calls": steps // 2,
+                    "tool_calls": steps // 3,
+                },
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

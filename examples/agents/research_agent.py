@@ -16,8 +16,20 @@ import time
 from datetime import datetime, timezone
 
 KNOWN = {
-    "slack": [("Microsoft Teams", 0.35), ("Zoom", 0.20), ("Google Chat", 0.12), ("Discord", 0.08), ("Mattermost", 0.02)],
-    "zoom": [("Microsoft Teams", 0.30), ("Google Meet", 0.25), ("Webex", 0.15), ("Slack Huddles", 0.05), ("GoTo Meeting", 0.04)],
+    "slack": [
+        ("Microsoft Teams", 0.35),
+        ("Zoom", 0.20),
+        ("Google Chat", 0.12),
+        ("Discord", 0.08),
+        ("Mattermost", 0.02),
+    ],
+    "zoom": [
+        ("Microsoft Teams", 0.30),
+        ("Google Meet", 0.25),
+        ("Webex", 0.15),
+        ("Slack Huddles", 0.05),
+        ("GoTo Meeting", 0.04),
+    ],
 }
 
 
@@ -43,16 +55,58 @@ class Agent:
         data = task.get("input_data") or {}
         company = str(data.get("company", "")).strip()
         top = int(data.get("top", 5))
-        self.emit("reasoning", {"thought": f"Find the top {top} competitors of {company or 'the company'}", "plan": ["search", "rank", "write report"], "step": "planning"})
+        self.emit(
+            "reasoning",
+            {
+                "thought": f"Find the top {top} competitors of {company or 'the company'}",
+                "plan": ["search", "rank", "write report"],
+                "step": "planning",
+            },
+        )
         self.emit("progress", {"current_step": 1, "total_steps": 3, "percentage": 0, "message": "searching"})
         started = time.monotonic()
         found = KNOWN.get(company.lower(), [])
-        self.emit("tool_call", {"tool": "web_search", "input": {"query": f"{company} competitors"}, "output": {"results": len(found)}, "duration_ms": round((time.monotonic() - started) * 1000, 3), "status": "success"})
+        self.emit(
+            "tool_call",
+            {
+                "tool": "web_search",
+                "input": {"query": f"{company} competitors"},
+                "output": {"results": len(found)},
+                "duration_ms": round((time.monotonic() - started) * 1000, 3),
+                "status": "success",
+            },
+        )
         if not company:  # nothing to look up: an empty result (failed is for what could not be done)
-            self.emit("error", {"error_type": "invalid_input", "message": "no company given in input_data", "recoverable": True})
-            return self.respond(request, "completed", [{"type": "structured", "name": "competitors", "data": {"company": None, "competitors": []}}], None, steps=1, tool_calls=1)
-        self.emit("llm_request", {"model": "table-lookup", "input_tokens": 120, "output_tokens": 80, "duration_ms": 1, "temperature": 0})
-        self.emit("progress", {"current_step": 2, "total_steps": 3, "percentage": 66, "message": "writing the report"})
+            self.emit(
+                "error",
+                {
+                    "error_type": "invalid_input",
+                    "message": "no company given in input_data",
+                    "recoverable": True,
+                },
+            )
+            return self.respond(
+                request,
+                "completed",
+                [{"type": "structured", "name": "competitors", "data": {"company": None, "competitors": []}}],
+                None,
+                steps=1,
+                tool_calls=1,
+            )
+        self.emit(
+            "llm_request",
+            {
+                "model": "table-lookup",
+                "input_tokens": 120,
+                "output_tokens": 80,
+                "duration_ms": 1,
+                "temperature": 0,
+            },
+        )
+        self.emit(
+            "progress",
+            {"current_step": 2, "total_steps": 3, "percentage": 66, "message": "writing the report"},
+        )
         ranked = found[:top]
         lines = [f"# Competitor analysis: {company}", "", "## Overview", ""]
         if ranked:
@@ -63,12 +117,37 @@ class Agent:
         lines += [f"{i}. {name}: {share:.0%} market share" for i, (name, share) in enumerate(ranked, 1)]
         lines += ["", "## Summary", "", f"Analysed {len(ranked)} competitors of {company}.", ""]
         report = "\n".join(lines)
-        self.emit("tool_call", {"tool": "file_write", "input": {"path": "report.md"}, "output": {"bytes": len(report)}, "duration_ms": 0.1, "status": "success"})
-        self.emit("artifact_created", {"artifact_type": "file", "path": "report.md", "size_bytes": len(report.encode())})
+        self.emit(
+            "tool_call",
+            {
+                "tool": "file_write",
+                "input": {"path": "report.md"},
+                "output": {"bytes": len(report)},
+                "duration_ms": 0.1,
+                "status": "success",
+            },
+        )
+        self.emit(
+            "artifact_created",
+            {"artifact_type": "file", "path": "report.md", "size_bytes": len(report.encode())},
+        )
         self.emit("progress", {"current_step": 3, "total_steps": 3, "percentage": 100, "message": "done"})
         artifacts = [
-            {"type": "file", "path": "report.md", "content_type": "text/markdown", "size_bytes": len(report.encode()), "content": report},
-            {"type": "structured", "name": "competitors", "data": {"company": company, "competitors": [{"name": n, "market_share": s} for n, s in ranked]}},
+            {
+                "type": "file",
+                "path": "report.md",
+                "content_type": "text/markdown",
+                "size_bytes": len(report.encode()),
+                "content": report,
+            },
+            {
+                "type": "structured",
+                "name": "competitors",
+                "data": {
+                    "company": company,
+                    "competitors": [{"name": n, "market_share": s} for n, s in ranked],
+                },
+            },
         ]
         return self.respond(request, "completed", artifacts, None, steps=3, tool_calls=2)
 
@@ -78,7 +157,14 @@ class Agent:
             "task_id": request["task_id"],
             "status": status,
             "artifacts": artifacts,
-            "metrics": {"total_tokens": 200, "input_tokens": 120, "output_tokens": 80, "total_steps": steps, "tool_calls": tool_calls, "llm_calls": 1},
+            "metrics": {
+                "total_tokens": 200,
+                "input_tokens": 120,
+                "output_tokens": 80,
+                "total_steps": steps,
+                "tool_calls": tool_calls,
+                "llm_calls": 1,
+            },
             "error": error,
         }
 

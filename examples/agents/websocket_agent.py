@@ -60,22 +60,44 @@ def problem_of(request: Any) -> str | None:
     if not isinstance(version, str) or version.split(".")[0] != "1":
         return f"protocol version {version!r} is not supported; this agent speaks 1.x"
     task = request.get("task")
-    if not isinstance(task, dict) or not isinstance(task.get("description"), str) or not task["description"].strip():
+    if (
+        not isinstance(task, dict)
+        or not isinstance(task.get("description"), str)
+        or not task["description"].strip()
+    ):
         return "the request has no task.description"
     return None
 
 
-def response(task_id: str, status: str, artifacts: list[Any], tool_calls: int = 0, **extra: Any) -> dict[str, Any]:
-    return {"version": "1.0", "task_id": task_id, "status": status, "artifacts": artifacts,
-            "metrics": {"total_steps": 3, "tool_calls": tool_calls, "llm_calls": 1,
-                        "input_tokens": 120, "output_tokens": 80, "total_tokens": 200}, **extra}
+def response(
+    task_id: str, status: str, artifacts: list[Any], tool_calls: int = 0, **extra: Any
+) -> dict[str, Any]:
+    return {
+        "version": "1.0",
+        "task_id": task_id,
+        "status": status,
+        "artifacts": artifacts,
+        "metrics": {
+            "total_steps": 3,
+            "tool_calls": tool_calls,
+            "llm_calls": 1,
+            "input_tokens": 120,
+            "output_tokens": 80,
+            "total_tokens": 200,
+        },
+        **extra,
+    }
 
 
 def search(tools_endpoint: str, task_id: str, query: dict[str, Any]) -> dict[str, Any]:
     """One call of the tool server's ``web_search`` (blocking: run it in a thread)."""
     body = json.dumps({"task_id": task_id, "input": query}).encode()
-    call = urllib.request.Request(f"{tools_endpoint.rstrip('/')}/tools/web_search", data=body,
-                                  headers={"Content-Type": "application/json"}, method="POST")
+    call = urllib.request.Request(
+        f"{tools_endpoint.rstrip('/')}/tools/web_search",
+        data=body,
+        headers={"Content-Type": "application/json"},
+        method="POST",
+    )
     try:
         with urllib.request.urlopen(call, timeout=30) as answer:
             return json.loads(answer.read())
@@ -93,13 +115,21 @@ async def work(request: dict[str, Any]) -> AsyncIterator[dict[str, Any]]:
     def event(event_type: str, payload: dict[str, Any]) -> dict[str, Any]:
         nonlocal sequence
         sequence += 1
-        return {"version": "1.0", "task_id": task_id, "timestamp": datetime.now(timezone.utc).isoformat(),
-                "sequence": sequence - 1, "event_type": event_type, "payload": payload}
+        return {
+            "version": "1.0",
+            "task_id": task_id,
+            "timestamp": datetime.now(timezone.utc).isoformat(),
+            "sequence": sequence - 1,
+            "event_type": event_type,
+            "payload": payload,
+        }
 
     data = task.get("input_data") if isinstance(task.get("input_data"), dict) else {}
     found = COMPANY.search(task["description"])
     company = str(data.get("company") or (found.group(1) if found else "")).strip()
-    yield event("progress", {"current_step": 1, "total_steps": 3, "message": f"searching for {company or 'nothing'}"})
+    yield event(
+        "progress", {"current_step": 1, "total_steps": 3, "message": f"searching for {company or 'nothing'}"}
+    )
     query = {"query": f"{company} competitors"}
     tools = (request.get("context") or {}).get("tools_endpoint")
     if tools:
@@ -109,23 +139,55 @@ async def work(request: dict[str, Any]) -> AsyncIterator[dict[str, Any]]:
         results = output.get("results") if isinstance(output.get("results"), list) else []
         names = [str(item.get("title") or item.get("name")) for item in results if isinstance(item, dict)]
         status = "success" if result.get("status") == "success" else "error"
-        yield event("tool_call", {"tool": "web_search", "input": query, "output": output, "status": status,
-                                  "duration_ms": (time.monotonic() - started) * 1000})
+        yield event(
+            "tool_call",
+            {
+                "tool": "web_search",
+                "input": query,
+                "output": output,
+                "status": status,
+                "duration_ms": (time.monotonic() - started) * 1000,
+            },
+        )
     else:
         names = KNOWN.get(company.lower(), [])
-        yield event("tool_call", {"tool": "web_search", "input": query, "output": {"results": names},
-                                  "duration_ms": 0.1, "status": "success"})
+        yield event(
+            "tool_call",
+            {
+                "tool": "web_search",
+                "input": query,
+                "output": {"results": names},
+                "duration_ms": 0.1,
+                "status": "success",
+            },
+        )
     yield event("llm_request", {"model": "example-model", "input_tokens": 120, "output_tokens": 80})
-    yield event("progress", {"current_step": 3, "total_steps": 3, "percentage": 100, "message": "report written"})
+    yield event(
+        "progress", {"current_step": 3, "total_steps": 3, "percentage": 100, "message": "report written"}
+    )
     if company:
         lines = [f"# Competitors of {company}", ""]
         lines += [f"{rank}. {name}" for rank, name in enumerate(names, 1)] or ["No competitors found."]
     else:
-        lines = ["# Competitors", "", "The task names no company (input_data.company), so there was nothing to research."]
-    yield response(task_id, "completed", [
-        {"type": "file", "path": "report.md", "content_type": "text/markdown", "content": "\n".join(lines) + "\n"},
-        {"type": "structured", "name": "competitors", "data": {"company": company, "competitors": names}},
-    ], tool_calls=1)
+        lines = [
+            "# Competitors",
+            "",
+            "The task names no company (input_data.company), so there was nothing to research.",
+        ]
+    yield response(
+        task_id,
+        "completed",
+        [
+            {
+                "type": "file",
+                "path": "report.md",
+                "content_type": "text/markdown",
+                "content": "\n".join(lines) + "\n",
+            },
+            {"type": "structured", "name": "competitors", "data": {"company": company, "competitors": names}},
+        ],
+        tool_calls=1,
+    )
 
 
 async def handle(connection: ServerConnection) -> None:
@@ -139,8 +201,17 @@ async def handle(connection: ServerConnection) -> None:
             request, problem = None, f"the request is not JSON: {exc}"
         if problem is not None:
             task_id = request.get("task_id") if isinstance(request, dict) else None
-            await connection.send(json.dumps(response(task_id if isinstance(task_id, str) else "", "failed", [],
-                                                      error=problem, error_code="INVALID_REQUEST")))
+            await connection.send(
+                json.dumps(
+                    response(
+                        task_id if isinstance(task_id, str) else "",
+                        "failed",
+                        [],
+                        error=problem,
+                        error_code="INVALID_REQUEST",
+                    )
+                )
+            )
             return
         async for item in work(request):
             await connection.send(json.dumps(item))

@@ -71,15 +71,37 @@ def run(request):
     task_id = request["task_id"]
     variant = (request["task"].get("input_data") or {}).get("variant", "good")
     code = BUGGY if variant == "buggy" else SOLUTION
-    emit(task_id, 0, "progress", {"current_step": 1, "total_steps": 2, "percentage": 0, "message": "writing solution.py"})
-    emit(task_id, 1, "tool_call", {"tool": "file_write", "input": {"path": "solution.py"}, "output": {"bytes": len(code)}, "status": "success"})
-    emit(task_id, 2, "artifact_created", {"artifact_type": "file", "path": "solution.py", "size_bytes": len(code.encode())})
+    emit(
+        task_id,
+        0,
+        "progress",
+        {"current_step": 1, "total_steps": 2, "percentage": 0, "message": "writing solution.py"},
+    )
+    emit(
+        task_id,
+        1,
+        "tool_call",
+        {
+            "tool": "file_write",
+            "input": {"path": "solution.py"},
+            "output": {"bytes": len(code)},
+            "status": "success",
+        },
+    )
+    emit(
+        task_id,
+        2,
+        "artifact_created",
+        {"artifact_type": "file", "path": "solution.py", "size_bytes": len(code.encode())},
+    )
     emit(task_id, 3, "progress", {"current_step": 2, "total_steps": 2, "percentage": 100, "message": "done"})
     return {
         "version": "1.0",
         "task_id": task_id,
         "status": "completed",
-        "artifacts": [{"type": "file", "path": "solution.py", "content_type": "text/x-python", "content": code}],
+        "artifacts": [
+            {"type": "file", "path": "solution.py", "content_type": "text/x-python", "content": code}
+        ],
         "metrics": {"total_steps": 2, "tool_calls": 1, "llm_calls": 0, "total_tokens": 0},
     }
 

@@ -92,12 +92,25 @@ class ScriptedLLM(BaseLLM):
     tokens_per_call: tuple[int, int] = (150, 30)
     """The (input, output) tokens each call reports."""
 
-    def call(self, messages: Any, tools: Any = None, callbacks: Any = None, available_functions: Any = None,
-             from_task: Any = None, from_agent: Any = None, response_model: Any = None) -> Any:
+    def call(
+        self,
+        messages: Any,
+        tools: Any = None,
+        callbacks: Any = None,
+        available_functions: Any = None,
+        from_task: Any = None,
+        from_agent: Any = None,
+        response_model: Any = None,
+    ) -> Any:
         with llm_call_context():
-            self._emit_call_started_event(messages=messages, tools=tools, callbacks=callbacks,
-                                          available_functions=available_functions, from_task=from_task,
-                                          from_agent=from_agent)
+            self._emit_call_started_event(
+                messages=messages,
+                tools=tools,
+                callbacks=callbacks,
+                available_functions=available_functions,
+                from_task=from_task,
+                from_agent=from_agent,
+            )
             conversation = messages if isinstance(messages, list) else [{"role": "user", "content": messages}]
             turn = sum(1 for message in conversation if message.get("role") == "assistant")
             step = self.script[min(turn, len(self.script) - 1)]
@@ -108,10 +121,20 @@ class ScriptedLLM(BaseLLM):
             else:
                 response = f"Thought: I can answer now.\nFinal Answer: {step}"
             prompt, completion = self.tokens_per_call
-            usage = {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+            usage = {
+                "prompt_tokens": prompt,
+                "completion_tokens": completion,
+                "total_tokens": prompt + completion,
+            }
             self._track_token_usage_internal(usage)
-            self._emit_call_completed_event(response=response, call_type=LLMCallType.LLM_CALL, from_task=from_task,
-                                            from_agent=from_agent, messages=messages, usage=usage)
+            self._emit_call_completed_event(
+                response=response,
+                call_type=LLMCallType.LLM_CALL,
+                from_task=from_task,
+                from_agent=from_agent,
+                messages=messages,
+                usage=usage,
+            )
             return response
 
     def get_input_tokens_count(self, messages: Any, tools: Any = None, response_model: Any = None) -> int:
@@ -151,8 +174,11 @@ def _rows(messages: list[dict[str, Any]]) -> tuple[str, list[dict[str, str]]]:
 def _competitors(messages: list[dict[str, Any]]) -> tuple[str, str, dict[str, float]]:
     company, rows = _rows(messages)
     market = next(row["market"] for row in rows if row["product"] == company)
-    shares = {row["product"]: float(row["share_percent"]) for row in rows
-              if row["market"] == market and row["product"] != company}
+    shares = {
+        row["product"]: float(row["share_percent"])
+        for row in rows
+        if row["market"] == market and row["product"] != company
+    }
     return company, market, shares
 
 
@@ -164,7 +190,9 @@ def add_up_the_shares(messages: list[dict[str, Any]]) -> Use:
 def findings(messages: list[dict[str, Any]]) -> str:
     company, market, shares = _competitors(messages)
     combined = float(tool_results(messages)[-1].split()[0])
-    return Findings(company=company, market=market, competitors=shares, combined_share=combined).model_dump_json()
+    return Findings(
+        company=company, market=market, competitors=shares, combined_share=combined
+    ).model_dump_json()
 
 
 def report(messages: list[dict[str, Any]]) -> str:

@@ -33,8 +33,14 @@ def number(value: float) -> int | float:
 
 
 def emit(task_id: str, sequence: int, event_type: str, payload: dict[str, Any]) -> None:
-    event = {"version": "1.0", "task_id": task_id, "timestamp": datetime.now(timezone.utc).isoformat(),
-             "sequence": sequence, "event_type": event_type, "payload": payload}
+    event = {
+        "version": "1.0",
+        "task_id": task_id,
+        "timestamp": datetime.now(timezone.utc).isoformat(),
+        "sequence": sequence,
+        "event_type": event_type,
+        "payload": payload,
+    }
     print(json.dumps(event), file=sys.stderr, flush=True)
 
 
@@ -45,17 +51,35 @@ def handle(request: dict[str, Any]) -> dict[str, Any]:
     found = SUM.search(request["task"]["description"])
     if found is None:  # nothing to add (atp validate's probe, say): an answer all the same
         note = "I add two numbers: ask 'What is A + B?'\n"
-        return {**reply, "status": "completed", "metrics": {"total_steps": 1, "tool_calls": 0},
-                "artifacts": [{"type": "file", "path": "answer.txt", "content": note, "content_type": "text/plain"}]}
+        return {
+            **reply,
+            "status": "completed",
+            "metrics": {"total_steps": 1, "tool_calls": 0},
+            "artifacts": [
+                {"type": "file", "path": "answer.txt", "content": note, "content_type": "text/plain"}
+            ],
+        }
     a, b = number(float(found.group(1))), number(float(found.group(2)))
     called = time.monotonic()
     total = number(add(a, b))
-    emit(task_id, 0, "tool_call", {"tool": "add", "input": {"a": a, "b": b}, "output": total,
-                                   "duration_ms": (time.monotonic() - called) * 1000, "status": "success"})
+    emit(
+        task_id,
+        0,
+        "tool_call",
+        {
+            "tool": "add",
+            "input": {"a": a, "b": b},
+            "output": total,
+            "duration_ms": (time.monotonic() - called) * 1000,
+            "status": "success",
+        },
+    )
     return {
         **reply,
         "status": "completed",
-        "artifacts": [{"type": "file", "path": "answer.txt", "content": f"{total}\n", "content_type": "text/plain"}],
+        "artifacts": [
+            {"type": "file", "path": "answer.txt", "content": f"{total}\n", "content_type": "text/plain"}
+        ],
         "metrics": {"total_steps": 1, "tool_calls": 1, "wall_time_seconds": time.monotonic() - started},
     }
 
@@ -66,13 +90,28 @@ def main() -> None:
     except ValueError:
         request = None
     task = request.get("task") if isinstance(request, dict) else None
-    if (not isinstance(request, dict) or not str(request.get("version", "")).startswith("1.")
-            or not isinstance(request.get("task_id"), str) or not isinstance(task, dict)
-            or not isinstance(task.get("description"), str) or not task["description"].strip()):
+    if (
+        not isinstance(request, dict)
+        or not str(request.get("version", "")).startswith("1.")
+        or not isinstance(request.get("task_id"), str)
+        or not isinstance(task, dict)
+        or not isinstance(task.get("description"), str)
+        or not task["description"].strip()
+    ):
         task_id = request.get("task_id") if isinstance(request, dict) else None
-        print(json.dumps({"version": "1.0", "task_id": task_id if isinstance(task_id, str) else "",
-                          "status": "failed", "artifacts": [], "metrics": {},
-                          "error": "not an ATP 1.x request with a task", "error_code": "INVALID_REQUEST"}))
+        print(
+            json.dumps(
+                {
+                    "version": "1.0",
+                    "task_id": task_id if isinstance(task_id, str) else "",
+                    "status": "failed",
+                    "artifacts": [],
+                    "metrics": {},
+                    "error": "not an ATP 1.x request with a task",
+                    "error_code": "INVALID_REQUEST",
+                }
+            )
+        )
         return
     print(json.dumps(handle(request)), flush=True)
 

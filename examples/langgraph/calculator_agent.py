@@ -80,10 +80,14 @@ def script(messages: list[AnyMessage]) -> AIMessage:
             {"name": name.lower(), "args": {"a": float(a), "b": float(b)}, "id": f"call_{index}"}
             for index, (name, a, b) in enumerate(_ARITHMETIC.findall(text))
         ]
-        calls += [{"name": _OPERATION[sign], "args": {"a": float(a), "b": float(b)}, "id": f"expression_{index}"}
-                  for index, (a, sign, b) in enumerate(_EXPRESSION.findall(text))]
-        calls += [{"name": "read_note", "args": {"name": name}, "id": f"note_{index}"}
-                  for index, name in enumerate(_NOTE.findall(text))]
+        calls += [
+            {"name": _OPERATION[sign], "args": {"a": float(a), "b": float(b)}, "id": f"expression_{index}"}
+            for index, (a, sign, b) in enumerate(_EXPRESSION.findall(text))
+        ]
+        calls += [
+            {"name": "read_note", "args": {"name": name}, "id": f"note_{index}"}
+            for index, name in enumerate(_NOTE.findall(text))
+        ]
         usage = {"input_tokens": 40, "output_tokens": 12, "total_tokens": 52}
         if not calls:
             return AIMessage(content="I can add, multiply and read notes.", usage_metadata=usage)

@@ -108,7 +108,11 @@ class _Runner:
         self.ctx: AgentContext | None = None
 
     def start(self, body: Any) -> tuple[int, dict[str, Any]]:
-        if not isinstance(body, dict) or not isinstance(body.get("instruction"), str) or not body["instruction"]:
+        if (
+            not isinstance(body, dict)
+            or not isinstance(body.get("instruction"), str)
+            or not body["instruction"]
+        ):
             return 400, {"error": "instruction required"}
         max_steps, timeout_secs = body.get("max_steps", 200), body.get("timeout_secs", 300)
         for name, value in (("max_steps", max_steps), ("timeout_secs", timeout_secs)):
@@ -135,7 +139,14 @@ class _Runner:
         with self.lock:
             ctx = self.ctx
             if ctx is None:
-                return {"status": self.status, "steps": 0, "elapsed_secs": 0, "error": None, "done": False, "history": []}
+                return {
+                    "status": self.status,
+                    "steps": 0,
+                    "elapsed_secs": 0,
+                    "error": None,
+                    "done": False,
+                    "history": [],
+                }
             with ctx.lock:
                 return {
                     "status": self.status,
@@ -198,7 +209,9 @@ def run(agent: Agent) -> None:
 
 # --- the agent ---------------------------------------------------------------------------------
 
-TASK = re.compile(r"(?:create|write) a file (?:called|named) (\S+?) containing '(.*)'", re.IGNORECASE | re.DOTALL)
+TASK = re.compile(
+    r"(?:create|write) a file (?:called|named) (\S+?) containing '(.*)'", re.IGNORECASE | re.DOTALL
+)
 GREETING = re.compile(r"\b(?:greet|greeting|say hello|reply)\b", re.IGNORECASE)
 SUM = re.compile(r"\bwhat is (-?\d+) *([-+*/]) *(-?\d+)\b", re.IGNORECASE)
 """An integer question: "What is 17 + 25?" (examples/frameworks/suite.yaml)."""

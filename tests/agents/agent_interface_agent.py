@@ -122,7 +122,10 @@ def card(mode: str) -> dict[str, Any]:
         "capabilities": ["look things up", "add numbers"],
         "tags": ["test"],
         "tools": [{"name": t["name"], "description": t["description"]} for t in TOOLS],
-        "status": {k: status.get(k) for k in ("status", "uptime_seconds", "request_count", "error_count", "error_rate")},
+        "status": {
+            k: status.get(k)
+            for k in ("status", "uptime_seconds", "request_count", "error_count", "error_rate")
+        },
         "metadata": {"llm_model": "none", "semantic_tool_selection": False, "version": "1.0.0"},
     }
     if mode == "broken-card":
@@ -133,7 +136,11 @@ def card(mode: str) -> dict[str, Any]:
 def tools(mode: str) -> dict[str, Any]:
     listed = json.loads(json.dumps(TOOLS))
     if mode == "many-tools":
-        broken = {"name": "", "description": 1, "parameters": {"type": "array", "properties": {}, "required": "x"}}
+        broken = {
+            "name": "",
+            "description": 1,
+            "parameters": {"type": "array", "properties": {}, "required": "x"},
+        }
         listed = [broken] * 3000
     elif mode == "valid-tools":
         listed = [{**TOOLS[0], "name": f"tool{n}"} for n in range(15_000)]
@@ -157,17 +164,25 @@ class Handler(BaseHTTPRequestHandler):
         pass
 
     def _record(self, body: Any) -> None:
-        line = json.dumps({
-            "method": self.command,
-            "path": self.path,
-            "headers": {k.lower(): v for k, v in self.headers.items()},
-            "body": body,
-        })
+        line = json.dumps(
+            {
+                "method": self.command,
+                "path": self.path,
+                "headers": {k.lower(): v for k, v in self.headers.items()},
+                "body": body,
+            }
+        )
         with LOCK:
             sys.stdout.write(line + "\n")
             sys.stdout.flush()
 
-    def _send(self, status: int, document: Any = None, raw: bytes | None = None, content_type: str = "application/json") -> None:
+    def _send(
+        self,
+        status: int,
+        document: Any = None,
+        raw: bytes | None = None,
+        content_type: str = "application/json",
+    ) -> None:
         data = raw if raw is not None else json.dumps(document).encode()
         self.send_response(status)
         self.send_header("Content-Type", content_type)
@@ -217,7 +232,7 @@ class Handler(BaseHTTPRequestHandler):
         if self.path == "/a2a/message":
             self._message(body)
         elif self.path.startswith("/mcp/execute/"):
-            self._tool(self.path[len("/mcp/execute/"):], body)
+            self._tool(self.path[len("/mcp/execute/") :], body)
         else:
             self._send(404, {"error": f"no {self.path}"})
 
@@ -227,8 +242,17 @@ class Handler(BaseHTTPRequestHandler):
         if task.startswith("slow "):
             time.sleep(float(task.split()[1]))
         if task == "fail":
-            self._send(200, {"success": False, "result": None, "error": "order 42 was not found", "tools_used": [],
-                             "semantic_selection": False, "timestamp": now()})
+            self._send(
+                200,
+                {
+                    "success": False,
+                    "result": None,
+                    "error": "order 42 was not found",
+                    "tools_used": [],
+                    "semantic_selection": False,
+                    "timestamp": now(),
+                },
+            )
         elif task == "malformed":
             self._send(200, {"result": 1})
         elif task == "not-json":
@@ -247,23 +271,52 @@ class Handler(BaseHTTPRequestHandler):
             else:
                 result = {
                     "answer": f"done: {task}",
-                    **{k: message.get(k) for k in ("action", "payload", "context", "from_agent", "to_agent", "message_type")},
+                    **{
+                        k: message.get(k)
+                        for k in ("action", "payload", "context", "from_agent", "to_agent", "message_type")
+                    },
                 }
-            self._send(200, {"success": True, "result": result, "error": None, "tools_used": ["lookup"],
-                             "semantic_selection": False, "timestamp": now()})
+            self._send(
+                200,
+                {
+                    "success": True,
+                    "result": result,
+                    "error": None,
+                    "tools_used": ["lookup"],
+                    "semantic_selection": False,
+                    "timestamp": now(),
+                },
+            )
 
     def _tool(self, name: str, body: dict[str, Any]) -> None:
         parameters = body.get("parameters") or {}
         meta = {"agent": AGENT_ID, "tool": name, "timestamp": now()}
         if name == "lookup":
             if "key" not in parameters:
-                self._send(200, {"success": False, "result": None, "error": "missing parameter: key", "metadata": meta})
+                self._send(
+                    200,
+                    {"success": False, "result": None, "error": "missing parameter: key", "metadata": meta},
+                )
             else:
-                self._send(200, {"success": True, "result": {"value": str(parameters["key"]).upper()}, "error": None,
-                                 "metadata": meta})
+                self._send(
+                    200,
+                    {
+                        "success": True,
+                        "result": {"value": str(parameters["key"]).upper()},
+                        "error": None,
+                        "metadata": meta,
+                    },
+                )
         elif name == "add":
-            self._send(200, {"success": True, "result": parameters.get("a", 0) + parameters.get("b", 0), "error": None,
-                             "metadata": meta})
+            self._send(
+                200,
+                {
+                    "success": True,
+                    "result": parameters.get("a", 0) + parameters.get("b", 0),
+                    "error": None,
+                    "metadata": meta,
+                },
+            )
         else:
             self._send(404, {"error": f"unknown tool {name}"})
 

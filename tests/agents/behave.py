@@ -1,27 +1,27 @@
 #!/usr/bin/env python3
 """A test agent for the stdin/stdout transport that behaves as its first argument says.
 
-    ok                  answer properly, with two progress events
-    sleep               send two events, then sleep forever
-    sleep_ignoring_term like sleep, but ignore SIGTERM (must be killed)
-    crash               write a traceback to stderr and exit 3 without answering
-    garbage             print something that is not an ATP response
-    wrong_task_id       answer with another task_id
-    noisy_stdout        print log lines on stdout before the response
-    flood N             send N tool_call events, then answer
-    long_line           write a 2 MiB stderr line, then answer
-    env                 answer with its environment and working directory as structured data
-    version2            answer with protocol version 2.0
-    echo_request        answer with the request it received as structured data
-    slow SECONDS        send an event, wait, then answer properly
-    orphan              start a process that keeps stdout and stderr open, answer, exit
-    pretty              answer with the response pretty-printed over several lines
-    pretty_after_log    print log lines on stdout, then the pretty-printed response
-    pretty_invalid      a pretty-printed response with a wrong field
-    pretty_lingering    the pretty-printed response, then keep running with stdout open
-    stderr_garbage      write to stderr, print something that is not a response, exit 1
-    long_stderr         write 20 long stderr lines, exit 1 without answering
-    secret_stderr       write $AGENT_SECRET to stderr, exit 1 without answering
+ok                  answer properly, with two progress events
+sleep               send two events, then sleep forever
+sleep_ignoring_term like sleep, but ignore SIGTERM (must be killed)
+crash               write a traceback to stderr and exit 3 without answering
+garbage             print something that is not an ATP response
+wrong_task_id       answer with another task_id
+noisy_stdout        print log lines on stdout before the response
+flood N             send N tool_call events, then answer
+long_line           write a 2 MiB stderr line, then answer
+env                 answer with its environment and working directory as structured data
+version2            answer with protocol version 2.0
+echo_request        answer with the request it received as structured data
+slow SECONDS        send an event, wait, then answer properly
+orphan              start a process that keeps stdout and stderr open, answer, exit
+pretty              answer with the response pretty-printed over several lines
+pretty_after_log    print log lines on stdout, then the pretty-printed response
+pretty_invalid      a pretty-printed response with a wrong field
+pretty_lingering    the pretty-printed response, then keep running with stdout open
+stderr_garbage      write to stderr, print something that is not a response, exit 1
+long_stderr         write 20 long stderr lines, exit 1 without answering
+secret_stderr       write $AGENT_SECRET to stderr, exit 1 without answering
 """
 
 import json
@@ -35,7 +35,14 @@ STAMP = "2026-01-01T00:00:00Z"
 
 def event(task_id, sequence, event_type, payload):
     return json.dumps(
-        {"version": "1.0", "task_id": task_id, "timestamp": STAMP, "sequence": sequence, "event_type": event_type, "payload": payload}
+        {
+            "version": "1.0",
+            "task_id": task_id,
+            "timestamp": STAMP,
+            "sequence": sequence,
+            "event_type": event_type,
+            "payload": payload,
+        }
     )
 
 
@@ -64,7 +71,11 @@ def main():
         if mode == "sleep_ignoring_term":
             signal.signal(signal.SIGTERM, signal.SIG_IGN)
         print(event(task_id, 0, "tool_call", {"tool": "web_search"}), file=err, flush=True)
-        print(event(task_id, 1, "progress", {"current_step": 1, "message": "thinking hard"}), file=err, flush=True)
+        print(
+            event(task_id, 1, "progress", {"current_step": 1, "message": "thinking hard"}),
+            file=err,
+            flush=True,
+        )
         with open(os.environ.get("AGENT_PID_FILE", os.devnull), "w") as handle:
             handle.write(str(os.getpid()))
         while True:
@@ -82,7 +93,9 @@ def main():
         print(answer(task_id))
     elif mode == "flood":
         count = int(sys.argv[2])
-        template = event(task_id, 0, "tool_call", {"tool": "web_search", "input": {"q": "x"}}).replace('"sequence": 0', '"sequence": %d')
+        template = event(task_id, 0, "tool_call", {"tool": "web_search", "input": {"q": "x"}}).replace(
+            '"sequence": 0', '"sequence": %d'
+        )
         out = err.buffer if hasattr(err, "buffer") else err
         batch = 10000
         for start in range(0, count, batch):

@@ -23,12 +23,35 @@ import urllib.request
 
 
 def event(task_id, sequence, event_type, payload):
-    print(json.dumps({"version": "1.0", "task_id": task_id, "timestamp": "2026-01-01T00:00:00Z",
-                      "sequence": sequence, "event_type": event_type, "payload": payload}), file=sys.stderr, flush=True)
+    print(
+        json.dumps(
+            {
+                "version": "1.0",
+                "task_id": task_id,
+                "timestamp": "2026-01-01T00:00:00Z",
+                "sequence": sequence,
+                "event_type": event_type,
+                "payload": payload,
+            }
+        ),
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 def answer(task_id, artifacts):
-    print(json.dumps({"version": "1.0", "task_id": task_id, "status": "completed", "artifacts": artifacts, "metrics": {}}), flush=True)
+    print(
+        json.dumps(
+            {
+                "version": "1.0",
+                "task_id": task_id,
+                "status": "completed",
+                "artifacts": artifacts,
+                "metrics": {},
+            }
+        ),
+        flush=True,
+    )
 
 
 def main():
@@ -38,7 +61,12 @@ def main():
     workspace = (request.get("context") or {}).get("workspace_path") or os.getcwd()
     if what == "work":
         event(task_id, 0, "progress", {"message": "starting", "percentage": 0})
-        event(task_id, 1, "tool_call", {"tool": "writer", "input": {"path": "out/result.txt"}, "status": "success"})
+        event(
+            task_id,
+            1,
+            "tool_call",
+            {"tool": "writer", "input": {"path": "out/result.txt"}, "status": "success"},
+        )
         os.makedirs(os.path.join(workspace, "out"), exist_ok=True)
         with open(os.path.join(workspace, "out", "result.txt"), "w") as f:
             f.write("written inside the container\n")
@@ -54,7 +82,9 @@ def main():
             hoard.append(bytearray(8 * 1024 * 1024))
     elif what == "network":
         try:
-            socket.create_connection((os.environ["ATP_TEST_HOST"], int(os.environ["ATP_TEST_PORT"])), timeout=3).close()
+            socket.create_connection(
+                (os.environ["ATP_TEST_HOST"], int(os.environ["ATP_TEST_PORT"])), timeout=3
+            ).close()
             outcome = "connected"
         except OSError as exc:
             outcome = f"refused: {exc}"
@@ -72,8 +102,14 @@ def main():
         os.symlink("/etc/passwd", os.path.join(workspace, "link"))
         with open(os.path.join(workspace, "fine.txt"), "w") as f:
             f.write("inside\n")
-        answer(task_id, [{"type": "file", "path": "../outside.txt"}, {"type": "file", "path": "link"},
-                         {"type": "file", "path": "/etc/hostname"}])
+        answer(
+            task_id,
+            [
+                {"type": "file", "path": "../outside.txt"},
+                {"type": "file", "path": "link"},
+                {"type": "file", "path": "/etc/hostname"},
+            ],
+        )
     elif what == "gateway":
         endpoint = request["context"]["tools_endpoint"]
         host = endpoint.split("//", 1)[1].split(":", 1)[0]
@@ -82,11 +118,18 @@ def main():
             probe = "connected"
         except OSError as exc:
             probe = f"refused: {exc}"
-        call = urllib.request.Request(f"{endpoint}/tools/lookup", data=json.dumps({"task_id": task_id, "input": {}}).encode(),
-                                      headers={"Content-Type": "application/json"}, method="POST")
+        call = urllib.request.Request(
+            f"{endpoint}/tools/lookup",
+            data=json.dumps({"task_id": task_id, "input": {}}).encode(),
+            headers={"Content-Type": "application/json"},
+            method="POST",
+        )
         with urllib.request.urlopen(call, timeout=10) as reply:
             status = reply.status
-        answer(task_id, [{"type": "structured", "name": "gateway", "data": {"probe": probe, "tool_status": status}}])
+        answer(
+            task_id,
+            [{"type": "structured", "name": "gateway", "data": {"probe": probe, "tool_status": status}}],
+        )
     elif what == "badname":
         with open(os.fsencode(workspace) + b"/bad\xffname.txt", "w") as f:
             f.write("x")

@@ -114,7 +114,13 @@ class ScriptedLLM(BaseLLM):
         if isinstance(step, Use):
             arguments = json.dumps(step.args)
             if self.function_calling:
-                return [{"id": f"call_{turn}", "type": "function", "function": {"name": step.tool, "arguments": arguments}}]
+                return [
+                    {
+                        "id": f"call_{turn}",
+                        "type": "function",
+                        "function": {"name": step.tool, "arguments": arguments},
+                    }
+                ]
             return f"Thought: I should use {step.tool}.\nAction: {step.tool}\nAction Input: {arguments}"
         if self.function_calling:
             return str(step)
@@ -242,12 +248,17 @@ def _report_the_square(messages: list[dict[str, Any]]) -> str:
 CALCULATOR_SCRIPT: list[Any] = [_add_the_numbers, _square_the_sum, _report_the_square]
 
 
-def calculator(function_calling: bool = False, llm: BaseLLM | None = None, tools: list[Any] | None = None) -> Agent:
+def calculator(
+    function_calling: bool = False, llm: BaseLLM | None = None, tools: list[Any] | None = None
+) -> Agent:
     return Agent(
         role="Calculator",
         goal="Compute exactly what the task asks",
         backstory="A careful arithmetician who always uses the tools.",
-        llm=llm or ScriptedLLM(model="scripted/calculator", script=CALCULATOR_SCRIPT, function_calling=function_calling),
+        llm=llm
+        or ScriptedLLM(
+            model="scripted/calculator", script=CALCULATOR_SCRIPT, function_calling=function_calling
+        ),
         tools=tools if tools is not None else [add, multiply],
         verbose=False,
         allow_delegation=False,
@@ -420,7 +431,9 @@ def exiting_tool_crew() -> Crew:
 def interrupting_tool_crew() -> Crew:
     """A crew whose tool raises KeyboardInterrupt (in the run's thread: the crew's own)."""
     agent = calculator(
-        llm=ScriptedLLM(model="scripted/interrupt", script=[Use("interrupt_tool", {"why": "no"}), "Never here."]),
+        llm=ScriptedLLM(
+            model="scripted/interrupt", script=[Use("interrupt_tool", {"why": "no"}), "Never here."]
+        ),
         tools=[interrupt_tool],
     )
     return Crew(agents=[agent], tasks=[square_task(agent)], verbose=False)
@@ -443,7 +456,9 @@ def _flood(messages: list[dict[str, Any]]) -> Use | str:
 def flood_crew() -> Crew:
     """A crew that calls add again and again, then waits for ``RELEASES["flood"]`` (a minute at
     most): a run with a small event limit is flooded long before its kickoff could return."""
-    agent = calculator(llm=ScriptedLLM(model="scripted/flood", script=[_flood]), tools=[add, wait_for_release])
+    agent = calculator(
+        llm=ScriptedLLM(model="scripted/flood", script=[_flood]), tools=[add, wait_for_release]
+    )
     agent.max_iter = FLOOD_CALLS + 10
     return Crew(agents=[agent], tasks=[square_task(agent)], verbose=False)
 
@@ -458,7 +473,9 @@ def human_input_crew() -> Crew:
 
 def made_up_tool_crew() -> Crew:
     """A crew whose model (CrewAI's text format) calls a tool that does not exist."""
-    agent = calculator(llm=ScriptedLLM(model="scripted/made-up", script=[Use("no_such_tool", {"x": 1}), "Gave up."]))
+    agent = calculator(
+        llm=ScriptedLLM(model="scripted/made-up", script=[Use("no_such_tool", {"x": 1}), "Gave up."])
+    )
     return Crew(agents=[agent], tasks=[square_task(agent)], verbose=False)
 
 
@@ -543,7 +560,9 @@ def e2e_crew() -> Crew:
         llm=ScriptedLLM(model="scripted/e2e", script=[_first_step, _square_the_sum, _report_the_square]),
         tools=[add, multiply, wait_for_release],
     )
-    solve = Task(name="solve", description="{task}", expected_output="The result, as a sentence.", agent=agent)
+    solve = Task(
+        name="solve", description="{task}", expected_output="The result, as a sentence.", agent=agent
+    )
     return Crew(agents=[agent], tasks=[solve], verbose=False)
 
 

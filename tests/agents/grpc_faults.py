@@ -47,27 +47,54 @@ MiB = 1024 * 1024
 
 
 def event(task_id: str, sequence: int, message: str = "working", **extra: Any) -> bytes:
-    return json.dumps({
-        "version": "1.0", "task_id": task_id, "timestamp": datetime.now(timezone.utc).isoformat(),
-        "sequence": sequence, "event_type": "progress", "payload": {"message": message, **extra},
-    }).encode()
+    return json.dumps(
+        {
+            "version": "1.0",
+            "task_id": task_id,
+            "timestamp": datetime.now(timezone.utc).isoformat(),
+            "sequence": sequence,
+            "event_type": "progress",
+            "payload": {"message": message, **extra},
+        }
+    ).encode()
 
 
 def response(task_id: str, version: str = "1.0", **extra: Any) -> bytes:
-    return json.dumps({
-        "version": version, "task_id": task_id, "status": "completed",
-        "artifacts": [{"type": "structured", "name": "result", "data": {"ok": True, **extra}}], "metrics": {},
-    }).encode()
+    return json.dumps(
+        {
+            "version": version,
+            "task_id": task_id,
+            "status": "completed",
+            "artifacts": [{"type": "structured", "name": "result", "data": {"ok": True, **extra}}],
+            "metrics": {},
+        }
+    ).encode()
 
 
 def item(**fields: bytes) -> agent_pb2.ExecuteStreamItem:
     return agent_pb2.ExecuteStreamItem(**fields)
 
 
-MODES = frozenset({
-    "ok", "unary_only", "refuse", "internal", "garbage", "not_event", "empty_item", "version2", "cut",
-    "no_response", "huge", "many", "slow", "after_response", "unhealthy", "echo_metadata",
-})
+MODES = frozenset(
+    {
+        "ok",
+        "unary_only",
+        "refuse",
+        "internal",
+        "garbage",
+        "not_event",
+        "empty_item",
+        "version2",
+        "cut",
+        "no_response",
+        "huge",
+        "many",
+        "slow",
+        "after_response",
+        "unhealthy",
+        "echo_metadata",
+    }
+)
 
 
 class Faulty(agent_pb2_grpc.AgentServicer):
@@ -88,7 +115,10 @@ class Faulty(agent_pb2_grpc.AgentServicer):
     async def Execute(self, request: Any, context: Any) -> Any:
         task_id, mode = self.mode_of(request)
         if mode == "refuse":
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, json.dumps({"error": "the task makes no sense", "error_code": "INVALID_REQUEST"}))
+            await context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                json.dumps({"error": "the task makes no sense", "error_code": "INVALID_REQUEST"}),
+            )
         if mode == "internal":
             await context.abort(grpc.StatusCode.INTERNAL, "the model backend exploded")
         if mode == "version2":
@@ -105,7 +135,10 @@ class Faulty(agent_pb2_grpc.AgentServicer):
             await context.abort(grpc.StatusCode.UNIMPLEMENTED, "Method not implemented!")
         task_id, mode = self.mode_of(request)
         if mode == "refuse":
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, json.dumps({"error": "the task makes no sense", "error_code": "INVALID_REQUEST"}))
+            await context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                json.dumps({"error": "the task makes no sense", "error_code": "INVALID_REQUEST"}),
+            )
         if mode == "after_response":
             yield item(response=response(task_id))
             yield item(event=event(task_id, 0, "too late"))
@@ -150,8 +183,11 @@ class Faulty(agent_pb2_grpc.AgentServicer):
     @staticmethod
     def echo(task_id: str, context: Any) -> bytes:
         """A response with the SHA-256 of each metadata value the call had (not the values)."""
-        metadata = {key: hashlib.sha256(value.encode()).hexdigest() for key, value in context.invocation_metadata()
-                    if key in ("authorization", "x-team")}
+        metadata = {
+            key: hashlib.sha256(value.encode()).hexdigest()
+            for key, value in context.invocation_metadata()
+            if key in ("authorization", "x-team")
+        }
         return response(task_id, metadata=metadata)
 
     @staticmethod

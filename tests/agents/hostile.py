@@ -55,8 +55,14 @@ SLEEPER = "import signal, sys, time\nif 'ignore' in sys.argv: signal.signal(sign
 
 def event(task_id, sequence, event_type="progress", payload=None):
     return json.dumps(
-        {"version": "1.0", "task_id": task_id, "timestamp": STAMP, "sequence": sequence,
-         "event_type": event_type, "payload": payload or {"percentage": sequence}}
+        {
+            "version": "1.0",
+            "task_id": task_id,
+            "timestamp": STAMP,
+            "sequence": sequence,
+            "event_type": event_type,
+            "payload": payload or {"percentage": sequence},
+        }
     )
 
 
@@ -66,7 +72,8 @@ def response(task_id, data=None, artifacts=None):
             "version": "1.0",
             "task_id": task_id,
             "status": "completed",
-            "artifacts": artifacts or [{"type": "structured", "name": "result", "data": data or {"ok": True}}],
+            "artifacts": artifacts
+            or [{"type": "structured", "name": "result", "data": data or {"ok": True}}],
             "metrics": {"total_steps": 1},
         }
     )
@@ -169,8 +176,12 @@ def main():
         sleeper(start_new_session=True, env=env)
         print(response(task_id), flush=True)
     elif mode == "setsid_background":
-        sleeper(start_new_session=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL)
+        sleeper(
+            start_new_session=True,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         print(response(task_id), flush=True)
     elif mode == "double_fork":
         # The middle process exits at once: its child, holding stdout, is an orphan.
@@ -192,7 +203,9 @@ def main():
         out.buffer.write(line + b"\n")
     elif mode == "bad_utf8_event":
         print(event(task_id, 0), file=err, flush=True)
-        err.buffer.write(event(task_id, 1, "reasoning", {"thought": "@@"}).encode().replace(b"@@", b"\xff\xfe") + b"\n")
+        err.buffer.write(
+            event(task_id, 1, "reasoning", {"thought": "@@"}).encode().replace(b"@@", b"\xff\xfe") + b"\n"
+        )
         err.buffer.flush()
         print(event(task_id, 2), file=err, flush=True)
         print(response(task_id))
@@ -202,13 +215,20 @@ def main():
         print(line)
     elif mode == "deep_event":
         depth = 100_000
-        print(event(task_id, 0, "reasoning", {"thought": "x", "extra": "@@"}).replace('"@@"', "[" * depth + "]" * depth), file=err)
+        print(
+            event(task_id, 0, "reasoning", {"thought": "x", "extra": "@@"}).replace(
+                '"@@"', "[" * depth + "]" * depth
+            ),
+            file=err,
+        )
         print(event(task_id, 1), file=err)
         print(response(task_id))
     elif mode == "long_garbage":
         print("g" * int(args[0]))
     elif mode == "duplicate_keys":
-        line = response(task_id, {"a": 1}).replace('"status": "completed"', '"status": "failed", "status": "completed"')
+        line = response(task_id, {"a": 1}).replace(
+            '"status": "completed"', '"status": "failed", "status": "completed"'
+        )
         line = line.replace('"data": {"a": 1}', '"data": {"a": 1, "a": 2}')
         print(line)
     elif mode == "big_duplicate_keys":

@@ -1,14 +1,14 @@
 #!/usr/bin/env python3
 """A hostile stdin/stdout agent: what it sends tries to fool, leak through or break ATP's output.
 
-    escapes             fail with terminal escape codes in its error and its log
-    secrets             send the secret of $SECRET_VALUE in events and its response, spelled
-                        with JSON \\u escapes
-    negative_metrics    answer with negative and huge metrics and negative token counts in events
-    secret_at_cut       write a non-response whose 200-character preview would end inside the
-                        secret of $SECRET_VALUE
-    plant_fifo          in run 1, put a FIFO where ATP will write the log of run 2
-    ok                  answer properly
+escapes             fail with terminal escape codes in its error and its log
+secrets             send the secret of $SECRET_VALUE in events and its response, spelled
+                    with JSON \\u escapes
+negative_metrics    answer with negative and huge metrics and negative token counts in events
+secret_at_cut       write a non-response whose 200-character preview would end inside the
+                    secret of $SECRET_VALUE
+plant_fifo          in run 1, put a FIFO where ATP will write the log of run 2
+ok                  answer properly
 """
 
 import json
@@ -20,7 +20,14 @@ STAMP = "2026-01-01T00:00:00Z"
 
 def event(task_id, sequence, event_type, payload, **dumps):
     return json.dumps(
-        {"version": "1.0", "task_id": task_id, "timestamp": STAMP, "sequence": sequence, "event_type": event_type, "payload": payload},
+        {
+            "version": "1.0",
+            "task_id": task_id,
+            "timestamp": STAMP,
+            "sequence": sequence,
+            "event_type": event_type,
+            "payload": payload,
+        },
         **dumps,
     )
 
@@ -48,14 +55,31 @@ def main():
     elif mode == "secrets":
         secret = os.environ["SECRET_VALUE"]
         escaped = "".join(f"\\u{ord(c):04x}" for c in secret)
-        line = event(task_id, 0, "tool_call", {"tool": "web_search", "input": {"key": "@@"}}).replace("@@", escaped)
+        line = event(task_id, 0, "tool_call", {"tool": "web_search", "input": {"key": "@@"}}).replace(
+            "@@", escaped
+        )
         print(line, file=err)
-        print(event(task_id, 1, "reasoning", {"thought": f"the key is {secret}"}), file=err)  # \u escapes for non-ASCII
+        print(
+            event(task_id, 1, "reasoning", {"thought": f"the key is {secret}"}), file=err
+        )  # \u escapes for non-ASCII
         print(f"log line with {secret}", file=err)
         print(response(task_id, error=f"also {secret}", data={"key": secret}))
     elif mode == "negative_metrics":
-        print(event(task_id, 0, "llm_request", {"model": "m", "input_tokens": -1000000, "output_tokens": -1}), file=err)
-        print(response(task_id, metrics={"total_tokens": -5, "cost_usd": -1.5, "input_tokens": -3, "wall_time_seconds": 1e308}))
+        print(
+            event(task_id, 0, "llm_request", {"model": "m", "input_tokens": -1000000, "output_tokens": -1}),
+            file=err,
+        )
+        print(
+            response(
+                task_id,
+                metrics={
+                    "total_tokens": -5,
+                    "cost_usd": -1.5,
+                    "input_tokens": -3,
+                    "wall_time_seconds": 1e308,
+                },
+            )
+        )
     elif mode == "secret_at_cut":
         print("x" * 190 + os.environ["SECRET_VALUE"] + "y" * 50)
     elif mode == "plant_fifo":

@@ -71,24 +71,42 @@ from typing import Any
 KiB = 1024
 MiB = 1024 * KiB
 REASONS = {
-    200: "OK", 307: "Temporary Redirect", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found",
-    405: "Method Not Allowed", 422: "Unprocessable Entity", 500: "Internal Server Error", 502: "Bad Gateway",
+    200: "OK",
+    307: "Temporary Redirect",
+    401: "Unauthorized",
+    403: "Forbidden",
+    404: "Not Found",
+    405: "Method Not Allowed",
+    422: "Unprocessable Entity",
+    500: "Internal Server Error",
+    502: "Bad Gateway",
     503: "Service Unavailable",
 }
 
 
 def event(task_id: str, sequence: int, message: str = "working", version: str = "1.0") -> bytes:
-    return json.dumps({
-        "version": version, "task_id": task_id, "timestamp": datetime.now(timezone.utc).isoformat(timespec="microseconds"),
-        "sequence": sequence, "event_type": "progress", "payload": {"message": message},
-    }).encode()
+    return json.dumps(
+        {
+            "version": version,
+            "task_id": task_id,
+            "timestamp": datetime.now(timezone.utc).isoformat(timespec="microseconds"),
+            "sequence": sequence,
+            "event_type": "progress",
+            "payload": {"message": message},
+        }
+    ).encode()
 
 
 def response(task_id: str, version: str = "1.0", **data: Any) -> bytes:
-    return json.dumps({
-        "version": version, "task_id": task_id, "status": "completed",
-        "artifacts": [{"type": "structured", "name": "result", "data": {"ok": True, **data}}], "metrics": {},
-    }).encode()
+    return json.dumps(
+        {
+            "version": version,
+            "task_id": task_id,
+            "status": "completed",
+            "artifacts": [{"type": "structured", "name": "result", "data": {"ok": True, **data}}],
+            "metrics": {},
+        }
+    ).encode()
 
 
 def sse(data: bytes, name: str | None = None) -> bytes:
@@ -245,7 +263,9 @@ class FaultyAgent:
         finally:
             writer.close()
 
-    async def _answer(self, method: str, target: str, headers: dict[str, str], body: bytes, out: Connection) -> bool:
+    async def _answer(
+        self, method: str, target: str, headers: dict[str, str], body: bytes, out: Connection
+    ) -> bool:
         """Answer one request; False when the connection is to end after it."""
         path = target.partition("?")[0]
         if method == "GET" and path.endswith("/health"):
@@ -270,9 +290,13 @@ class FaultyAgent:
             return await self._stream(word, n, task_id, headers, out)
         return await self._sync(word, n, task_id, headers, out)
 
-    async def _sync(self, word: str, n: int | None, task_id: str, headers: dict[str, str], out: Connection) -> bool:
+    async def _sync(
+        self, word: str, n: int | None, task_id: str, headers: dict[str, str], out: Connection
+    ) -> bool:
         if word in ("ok", "sync", "plain", "echo"):
-            out.whole(200, response(task_id, headers=hashed(headers)) if word == "echo" else response(task_id))
+            out.whole(
+                200, response(task_id, headers=hashed(headers)) if word == "echo" else response(task_id)
+            )
         elif word == "refuse":
             out.whole(422, b'{"error": "the task makes no sense", "error_code": "INVALID_REQUEST"}')
         elif word == "refuse_text":
@@ -293,7 +317,7 @@ class FaultyAgent:
             out.chunked("application/json")
             data = response(task_id, padding="x" * (2 * MiB))
             for start in range(0, len(data), 64 * KiB):
-                out.chunk(data[start:start + 64 * KiB])
+                out.chunk(data[start : start + 64 * KiB])
                 await out.writer.drain()
             out.end()
         elif word == "cut_length":
@@ -306,15 +330,22 @@ class FaultyAgent:
             self.closed.append(task_id)
             return False
         elif word == "redirect":
-            out.head(307, {"Location": f"http://127.0.0.1:{self.port}/elsewhere/execute", "Content-Length": "0"})
+            out.head(
+                307, {"Location": f"http://127.0.0.1:{self.port}/elsewhere/execute", "Content-Length": "0"}
+            )
         elif word == "echo_refuse":
-            error = {"error": f"the credentials {headers.get('authorization')!r} are not valid", "error_code": "UNAUTHORIZED"}
+            error = {
+                "error": f"the credentials {headers.get('authorization')!r} are not valid",
+                "error_code": "UNAUTHORIZED",
+            }
             out.whole(401, json.dumps(error).encode())
         else:
             out.whole(400, f"unknown behaviour {word!r}".encode(), "text/plain")
         return True
 
-    async def _stream(self, word: str, n: int | None, task_id: str, headers: dict[str, str], out: Connection) -> bool:
+    async def _stream(
+        self, word: str, n: int | None, task_id: str, headers: dict[str, str], out: Connection
+    ) -> bool:
         count = n if n is not None else (6 if word == "flood" else 1 if word == "version2" else 2)
         if word == "cut_length":
             messages = b"".join(sse(event(task_id, sequence)) for sequence in range(count))
@@ -385,9 +416,19 @@ class FaultyAgent:
         return True
 
 
-SYNC_ONLY = frozenset({
-    "sync", "refuse", "refuse_text", "fail", "fail_text", "huge", "huge_chunked", "redirect", "echo_refuse",
-})
+SYNC_ONLY = frozenset(
+    {
+        "sync",
+        "refuse",
+        "refuse_text",
+        "fail",
+        "fail_text",
+        "huge",
+        "huge_chunked",
+        "redirect",
+        "echo_refuse",
+    }
+)
 """Behaviours answered the same on both paths (not as a stream)."""
 
 
@@ -399,7 +440,9 @@ def hashed(headers: dict[str, str]) -> dict[str, str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--port", type=int, default=0)
-    parser.add_argument("--stream-status", type=int, default=None, help="answer /execute/stream with this status")
+    parser.add_argument(
+        "--stream-status", type=int, default=None, help="answer /execute/stream with this status"
+    )
     parser.add_argument("--health-status", type=int, default=200)
     args = parser.parse_args()
     agent = FaultyAgent(stream_status=args.stream_status, health_status=args.health_status)

@@ -89,7 +89,9 @@ def next_reply(messages: list[AnyMessage]) -> AIMessage:
         ]
         if calls:
             return AIMessage(content="", tool_calls=calls, usage_metadata=dict(FIRST_USAGE))  # type: ignore[arg-type]
-        return AIMessage(content="I can only add, multiply, divide and read files.", usage_metadata=dict(LAST_USAGE))  # type: ignore[arg-type]
+        return AIMessage(
+            content="I can only add, multiply, divide and read files.", usage_metadata=dict(LAST_USAGE)
+        )  # type: ignore[arg-type]
     results = []
     for message in reversed(messages):
         if not isinstance(message, ToolMessage):
@@ -372,7 +374,11 @@ async def to_input_async(request: Any) -> dict[str, Any]:
 
 def to_artifacts(state: dict[str, Any]) -> dict[str, Any]:
     """An output mapper: the answer as a file, the numbers as data."""
-    return {"answer.txt": state["answer"], "numbers": {"items": state.get("numbers", [])}, "count": len(state.get("numbers", []))}
+    return {
+        "answer.txt": state["answer"],
+        "numbers": {"items": state.get("numbers", [])},
+        "count": len(state.get("numbers", [])),
+    }
 
 
 def to_artifact_list(state: dict[str, Any]) -> list[dict[str, Any]]:

@@ -25,15 +25,27 @@ if pids:
 
 
 def event(task_id, sequence, message):
-    line = {"version": "1.0", "task_id": task_id, "timestamp": "2026-01-01T00:00:00Z",
-            "sequence": sequence, "event_type": "progress", "payload": {"message": message}}
+    line = {
+        "version": "1.0",
+        "task_id": task_id,
+        "timestamp": "2026-01-01T00:00:00Z",
+        "sequence": sequence,
+        "event_type": "progress",
+        "payload": {"message": message},
+    }
     sys.stderr.write(json.dumps(line) + "\n")
 
 
 def respond(task_id, answer):
-    response = {"version": "1.0", "task_id": task_id, "status": "completed",
-                "artifacts": [{"type": "structured", "name": "answer", "data": {"answer": answer, "pid": os.getpid()}}],
-                "metrics": {"total_steps": 1}}
+    response = {
+        "version": "1.0",
+        "task_id": task_id,
+        "status": "completed",
+        "artifacts": [
+            {"type": "structured", "name": "answer", "data": {"answer": answer, "pid": os.getpid()}}
+        ],
+        "metrics": {"total_steps": 1},
+    }
     sys.stderr.flush()
     sys.stdout.write(json.dumps(response) + "\n")
     sys.stdout.flush()

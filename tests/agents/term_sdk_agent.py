@@ -64,12 +64,14 @@ class State:
         done = subprocess.run(command, shell=True, capture_output=True, text=True, timeout=60)
         with self.lock:
             self.steps += 1
-            self.history.append({
-                "step": self.steps,
-                "command": command[:200],
-                "output": (done.stdout + done.stderr)[:500],
-                "exit_code": done.returncode,
-            })
+            self.history.append(
+                {
+                    "step": self.steps,
+                    "command": command[:200],
+                    "output": (done.stdout + done.stderr)[:500],
+                    "exit_code": done.returncode,
+                }
+            )
             del self.history[:-HISTORY]
 
     def finish(self, error: str | None = None) -> None:
@@ -125,7 +127,8 @@ def run(mode: str, body: dict[str, object]) -> None:
         elif mode == "bigsteps":
             with STATE.lock:
                 STATE.history = [
-                    {"step": step, "command": f"echo {step}", "output": "", "exit_code": 0} for step in range(1, 36)
+                    {"step": step, "command": f"echo {step}", "output": "", "exit_code": 0}
+                    for step in range(1, 36)
                 ]
                 STATE.steps = 10**12
             STATE.finish()
@@ -139,8 +142,12 @@ def run(mode: str, body: dict[str, object]) -> None:
             listening = SERVER.socket.fileno()
             subprocess.Popen(
                 [sys.executable, "-c", ESCAPE, os.environ["TERM_AGENT_ESCAPE_PIDFILE"]],
-                env=environment, pass_fds=(listening,), start_new_session=True,
-                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                env=environment,
+                pass_fds=(listening,),
+                start_new_session=True,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
             ).wait()
             STATE.finish()
         elif mode == "fail":
@@ -167,7 +174,12 @@ def run(mode: str, body: dict[str, object]) -> None:
             STATE.shell("cat start.json")
             STATE.finish()
         else:
-            for command in ("ls -a", "echo 'Hello, World!' > hello.txt", "cat hello.txt", "test -f missing.txt"):
+            for command in (
+                "ls -a",
+                "echo 'Hello, World!' > hello.txt",
+                "cat hello.txt",
+                "test -f missing.txt",
+            ):
                 STATE.shell(command)
                 time.sleep(0.1)
             STATE.finish()
@@ -228,7 +240,11 @@ class Handler(BaseHTTPRequestHandler):
         except ValueError as exc:
             self.answer(400, {"error": f"invalid JSON: {exc}"})
             return
-        if not isinstance(body, dict) or not isinstance(body.get("instruction"), str) or not body["instruction"]:
+        if (
+            not isinstance(body, dict)
+            or not isinstance(body.get("instruction"), str)
+            or not body["instruction"]
+        ):
             self.answer(400, {"error": "instruction required"})
             return
         words = body["instruction"].split()
@@ -279,7 +295,11 @@ def main() -> None:
     global SERVER
     server = SERVER = ThreadingHTTPServer(("127.0.0.1", PORT), Handler)
     server.daemon_threads = True
-    print(f"term agent listening on {PORT} (mode {MODE or 'from the instruction'}) in {os.getcwd()}", file=sys.stderr, flush=True)
+    print(
+        f"term agent listening on {PORT} (mode {MODE or 'from the instruction'}) in {os.getcwd()}",
+        file=sys.stderr,
+        flush=True,
+    )
     if MODE == "busy":
         with STATE.lock:
             STATE.status, STATE.started = "running", time.monotonic()

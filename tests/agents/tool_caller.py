@@ -58,27 +58,36 @@ def main() -> None:
         for sequence, planned in enumerate(data.get("calls", [])):
             tool = planned["tool"]
             raw = data.get("raw_bodies", {}).get(tool)
-            body = raw.encode() if raw is not None else json.dumps(
-                {"task_id": data.get("task_id", task_id), "input": planned.get("input", {})}
-            ).encode()
+            body = (
+                raw.encode()
+                if raw is not None
+                else json.dumps(
+                    {"task_id": data.get("task_id", task_id), "input": planned.get("input", {})}
+                ).encode()
+            )
             started = time.perf_counter()
             got = call(endpoint, tool, body)
             results.append(got)
             if data.get("report_events"):
                 answer = got["body"] if isinstance(got["body"], dict) else {}
-                emit(task_id, sequence, {
-                    "tool": tool,
-                    "input": planned.get("input", {}),
-                    "output": answer.get("output"),
-                    "duration_ms": round((time.perf_counter() - started) * 1000, 3),
-                    "status": answer.get("status", "error"),
-                })
+                emit(
+                    task_id,
+                    sequence,
+                    {
+                        "tool": tool,
+                        "input": planned.get("input", {}),
+                        "output": answer.get("output"),
+                        "duration_ms": round((time.perf_counter() - started) * 1000, 3),
+                        "status": answer.get("status", "error"),
+                    },
+                )
     response = {
         "version": "1.0",
         "task_id": task_id,
         "status": "completed",
-        "artifacts": [{"type": "structured", "name": "calls",
-                       "data": {"endpoint": endpoint, "calls": results}}],
+        "artifacts": [
+            {"type": "structured", "name": "calls", "data": {"endpoint": endpoint, "calls": results}}
+        ],
         "metrics": {"tool_calls": len(results)},
     }
     print(json.dumps(response), flush=True)

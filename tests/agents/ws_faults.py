@@ -45,24 +45,49 @@ from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 
 MiB = 1024 * 1024
-MODES = frozenset({
-    "ok", "garbage", "not_response", "version2", "other_task", "cut", "no_response", "internal", "refuse", "huge",
-    "many", "slow", "after_response", "echo_headers",
-})
+MODES = frozenset(
+    {
+        "ok",
+        "garbage",
+        "not_response",
+        "version2",
+        "other_task",
+        "cut",
+        "no_response",
+        "internal",
+        "refuse",
+        "huge",
+        "many",
+        "slow",
+        "after_response",
+        "echo_headers",
+    }
+)
 
 
 def event(task_id: str, sequence: int, message: str = "working") -> str:
-    return json.dumps({
-        "version": "1.0", "task_id": task_id, "timestamp": datetime.now(timezone.utc).isoformat(),
-        "sequence": sequence, "event_type": "progress", "payload": {"message": message},
-    })
+    return json.dumps(
+        {
+            "version": "1.0",
+            "task_id": task_id,
+            "timestamp": datetime.now(timezone.utc).isoformat(),
+            "sequence": sequence,
+            "event_type": "progress",
+            "payload": {"message": message},
+        }
+    )
 
 
 def response(task_id: str, version: str = "1.0", **data: Any) -> str:
-    return json.dumps({
-        "version": version, "task_id": task_id, "status": "completed",
-        "artifacts": [{"type": "structured", "name": "result", "data": {"ok": True, **data}}], "metrics": {},
-    })
+    return json.dumps(
+        {
+            "version": version,
+            "task_id": task_id,
+            "status": "completed",
+            "artifacts": [{"type": "structured", "name": "result", "data": {"ok": True, **data}}],
+            "metrics": {},
+        }
+    )
 
 
 def refuse_handshake(connection: ServerConnection, request: Request) -> Response | None:
@@ -78,7 +103,11 @@ def refuse_handshake(connection: ServerConnection, request: Request) -> Response
 
 
 def hashed(headers: Headers) -> dict[str, str]:
-    return {name: hashlib.sha256(headers[name].encode()).hexdigest() for name in ("Authorization", "X-Team") if name in headers}
+    return {
+        name: hashlib.sha256(headers[name].encode()).hexdigest()
+        for name in ("Authorization", "X-Team")
+        if name in headers
+    }
 
 
 class Faulty:
@@ -109,7 +138,9 @@ class Faulty:
             await send(event(task_id, 0, "too late"))
             return
         if mode == "echo_headers":
-            await send(event(task_id, 0, f"called with {connection.request.headers.get('Authorization', '')}"))
+            await send(
+                event(task_id, 0, f"called with {connection.request.headers.get('Authorization', '')}")
+            )
             await send(response(task_id, headers=hashed(connection.request.headers)))
             return
         if mode == "many":
@@ -117,7 +148,11 @@ class Faulty:
                 await send(event(task_id, sequence, "x" * (100 * 1024)))
             await send(response(task_id))
             return
-        events = count if count is not None else {"cut": 3, "no_response": 2, "internal": 2, "slow": 2}.get(mode, 1)
+        events = (
+            count
+            if count is not None
+            else {"cut": 3, "no_response": 2, "internal": 2, "slow": 2}.get(mode, 1)
+        )
         for sequence in range(events):
             await send(event(task_id, sequence))
         if mode == "cut":

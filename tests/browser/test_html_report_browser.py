@@ -71,11 +71,13 @@ def open_report(driver: Any, results: SuiteResults, store: RunStore, target: Pat
 
 def shown(driver: Any, column: str = "test-id") -> list[str]:
     """The text of a column in the rows the filters show, in their order."""
-    return list(driver.execute_script(
-        "return Array.from(document.querySelectorAll('#tests-table tr.test-row'))"
-        ".filter(r => !r.hidden).map(r => r.querySelector(arguments[0]).textContent)",
-        "." + column if column == "test-id" else "td." + column,
-    ))
+    return list(
+        driver.execute_script(
+            "return Array.from(document.querySelectorAll('#tests-table tr.test-row'))"
+            ".filter(r => !r.hidden).map(r => r.querySelector(arguments[0]).textContent)",
+            "." + column if column == "test-id" else "td." + column,
+        )
+    )
 
 
 def choose(driver: Any, select_id: str, value: str) -> None:
@@ -142,7 +144,10 @@ def test_filters_and_sorting(driver: Any, tmp_path: Path) -> None:
     failed = [t.id for t in results.tests if t.status == "failed"]
     assert failed and shown(driver) == failed
     assert {by_id[i].status for i in shown(driver)} == {"failed"}
-    assert driver.execute_script("return document.getElementById('filter-count').textContent") == f"{len(failed)} of 40 tests"
+    assert (
+        driver.execute_script("return document.getElementById('filter-count').textContent")
+        == f"{len(failed)} of 40 tests"
+    )
 
     choose(driver, "filter-tag", "even")  # with the status filter still on
     assert shown(driver) == [i for i in failed if "even" in by_id[i].tags]
@@ -167,7 +172,12 @@ def test_filters_and_sorting(driver: Any, tmp_path: Path) -> None:
     click(driver, "th[data-sort=score]")  # highest first
     scores = [float(s) if s != "—" else -1.0 for s in shown(driver, "col-score")]
     assert scores == sorted(scores, reverse=True) and len(scores) == 40
-    assert driver.execute_script("return document.querySelector('th[data-sort=score]').getAttribute('aria-sort')") == "descending"
+    assert (
+        driver.execute_script(
+            "return document.querySelector('th[data-sort=score]').getAttribute('aria-sort')"
+        )
+        == "descending"
+    )
     click(driver, "th[data-sort=score]")  # lowest first
     scores = [float(s) if s != "—" else -1.0 for s in shown(driver, "col-score")]
     assert scores == sorted(scores)
@@ -189,7 +199,9 @@ def test_a_tests_runs_checks_and_trace(driver: Any, tmp_path: Path) -> None:
     results, store = make_store(tmp_path)
     open_report(driver, results, store, tmp_path / "report.html")
     click(driver, "#tests-table tr.test-row", row_of(driver, "basic_search"))
-    wait_for(driver, "document.querySelector('tr.test-detail') && !document.querySelector('tr.test-detail').hidden")
+    wait_for(
+        driver, "document.querySelector('tr.test-detail') && !document.querySelector('tr.test-detail').hidden"
+    )
     detail = driver.find_element(By.CSS_SELECTOR, "tr.test-detail")
     assert "Mean score" in detail.text and "87.5" in detail.text and "CI 95" in detail.text
     assert "stable" in detail.text and "100% (2 of 2)" in detail.text
@@ -202,7 +214,10 @@ def test_a_tests_runs_checks_and_trace(driver: Any, tmp_path: Path) -> None:
     assert "contains:report.md" in checks.text and "report.md contains 'Teams' (line 3)" in checks.text
     unmade = checks.find_element(By.CSS_SELECTOR, "tr.check.skipped")  # never shown as passed or failed
     assert "llm_eval:clarity" in unmade.text and "—" in unmade.text
-    assert unmade.find_element(By.CSS_SELECTOR, ".check-skipped").get_attribute("title") == "skipped: the LLM judge has no API key"
+    assert (
+        unmade.find_element(By.CSS_SELECTOR, ".check-skipped").get_attribute("title")
+        == "skipped: the LLM judge has no API key"
+    )
 
     click(driver, "details.run details.trace > summary")
     wait_for(driver, "document.querySelectorAll('details.trace .event').length === 9")
@@ -211,8 +226,17 @@ def test_a_tests_runs_checks_and_trace(driver: Any, tmp_path: Path) -> None:
     assert '{"query":"video conferencing market"}' in tool.find_element(By.CSS_SELECTOR, ".io.input").text
     assert '"Teams"' in tool.find_element(By.CSS_SELECTOR, ".io.output").text
     trace = driver.find_element(By.CSS_SELECTOR, "details.trace").text
-    for expected in ("gpt-test", "in 120 · out 30", "I should search the web first", "idle → searching",
-                     "RateLimit: slow down", "50%", "custom_thing", "recorded by ATP (tools)", "calendar"):
+    for expected in (
+        "gpt-test",
+        "in 120 · out 30",
+        "I should search the web first",
+        "idle → searching",
+        "RateLimit: slow down",
+        "50%",
+        "custom_thing",
+        "recorded by ATP (tools)",
+        "calendar",
+    ):
         assert expected in trace, expected
 
     # the trace's type filter
@@ -286,7 +310,9 @@ def large_report(tmp_path_factory: pytest.TempPathFactory) -> tuple[SuiteResults
     return results, store, folder / "report.html"
 
 
-def test_1000_tests_and_a_run_of_10000_events(driver: Any, large_report: tuple[SuiteResults, RunStore, Path]) -> None:
+def test_1000_tests_and_a_run_of_10000_events(
+    driver: Any, large_report: tuple[SuiteResults, RunStore, Path]
+) -> None:
     from selenium.webdriver.common.by import By
 
     results, store, target = large_report
@@ -301,6 +327,7 @@ def test_1000_tests_and_a_run_of_10000_events(driver: Any, large_report: tuple[S
         wait_for(driver, f"document.getElementById('filter-count').textContent === '{failed} of 1,000 tests'")
 
     filtering = timed(filter_failed)
+
     def search() -> None:  # with the status filter still on
         type_into(driver, "filter-text", "number 901")
         wait_for(driver, "document.getElementById('filter-count').textContent === '1 of 1,000 tests'")
@@ -338,7 +365,13 @@ def test_1000_tests_and_a_run_of_10000_events(driver: Any, large_report: tuple[S
         f"search {searching:.2f} s, sort by score {sorting:.2f} s, open the trace (first 500 events) {tracing:.2f} s, "
         f"show all 10,000 events {everything:.2f} s"
     )
-    for what, seconds in (("load", load), ("filter", filtering), ("search", searching), ("sort", sorting), ("trace", tracing)):
+    for what, seconds in (
+        ("load", load),
+        ("filter", filtering),
+        ("search", searching),
+        ("sort", sorting),
+        ("trace", tracing),
+    ):
         assert seconds < BOUND_SECONDS, f"{what} took {seconds:.2f} s"
     assert everything < 6 * BOUND_SECONDS
 
@@ -347,15 +380,27 @@ def test_event_types_named_like_object_members_are_listed_and_drawn(driver: Any,
     from selenium.webdriver.common.by import By
 
     names = ["__proto__", "constructor", "toString", "hasOwnProperty", "valueOf", "tool_call"]
-    header = RunHeader(run_id="proto", suite="proto", agent="a", agent_type="cli", started_at=NOW,
-                       tests=[PlannedTest(id="t", name="t")])
+    header = RunHeader(
+        run_id="proto",
+        suite="proto",
+        agent="a",
+        agent_type="cli",
+        started_at=NOW,
+        tests=[PlannedTest(id="t", name="t")],
+    )
     store = RunStore.create(tmp_path / "runs", header)
-    trace = [event(i, name, {"tool": "x"} if name == "tool_call" else {"n": i}, at=i) for i, name in enumerate(names)]
+    trace = [
+        event(i, name, {"tool": "x"} if name == "tool_call" else {"n": i}, at=i)
+        for i, name in enumerate(names)
+    ]
     store.append(run_result("t", events_file=write_events(store, "t", 1, trace)))
     store.close()
     open_report(driver, store.results(), store, tmp_path / "report.html")
     # the report's one test is open at once, and so is its one run
-    wait_for(driver, "document.querySelector('tr.test-detail details.run[open]') && !document.querySelector('tr.test-detail').hidden")
+    wait_for(
+        driver,
+        "document.querySelector('tr.test-detail details.run[open]') && !document.querySelector('tr.test-detail').hidden",
+    )
     wait_for(driver, "document.querySelector('details.run details.trace')")
     click(driver, "details.run details.trace > summary")
     wait_for(driver, f"document.querySelectorAll('details.trace .event').length === {len(names)}")
@@ -384,7 +429,11 @@ def test_retries_flaky_and_quarantined_tests_are_drawn(driver: Any, tmp_path: Pa
         ],
     )  # fmt: skip
     store = RunStore.create(tmp_path / "runs", header)
-    retry = Retry(attempt=1, reason=f"agent 'a': POST http://x/execute answered 503 {HOSTILE_SCRIPT}", waited_seconds=0.5)
+    retry = Retry(
+        attempt=1,
+        reason=f"agent 'a': POST http://x/execute answered 503 {HOSTILE_SCRIPT}",
+        waited_seconds=0.5,
+    )
     store.append(run_result("wobbly", 1, retries=[retry]))
     store.append(run_result("wobbly", 2, outcome="failed", score=0.0, error="wrong"))
     store.append(run_result("held", 1, outcome="failed", score=0.0, error="known bad"))
@@ -392,13 +441,22 @@ def test_retries_flaky_and_quarantined_tests_are_drawn(driver: Any, tmp_path: Pa
     open_report(driver, store.results(), store, tmp_path / "report.html")
     text = page_text(driver)
     assert "BUDGET_EXCEEDED: max_cost_usd 1 reached" in text and "Quarantined" in text and "Flaky" in text
-    badges = driver.execute_script("return Array.from(document.querySelectorAll('#tests-table .badge')).map(b => b.textContent)")
+    badges = driver.execute_script(
+        "return Array.from(document.querySelectorAll('#tests-table .badge')).map(b => b.textContent)"
+    )
     assert "flaky" in badges and "quarantined" in badges
     click(driver, "#tests-table tr.test-row", row_of(driver, "wobbly"))
-    wait_for(driver, "document.querySelector('tr.test-detail') && !document.querySelector('tr.test-detail').hidden")
+    wait_for(
+        driver, "document.querySelector('tr.test-detail') && !document.querySelector('tr.test-detail').hidden"
+    )
     click(driver, "tr.test-detail details.run > summary")  # run 1, retried once
     wait_for(driver, "document.querySelector('details.run .retries-table')")
     table = driver.find_element(By.CSS_SELECTOR, "details.run .retries-table").text
     assert "503" in table and HOSTILE_SCRIPT in table and "0.50 s" in table
     assert driver.execute_script("return window.__pwned") is None
-    assert driver.execute_script("return document.querySelectorAll('details.run .checks-table, details.run .checks').length") >= 1
+    assert (
+        driver.execute_script(
+            "return document.querySelectorAll('details.run .checks-table, details.run .checks').length"
+        )
+        >= 1
+    )

@@ -92,7 +92,9 @@ def test_every_fixture_directory_has_cases() -> None:
 @pytest.mark.parametrize(
     "payload",
     [
-        ToolCallPayload(tool="web_search", input={"q": "x"}, output={"n": 1}, duration_ms=3.5, status="success"),
+        ToolCallPayload(
+            tool="web_search", input={"q": "x"}, output={"n": 1}, duration_ms=3.5, status="success"
+        ),
         LLMRequestPayload(model="m", input_tokens=1, output_tokens=2, duration_ms=1, temperature=0.0),
         ReasoningPayload(thought="t", plan=["a"], step="s"),
         ProgressPayload(current_step=1, total_steps=2, percentage=50, message="half"),
@@ -147,7 +149,9 @@ def test_requests_the_runner_builds_are_schema_valid(tmp_path: Path) -> None:
 
     plugins = builtin_plugins()
     suite = load_suite(EXAMPLES / "quickstart" / "suite.yaml", plugins.evaluators)
-    agent = resolve_agent(agent_definitions(load_config(cwd=tmp_path), suite)["research-agent"], plugins.adapters)
+    agent = resolve_agent(
+        agent_definitions(load_config(cwd=tmp_path), suite)["research-agent"], plugins.adapters
+    )
     runner = Runner(plugins, suite, suite.tests, agent, run_root=tmp_path)
     for test in suite.tests:
         request = json.loads(encode(runner.build_request(test, 1)))

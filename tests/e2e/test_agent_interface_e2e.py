@@ -34,14 +34,24 @@ TITLES = {
 }
 
 
-def atp(*args: str, cwd: Path, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([ATP, *args], cwd=cwd, env={**os.environ, "NO_COLOR": "1", **(env or {})},
-                          capture_output=True, text=True, timeout=timeout)
+def atp(
+    *args: str, cwd: Path, env: dict[str, str] | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [ATP, *args],
+        cwd=cwd,
+        env={**os.environ, "NO_COLOR": "1", **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 @pytest.fixture(scope="module")
 def ports() -> Iterator[dict[str, int]]:
-    servers = {mode: Server([PYTHON, str(AGENTS / "agent_interface_agent.py"), "--mode", mode]) for mode in MODES}
+    servers = {
+        mode: Server([PYTHON, str(AGENTS / "agent_interface_agent.py"), "--mode", mode]) for mode in MODES
+    }
     yield {mode: server.port for mode, server in servers.items()}
     for server in servers.values():
         server.stop()
@@ -56,7 +66,9 @@ def suite(tmp_path: Path, ports: dict[str, int]) -> Path:
         for mode, port in ports.items()
     )
     agents += f"  - {{name: gone, type: agent-interface, endpoint: 'http://127.0.0.1:{free_port()}'}}\n"
-    return write(tmp_path / "suite.yaml", f"""
+    return write(
+        tmp_path / "suite.yaml",
+        f"""
 test_suite: agent_interface_e2e
 agents:
 {agents}tests:
@@ -76,7 +88,8 @@ agents:
       - {{type: contains, config: {{name: result, pattern: ABC}}}}
   - id: refuses
     task: {{description: fail}}
-""")
+""",
+    )
 
 
 def outcomes(stdout: str) -> dict[str, str]:
@@ -85,7 +98,9 @@ def outcomes(stdout: str) -> dict[str, str]:
     for line in stdout.splitlines():
         label, _, rest = line.partition("  ")
         if label in LABELS:
-            name = next(n for n, t in sorted(TITLES.items(), key=lambda i: -len(i[1])) if rest.startswith(t + " "))
+            name = next(
+                n for n, t in sorted(TITLES.items(), key=lambda i: -len(i[1])) if rest.startswith(t + " ")
+            )
             found[name] = LABELS[label]
     return found
 
@@ -97,7 +112,7 @@ def block(stdout: str, name: str) -> str:
         label, _, rest = line.partition("  ")
         if label in LABELS and rest.startswith(TITLES[name] + " "):
             found = [line]
-            for more in lines[index + 1:]:
+            for more in lines[index + 1 :]:
                 if not more.startswith("      "):
                     break
                 found.append(more.strip())
@@ -109,7 +124,9 @@ def block(stdout: str, name: str) -> str:
 
 
 def test_atp_test_runs_a_suite_against_an_agent_interface_agent(suite: Path, tmp_path: Path) -> None:
-    result = atp("test", f"--suite={suite}", "--agent=healthy", f"--run-dir={tmp_path / 'runs'}", cwd=tmp_path)
+    result = atp(
+        "test", f"--suite={suite}", "--agent=healthy", f"--run-dir={tmp_path / 'runs'}", cwd=tmp_path
+    )
     assert result.returncode == 1, result.stdout + result.stderr  # (the refusing test fails)
     assert "Agent: healthy (agent-interface)" in result.stdout
     assert "Summary: 2 passed, 1 failed, 0 skipped" in result.stdout
@@ -122,11 +139,17 @@ def test_atp_test_runs_a_suite_against_an_agent_interface_agent(suite: Path, tmp
     assert answers["artifacts"][0]["name"] == "result"
     assert runs["tool"]["outcome"] == "passed", runs["tool"]["checks"]
     assert runs["refuses"]["status"] == "failed" and runs["refuses"]["error"] == "order 42 was not found"
-    assert "sk-e2e-secret-123" not in "".join(p.read_text() for p in (tmp_path / "runs").rglob("*") if p.is_file())
+    assert "sk-e2e-secret-123" not in "".join(
+        p.read_text() for p in (tmp_path / "runs").rglob("*") if p.is_file()
+    )
 
 
-def test_atp_test_refuses_an_unhealthy_agent_before_any_run(suite: Path, tmp_path: Path, ports: dict[str, int]) -> None:
-    result = atp("test", f"--suite={suite}", "--agent=unhealthy", f"--run-dir={tmp_path / 'runs'}", cwd=tmp_path)
+def test_atp_test_refuses_an_unhealthy_agent_before_any_run(
+    suite: Path, tmp_path: Path, ports: dict[str, int]
+) -> None:
+    result = atp(
+        "test", f"--suite={suite}", "--agent=unhealthy", f"--run-dir={tmp_path / 'runs'}", cwd=tmp_path
+    )
     assert result.returncode == 2, result.stdout + result.stderr
     assert result.stderr.strip() == (
         f"atp: error: agent 'unhealthy' at http://127.0.0.1:{ports['unhealthy']} reports itself unhealthy "
@@ -136,10 +159,14 @@ def test_atp_test_refuses_an_unhealthy_agent_before_any_run(suite: Path, tmp_pat
 
 
 def test_atp_test_warns_about_a_degraded_agent_and_runs_it(suite: Path, tmp_path: Path) -> None:
-    result = atp("test", f"--suite={suite}", "--agent=degraded", f"--run-dir={tmp_path / 'runs'}", cwd=tmp_path)
+    result = atp(
+        "test", f"--suite={suite}", "--agent=degraded", f"--run-dir={tmp_path / 'runs'}", cwd=tmp_path
+    )
     assert result.returncode == 1, result.stdout + result.stderr
-    assert "atp: warning: agent 'degraded': reports itself degraded (error rate 25%, 25 errors in 100 requests); " \
+    assert (
+        "atp: warning: agent 'degraded': reports itself degraded (error rate 25%, 25 errors in 100 requests); "
         "its runs go on" in result.stderr
+    )
     assert "Summary: 2 passed, 1 failed" in result.stdout
 
 
@@ -148,7 +175,9 @@ def hostile() -> Iterator[dict[str, int]]:
     """Agents that echo the request's Authorization in what they say at start (5,000 characters
     long), one whose /health never ends, one that lists 3,000 broken tools."""
     modes = ("echo-unhealthy", "echo-card", "echo-degraded", "drip", "many-tools")
-    servers = {mode: Server([PYTHON, str(AGENTS / "agent_interface_agent.py"), "--mode", mode]) for mode in modes}
+    servers = {
+        mode: Server([PYTHON, str(AGENTS / "agent_interface_agent.py"), "--mode", mode]) for mode in modes
+    }
     yield {mode: server.port for mode, server in servers.items()}
     for server in servers.values():
         server.stop()
@@ -160,16 +189,23 @@ def hostile_suite(tmp_path: Path, ports: dict[str, int], token: str) -> Path:
         f"headers: {{Authorization: 'Bearer {token}'}}}}\n"
         for mode, port in ports.items()
     )
-    return write(tmp_path / "hostile.yaml", f"test_suite: hostile\nagents:\n{agents}tests:\n  - {{id: t, task: {{description: hi}}}}\n")
+    return write(
+        tmp_path / "hostile.yaml",
+        f"test_suite: hostile\nagents:\n{agents}tests:\n  - {{id: t, task: {{description: hi}}}}\n",
+    )
 
 
-def test_atp_test_never_prints_the_secrets_an_agent_echoes_at_start(tmp_path: Path, hostile: dict[str, int]) -> None:
+def test_atp_test_never_prints_the_secrets_an_agent_echoes_at_start(
+    tmp_path: Path, hostile: dict[str, int]
+) -> None:
     """`atp: error:` and `atp: warning:` print what the adapter says as it is: the agent's text in
     it (echoing the agent's headers) is masked and cut to 200 characters."""
     token = "sk-hostile-0123456789abcdef"
     suite = hostile_suite(tmp_path, hostile, token)
     for mode, code in (("echo-unhealthy", 2), ("echo-card", 2), ("echo-degraded", 0)):
-        result = atp("test", f"--suite={suite}", f"--agent={mode}", f"--run-dir={tmp_path / 'runs'}", cwd=tmp_path)
+        result = atp(
+            "test", f"--suite={suite}", f"--agent={mode}", f"--run-dir={tmp_path / 'runs'}", cwd=tmp_path
+        )
         assert result.returncode == code, (mode, result.stdout + result.stderr)
         assert token not in result.stdout + result.stderr, mode
         assert "rejected credentials *** xxx" in result.stderr, (mode, result.stderr)
@@ -179,7 +215,9 @@ def test_atp_test_never_prints_the_secrets_an_agent_echoes_at_start(tmp_path: Pa
 def test_atp_test_stops_at_discovery_that_never_ends(tmp_path: Path, hostile: dict[str, int]) -> None:
     suite = hostile_suite(tmp_path, hostile, "sk-hostile-0123456789abcdef")
     started = time.perf_counter()
-    result = atp("test", f"--suite={suite}", "--agent=drip", f"--run-dir={tmp_path / 'runs'}", cwd=tmp_path, timeout=60)
+    result = atp(
+        "test", f"--suite={suite}", "--agent=drip", f"--run-dir={tmp_path / 'runs'}", cwd=tmp_path, timeout=60
+    )
     assert time.perf_counter() - started < 20
     assert result.returncode == 2, result.stdout + result.stderr
     assert result.stderr.strip() == (
@@ -193,7 +231,9 @@ def test_validate_counts_schema_problems_up_to_100(tmp_path: Path, hostile: dict
     suite = hostile_suite(tmp_path, hostile, "sk-hostile-0123456789abcdef")
     result = atp("validate", str(suite), "--agent=many-tools", "--timeout=10", cwd=tmp_path)
     assert result.returncode == 1, result.stdout + result.stderr
-    assert "GET /mcp/tools breaks the standard's schema (over 100 problems)" in block(result.stdout, "mcp-tools")
+    assert "GET /mcp/tools breaks the standard's schema (over 100 problems)" in block(
+        result.stdout, "mcp-tools"
+    )
 
 
 def test_list_agents_check_calls_a_server_that_accepts_and_hangs_unhealthy(tmp_path: Path) -> None:
@@ -202,10 +242,13 @@ def test_list_agents_check_calls_a_server_that_accepts_and_hangs_unhealthy(tmp_p
     with socket.socket() as silent:  # (accepts connections, never answers)
         silent.bind(("127.0.0.1", 0))
         silent.listen()
-        write(tmp_path / "atp.config.yaml", f"""
+        write(
+            tmp_path / "atp.config.yaml",
+            f"""
 agents:
   silent: {{type: agent-interface, endpoint: 'http://127.0.0.1:{silent.getsockname()[1]}'}}
-""")
+""",
+        )
         result = atp("list-agents", "--check", "--timeout=1", cwd=tmp_path)
     assert result.returncode == 1, result.stdout + result.stderr
     assert result.stdout.rstrip().endswith("  unhealthy (no answer within 1 s)"), result.stdout
@@ -217,8 +260,15 @@ agents:
 def test_validate_a_healthy_agent_passes_every_check_that_applies(suite: Path, tmp_path: Path) -> None:
     result = atp("validate", str(suite), "--agent=healthy", cwd=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert outcomes(result.stdout) == {**dict.fromkeys(TITLES, "passed"), "malformed": "skipped", "version": "skipped"}
-    assert "the adapter started and the agent is healthy (error rate 0%, 0 errors in 100 requests)" in result.stdout
+    assert outcomes(result.stdout) == {
+        **dict.fromkeys(TITLES, "passed"),
+        "malformed": "skipped",
+        "version": "skipped",
+    }
+    assert (
+        "the adapter started and the agent is healthy (error rate 0%, 0 errors in 100 requests)"
+        in result.stdout
+    )
     assert "agent 'test-agent-001' (Test Agent), 2 tools" in block(result.stdout, "agent-card")
     assert "2 tools: lookup, add" in block(result.stdout, "mcp-tools")
     assert "the agent speaks the Agent Interface Standard v1.0, not ATP" in block(result.stdout, "malformed")
@@ -260,7 +310,9 @@ def test_validate_an_unhealthy_agent_fails_reachable_with_its_report(suite: Path
     assert "last error: database unavailable" in reachable and "allow_unhealthy: true" in reachable
     assert "the agent is not healthy" in block(result.stdout, "probe")
     assert "note: GET /health answered HTTP 503 with its report" in block(result.stdout, "health")
-    assert result.stdout.rstrip().endswith("Checks: 3 passed, 1 failed, 4 skipped of 8; fix the failures above and run atp validate again.")
+    assert result.stdout.rstrip().endswith(
+        "Checks: 3 passed, 1 failed, 4 skipped of 8; fix the failures above and run atp validate again."
+    )
 
 
 def test_validate_names_the_broken_mcp_tools_schema(suite: Path, tmp_path: Path) -> None:
@@ -280,7 +332,11 @@ def test_validate_an_agent_that_nothing_answers(suite: Path, tmp_path: Path) -> 
     result = atp("validate", str(suite), "--agent=gone", cwd=tmp_path)
     assert result.returncode == 1, result.stdout + result.stderr
     assert outcomes(result.stdout) == {
-        "reachable": "failed", "probe": "skipped", "events": "skipped", "malformed": "skipped", "version": "skipped",
+        "reachable": "failed",
+        "probe": "skipped",
+        "events": "skipped",
+        "malformed": "skipped",
+        "version": "skipped",
     }
     assert "connection refused" in block(result.stdout, "reachable")
 
@@ -290,8 +346,9 @@ def test_validate_an_agent_that_nothing_answers(suite: Path, tmp_path: Path) -> 
 
 def test_list_agents_check_shows_each_agents_health(suite: Path, tmp_path: Path) -> None:
     plain = atp("list-agents", f"--suite={suite}", cwd=tmp_path)
-    assert plain.returncode == 0 and all(line.rstrip().endswith(tuple(f":{n}" for n in range(3, 9)))
-                                         for line in plain.stdout.splitlines()), plain.stdout
+    assert plain.returncode == 0 and all(
+        line.rstrip().endswith(tuple(f":{n}" for n in range(3, 9))) for line in plain.stdout.splitlines()
+    ), plain.stdout
     result = atp("list-agents", f"--suite={suite}", "--check", "--timeout=5", cwd=tmp_path)
     assert result.returncode == 1, result.stdout + result.stderr  # (one is unhealthy, one unreachable)
     lines = {line.split()[0]: line for line in result.stdout.splitlines()}
@@ -301,19 +358,25 @@ def test_list_agents_check_shows_each_agents_health(suite: Path, tmp_path: Path)
         "  unhealthy (error rate 75%, 75 errors in 100 requests, LLM unavailable, last error: database unavailable)"
     )
     assert lines["broken-tools"].endswith("  healthy (error rate 0%, 0 errors in 100 requests)")
-    assert "  unreachable (cannot reach agent 'gone' at " in lines["gone"] and "connection refused" in lines["gone"]
+    assert (
+        "  unreachable (cannot reach agent 'gone' at " in lines["gone"]
+        and "connection refused" in lines["gone"]
+    )
     assert all("type=agent-interface" in line for line in lines.values())
     assert "Traceback" not in result.stderr and "reports itself degraded" not in result.stderr
 
 
 def test_list_agents_check_exits_0_when_every_agent_is_usable(tmp_path: Path, ports: dict[str, int]) -> None:
-    write(tmp_path / "atp.config.yaml", f"""
+    write(
+        tmp_path / "atp.config.yaml",
+        f"""
 agents:
-  one: {{type: agent-interface, endpoint: 'http://127.0.0.1:{ports['healthy']}'}}
-  two: {{type: agent-interface, endpoint: 'http://127.0.0.1:{ports['degraded']}'}}
+  one: {{type: agent-interface, endpoint: 'http://127.0.0.1:{ports["healthy"]}'}}
+  two: {{type: agent-interface, endpoint: 'http://127.0.0.1:{ports["degraded"]}'}}
   local: {{type: cli, command: [{PYTHON}, -c, pass]}}
   wrong: {{type: cli, command: [/no/such/agent]}}
-""")
+""",
+    )
     result = atp("list-agents", "--check", cwd=tmp_path)
     assert result.returncode == 1, result.stdout + result.stderr
     lines = {line.split()[0]: line for line in result.stdout.splitlines()}
@@ -321,7 +384,9 @@ agents:
     assert "  degraded (" in lines["two"]
     assert lines["local"].endswith("  healthy")  # (the default health: the adapter starts)
     assert "  unreachable (agent 'wrong': cannot start '/no/such/agent'" in lines["wrong"]
-    (tmp_path / "atp.config.yaml").write_text((tmp_path / "atp.config.yaml").read_text().replace("/no/such/agent", PYTHON))
+    (tmp_path / "atp.config.yaml").write_text(
+        (tmp_path / "atp.config.yaml").read_text().replace("/no/such/agent", PYTHON)
+    )
     assert atp("list-agents", "--check", cwd=tmp_path).returncode == 0
 
 
@@ -354,9 +419,14 @@ def test_the_example_suite_starts_its_agent_passes_validates_and_stops_it(tmp_pa
     assert result.stderr == ""
     checked = atp("validate", str(suite), cwd=tmp_path, env=env)
     assert checked.returncode == 0, checked.stdout + checked.stderr
-    assert "All 6 checks that apply passed: research-agent speaks the Agent Interface Standard v1.0" in checked.stdout
+    assert (
+        "All 6 checks that apply passed: research-agent speaks the Agent Interface Standard v1.0"
+        in checked.stdout
+    )
     listed = atp("list-agents", f"--suite={suite}", "--check", cwd=tmp_path, env=env)
-    assert listed.returncode == 0 and "  healthy (error rate 0%" in listed.stdout, listed.stdout + listed.stderr
+    assert listed.returncode == 0 and "  healthy (error rate 0%" in listed.stdout, (
+        listed.stdout + listed.stderr
+    )
     assert ours(f"TMPDIR={temp}\0") == []
     assert list(temp.iterdir()) == []
 

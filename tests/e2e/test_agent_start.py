@@ -19,8 +19,10 @@ def atp(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 
 def suite(tmp_path: Path, agent: str, tests: int = 3) -> Path:
     body = "".join(f"  - id: t{i}\n    task: {{description: x}}\n" for i in range(tests))
-    return write(tmp_path / "suite.yaml",
-                 f"test_suite: start\nagents:\n  - name: my-agent\n    type: cli\n{agent}tests:\n{body}")
+    return write(
+        tmp_path / "suite.yaml",
+        f"test_suite: start\nagents:\n  - name: my-agent\n    type: cli\n{agent}tests:\n{body}",
+    )
 
 
 def test_a_command_not_found_is_one_error_before_any_run(tmp_path: Path) -> None:

@@ -17,9 +17,13 @@ from tests.conftest import ATP, EXAMPLES, FIXTURES, ROOT, behave_agent, write
 QUICKSTART = EXAMPLES / "quickstart" / "suite.yaml"
 
 
-def atp(*args: str, cwd: Path, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+def atp(
+    *args: str, cwd: Path, env: dict[str, str] | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
     full_env = {**os.environ, "NO_COLOR": "1", **(env or {})}
-    return subprocess.run([ATP, *args], cwd=cwd, env=full_env, capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [ATP, *args], cwd=cwd, env=full_env, capture_output=True, text=True, timeout=timeout
+    )
 
 
 def suite_for(tmp_path: Path, command: list[str], tests: str) -> Path:
@@ -40,7 +44,12 @@ def test_quickstart_suite_passes(tmp_path: Path) -> None:
 
 
 def test_design_example_suite_against_the_minimal_agent_exits_0(tmp_path: Path) -> None:
-    result = atp("test", f"--suite={FIXTURES / 'test_suites' / 'design_example.yaml'}", "--agent=minimal-agent", cwd=tmp_path)
+    result = atp(
+        "test",
+        f"--suite={FIXTURES / 'test_suites' / 'design_example.yaml'}",
+        "--agent=minimal-agent",
+        cwd=tmp_path,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "  ✓ competitor_analysis_001" in result.stdout
     assert "Summary: 1 passed, 0 failed, 0 skipped" in result.stdout
@@ -50,13 +59,20 @@ def test_failing_assertion_exits_1_and_names_the_check(tmp_path: Path) -> None:
     result = atp("test", f"--suite={QUICKSTART}", "--agent=minimal-agent", "--tags=core", cwd=tmp_path)
     assert result.returncode == 1, result.stdout + result.stderr
     assert "  ✗ basic_competitor_search" in result.stdout
-    assert "    - artifact_exists:report.md: expected artifact 'report.md'; the agent produced result (structured)" in result.stdout
-    assert "    - behavior:must_use_tools: expected calls to web_search; not called: web_search" in result.stdout
+    assert (
+        "    - artifact_exists:report.md: expected artifact 'report.md'; the agent produced result (structured)"
+        in result.stdout
+    )
+    assert (
+        "    - behavior:must_use_tools: expected calls to web_search; not called: web_search" in result.stdout
+    )
     assert "1 deselected" in result.stdout
 
 
 def test_malformed_suite_exits_2_with_file_path_and_line(tmp_path: Path) -> None:
-    suite = write(tmp_path / "broken.yaml", """
+    suite = write(
+        tmp_path / "broken.yaml",
+        """
         test_suite: broken
         tests:
           - id: a
@@ -69,7 +85,8 @@ def test_malformed_suite_exits_2_with_file_path_and_line(tmp_path: Path) -> None
               - type: artifact_exists
                 config: {path: a.md}
               - typ: contains
-        """)
+        """,
+    )
     result = atp("test", f"--suite={suite}", cwd=tmp_path)
     assert result.returncode == 2
     assert result.stdout == ""
@@ -82,18 +99,29 @@ def test_malformed_suite_exits_2_with_file_path_and_line(tmp_path: Path) -> None
 def test_usage_and_config_errors_exit_2(tmp_path: Path) -> None:
     missing_agent = atp("test", f"--suite={QUICKSTART}", "--agent=nobody", cwd=tmp_path)
     assert missing_agent.returncode == 2
-    assert "no agent named 'nobody' (defined: minimal-agent, research-agent, research-agent-persistent)" in missing_agent.stderr
+    assert (
+        "no agent named 'nobody' (defined: minimal-agent, research-agent, research-agent-persistent)"
+        in missing_agent.stderr
+    )
     bad_option = atp("test", f"--suite={QUICKSTART}", "--parallel=0", cwd=tmp_path)
     assert bad_option.returncode == 2 and "--parallel" in bad_option.stderr
     no_match = atp("test", f"--suite={QUICKSTART}", "--agent=research-agent", "--tags=nothing", cwd=tmp_path)
-    assert no_match.returncode == 2 and "matches the selection (tags in the suite: core, smoke)" in no_match.stderr
-    unknown_output = atp("test", f"--suite={QUICKSTART}", "--agent=research-agent", "--output=pdf", cwd=tmp_path)
+    assert (
+        no_match.returncode == 2
+        and "matches the selection (tags in the suite: core, smoke)" in no_match.stderr
+    )
+    unknown_output = atp(
+        "test", f"--suite={QUICKSTART}", "--agent=research-agent", "--output=pdf", cwd=tmp_path
+    )
     assert unknown_output.returncode == 2 and "unknown output 'pdf'" in unknown_output.stderr
 
 
 def test_timeout_of_2s_against_an_agent_that_sleeps_forever(tmp_path: Path) -> None:
-    suite = suite_for(tmp_path, behave_agent("sleep"),
-                      "  - id: sleeper\n    task: {description: x}\n    constraints: {timeout_seconds: 2}\n")
+    suite = suite_for(
+        tmp_path,
+        behave_agent("sleep"),
+        "  - id: sleeper\n    task: {description: x}\n    constraints: {timeout_seconds: 2}\n",
+    )
     started = time.monotonic()
     result = atp("test", f"--suite={suite}", "--output=json", "--output-file=results.json", cwd=tmp_path)
     elapsed = time.monotonic() - started
@@ -112,8 +140,12 @@ def _start_slow_suite(tmp_path: Path) -> tuple[subprocess.Popen[str], Path]:
     tests = "".join(f"  - id: t{i}\n    task: {{description: x}}\n" for i in range(8))
     suite = suite_for(tmp_path, behave_agent("slow", "0.4"), tests)
     process = subprocess.Popen(
-        [ATP, "test", f"--suite={suite}"], cwd=tmp_path, env={**os.environ, "NO_COLOR": "1"},
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [ATP, "test", f"--suite={suite}"],
+        cwd=tmp_path,
+        env={**os.environ, "NO_COLOR": "1"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     deadline = time.monotonic() + 60
     results_file: Path | None = None
@@ -136,7 +168,9 @@ def test_interrupting_atp_keeps_finished_runs_and_reports_them(tmp_path: Path, s
     finished = len((run_dir / "results.jsonl").read_text().splitlines())
     assert 2 <= finished < 8
     assert f"finished runs are kept in {run_dir}" in stderr
-    assert "interrupted" in stdout and f"Summary: {finished} passed, 0 failed, {8 - finished} skipped" in stdout
+    assert (
+        "interrupted" in stdout and f"Summary: {finished} passed, 0 failed, {8 - finished} skipped" in stdout
+    )
     report = atp("report", str(run_dir), cwd=tmp_path)
     assert report.returncode == process.returncode  # exits as the live run did
     assert f"Summary: {finished} passed, 0 failed, {8 - finished} skipped" in report.stdout
@@ -157,8 +191,14 @@ def test_killed_atp_leaves_finished_runs_for_atp_report(tmp_path: Path) -> None:
 
 
 def test_report_renders_what_the_live_run_rendered(tmp_path: Path) -> None:
-    live = atp("test", f"--suite={QUICKSTART}", "--agent=research-agent", "--output=json", "--output-file=live.json",
-               cwd=tmp_path)
+    live = atp(
+        "test",
+        f"--suite={QUICKSTART}",
+        "--agent=research-agent",
+        "--output=json",
+        "--output-file=live.json",
+        cwd=tmp_path,
+    )
     assert live.returncode == 0
     (run_dir,) = (tmp_path / ".atp" / "runs").iterdir()
     again = atp("report", str(run_dir), "--output=json", "--output-file=again.json", cwd=tmp_path)
@@ -178,14 +218,17 @@ def test_json_to_stdout(tmp_path: Path) -> None:
 
 
 def test_config_file_defines_agent_and_defaults(tmp_path: Path) -> None:
-    write(tmp_path / "atp.config.yaml", f"""
+    write(
+        tmp_path / "atp.config.yaml",
+        f"""
         defaults: {{runs_per_test: 2, parallel_workers: 2}}
         agents:
           from-config:
             type: cli
             command: {behave_agent("ok")!r}
         reporting: {{verbose: true}}
-        """)
+        """,
+    )
     suite = write(tmp_path / "s.yaml", "test_suite: s\ntests:\n  - id: t\n    task: {description: x}\n")
     result = atp("test", f"--suite={suite}", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
@@ -200,9 +243,20 @@ def wordcount_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The example plugin, installed on its own (not into ATP's environment)."""
     site = tmp_path_factory.mktemp("site")
     subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(site),
-         str(EXAMPLES / "atp-evaluator-wordcount")],
-        check=True, capture_output=True, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--target",
+            str(site),
+            str(EXAMPLES / "atp-evaluator-wordcount"),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=300,
     )
     return site
 
@@ -213,10 +267,12 @@ def test_separately_installed_plugin_adds_an_evaluator(tmp_path: Path, wordcount
     assert "wordcount  (atp-evaluator-wordcount 1.0.0)\n    evaluators: word_count" in plugins.stdout
     listed = atp("list-evaluators", cwd=tmp_path, env=env)
     assert "word_count" in listed.stdout and "[wordcount]" in listed.stdout
-    suite = write(tmp_path / "s.yaml", f"""
+    suite = write(
+        tmp_path / "s.yaml",
+        f"""
         test_suite: words
         agents:
-          - {{name: minimal, type: cli, command: ["python3", "{EXAMPLES / 'agents' / 'minimal_agent.py'}"]}}
+          - {{name: minimal, type: cli, command: ["python3", "{EXAMPLES / "agents" / "minimal_agent.py"}"]}}
         tests:
           - id: short_answer
             task: {{description: Say hello}}
@@ -228,7 +284,8 @@ def test_separately_installed_plugin_adds_an_evaluator(tmp_path: Path, wordcount
             assertions:
               - type: word_count
                 config: {{name: result, min: 50}}
-        """)
+        """,
+    )
     result = atp("test", f"--suite={suite}", cwd=tmp_path, env=env)
     assert result.returncode == 1, result.stderr
     assert "  ✓ short_answer" in result.stdout
@@ -246,9 +303,14 @@ def test_broken_plugin_is_reported_and_the_rest_work(tmp_path: Path) -> None:
     env = {"PYTHONPATH": str(site)}
     plugins = atp("plugins", cwd=tmp_path, env=env)
     assert plugins.returncode == 0
-    assert ("broken  (atp-broken-plugin 0.1)\n    error: failed to load: ModuleNotFoundError: "
-            "No module named 'atp_broken_plugin_missing_module'") in plugins.stdout
-    assert "adapters  (atp-adapters 0.1.0)\n    adapters: cli, python, http, websocket, grpc, container, langgraph, crewai, term-sdk, agent-interface\n    services: tools\n" in plugins.stdout
+    assert (
+        "broken  (atp-broken-plugin 0.1)\n    error: failed to load: ModuleNotFoundError: "
+        "No module named 'atp_broken_plugin_missing_module'"
+    ) in plugins.stdout
+    assert (
+        "adapters  (atp-adapters 0.1.0)\n    adapters: cli, python, http, websocket, grpc, container, langgraph, crewai, term-sdk, agent-interface\n    services: tools\n"
+        in plugins.stdout
+    )
     run = atp("test", f"--suite={QUICKSTART}", "--agent=research-agent", cwd=tmp_path, env=env)
     assert run.returncode == 0
     assert "atp: warning: plugin 'broken': failed to load" in run.stderr
@@ -264,7 +326,9 @@ def test_help_imports_no_heavy_dependency(tmp_path: Path) -> None:
         "         'msgspec', 'anyio', 'yaml'}\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in heavy))\n"
     )
-    result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, check=True)
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, check=True
+    )
     # help loads the plugins (their commands are listed) but not what they register
     assert result.stdout.strip().endswith("[]"), result.stdout[-300:]
     assert "Run a suite against an agent." in result.stdout
@@ -272,7 +336,9 @@ def test_help_imports_no_heavy_dependency(tmp_path: Path) -> None:
 
 def test_version_and_plugins_json(tmp_path: Path) -> None:
     version = atp("version", cwd=tmp_path)
-    assert version.returncode == 0 and "atp-kernel 0.1.0" in version.stdout and "atp-cli 0.1.0" in version.stdout
+    assert (
+        version.returncode == 0 and "atp-kernel 0.1.0" in version.stdout and "atp-cli 0.1.0" in version.stdout
+    )
     listing = json.loads(atp("plugins", "--json", cwd=tmp_path).stdout)
     assert {p["name"] for p in listing} >= {"adapters", "evaluators", "reporters"}
 
@@ -292,7 +358,10 @@ def test_on_a_terminal_progress_and_colour(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k != "NO_COLOR"}
     process = subprocess.Popen(
         [ATP, "test", f"--suite={QUICKSTART}", "--agent=research-agent"],
-        cwd=tmp_path, env=env, stdout=secondary, stderr=subprocess.PIPE,
+        cwd=tmp_path,
+        env=env,
+        stdout=secondary,
+        stderr=subprocess.PIPE,
     )
     os.close(secondary)
     chunks = []
@@ -315,7 +384,9 @@ def test_on_a_terminal_progress_and_colour(tmp_path: Path) -> None:
 
 def test_plugin_adds_a_command(tmp_path: Path) -> None:
     site = tmp_path / "site"
-    write(site / "atp_hello_plugin.py", '''
+    write(
+        site / "atp_hello_plugin.py",
+        '''
         import click
 
         from atp.core.hookspecs import hookimpl
@@ -331,7 +402,8 @@ def test_plugin_adds_a_command(tmp_path: Path) -> None:
         @hookimpl
         def atp_register_commands(cli):
             cli.add_command(hello)
-        ''')
+        ''',
+    )
     dist = site / "atp_hello_plugin-0.1.dist-info"
     write(dist / "METADATA", "Metadata-Version: 2.1\nName: atp-hello-plugin\nVersion: 0.1\n")
     write(dist / "entry_points.txt", "[atp]\nhello = atp_hello_plugin\n")

@@ -69,12 +69,20 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> Setup:
         "  constraints: {max_steps: 100}\n"
         "  scoring: {quality_weight: 0, completeness_weight: 0, cost_weight: 0, efficiency_weight: 1}\n"
         "  pass_rule: {min_score: 50}\n"
-        "agents:\n" + agents + "tests:\n" + "".join(f"  - {{id: {t}, task: {{description: {t}}}}}\n" for t in TESTS),
+        "agents:\n"
+        + agents
+        + "tests:\n"
+        + "".join(f"  - {{id: {t}, task: {{description: {t}}}}}\n" for t in TESTS),
     )
     baseline = folder / "baseline.json"
     saved = atp(
-        "baseline", "save", f"--suite={suite}", "--agent=good", f"--output={baseline}",
-        f"--run-dir={folder / 'good-runs'}", cwd=folder,
+        "baseline",
+        "save",
+        f"--suite={suite}",
+        "--agent=good",
+        f"--output={baseline}",
+        f"--run-dir={folder / 'good-runs'}",
+        cwd=folder,
     )
     assert saved.returncode == 0, saved.stdout + saved.stderr
     return Setup(folder, suite, baseline, only_child(folder / "good-runs"), saved)
@@ -113,8 +121,14 @@ def worse(setup: Setup) -> Worse:
     """A worse version (30 steps on average) run with --baseline."""
     results = setup.folder / "worse.json"
     live = atp(
-        "test", f"--suite={setup.suite}", "--agent=worse", f"--baseline={setup.baseline}",
-        f"--run-dir={setup.folder / 'worse-runs'}", "--output=json", f"--output-file={results}", cwd=setup.folder,
+        "test",
+        f"--suite={setup.suite}",
+        "--agent=worse",
+        f"--baseline={setup.baseline}",
+        f"--run-dir={setup.folder / 'worse-runs'}",
+        "--output=json",
+        f"--output-file={results}",
+        cwd=setup.folder,
     )
     return live, only_child(setup.folder / "worse-runs"), json.loads(results.read_text())
 
@@ -136,8 +150,13 @@ def test_a_worse_version_is_a_regression_and_fails_the_run(setup: Setup, worse: 
 
 def test_a_regression_need_not_fail_the_run(setup: Setup) -> None:
     result = atp(
-        "test", f"--suite={setup.suite}", "--agent=worse", f"--baseline={setup.baseline}",
-        "--fail-on-regression=false", f"--run-dir={setup.folder / 'lenient-runs'}", cwd=setup.folder,
+        "test",
+        f"--suite={setup.suite}",
+        "--agent=worse",
+        f"--baseline={setup.baseline}",
+        "--fail-on-regression=false",
+        f"--run-dir={setup.folder / 'lenient-runs'}",
+        cwd=setup.folder,
     )
     assert result.returncode == 0, result.stdout + result.stderr
 
@@ -164,10 +183,16 @@ def test_compare_a_stored_run_says_the_same(setup: Setup, worse: Worse) -> None:
         "(Holm-corrected over 4 compared tests; without the correction: 4 regressions, 0 improvements)"
     ) in out
     assert "Result: FAILED, 4 regressions" in out
-    as_json = atp("baseline", "compare", f"--baseline={setup.baseline}", str(run_dir), "--output=json", cwd=setup.folder)
+    as_json = atp(
+        "baseline", "compare", f"--baseline={setup.baseline}", str(run_dir), "--output=json", cwd=setup.folder
+    )
     assert as_json.returncode == 1
     data = json.loads(as_json.stdout)
-    assert data["format"] == "atp-baseline-comparison" and data["exit_code"] == 1 and data["failing_regressions"] == 4
+    assert (
+        data["format"] == "atp-baseline-comparison"
+        and data["exit_code"] == 1
+        and data["failing_regressions"] == 4
+    )
     assert data["comparison"]["correction"] == "holm" and data["comparison"]["regressions_holm"] == 4
     for test in live["tests"]:
         mine = data["tests"][test["id"]]
@@ -176,12 +201,22 @@ def test_compare_a_stored_run_says_the_same(setup: Setup, worse: Worse) -> None:
         assert mine["p_holm"] == pytest.approx(test["baseline"]["p_holm"], rel=1e-12)
     written = setup.folder / "comparison.json"
     lenient = atp(
-        "baseline", "compare", f"--baseline={setup.baseline}", str(run_dir), "--fail-on-regression=false",
-        "--correction=none", "--output=json", f"--output-file={written}", cwd=setup.folder,
+        "baseline",
+        "compare",
+        f"--baseline={setup.baseline}",
+        str(run_dir),
+        "--fail-on-regression=false",
+        "--correction=none",
+        "--output=json",
+        f"--output-file={written}",
+        cwd=setup.folder,
     )
     assert lenient.returncode == 0, lenient.stdout + lenient.stderr
     assert "(not failing: --fail-on-regression=false)" in lenient.stdout  # the table, as the file is written
-    assert "(each test's own p < 0.05, uncorrected; Holm-corrected: 4 regressions, 0 improvements)" in lenient.stdout
+    assert (
+        "(each test's own p < 0.05, uncorrected; Holm-corrected: 4 regressions, 0 improvements)"
+        in lenient.stdout
+    )
     assert lenient.stderr == f"json comparison written to {written}\n"
     data = json.loads(written.read_text())
     assert data["comparison"]["correction"] == "none" and data["comparison"]["fail_on_regression"] is False
@@ -209,7 +244,9 @@ def test_save_from_a_run_has_its_tests_and_means(setup: Setup, worse: Worse) -> 
     }
 
 
-def test_an_unchanged_version_is_rarely_flagged(setup: Setup, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def test_an_unchanged_version_is_rarely_flagged(
+    setup: Setup, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     """20 runs of the same version (other seeds) against the baseline: with Holm's correction
     over the 4 tests, at most 1 of them is a false alarm (the family-wise error rate is 5%).
     In-process, so that 20 repetitions take seconds."""
@@ -217,10 +254,18 @@ def test_an_unchanged_version_is_rarely_flagged(setup: Setup, tmp_path: Path, mo
     flagged, flagged_uncorrected = [], []
     for seed in SAME_SEEDS:
         output = tmp_path / f"same{seed}.json"
-        code = main([
-            "test", f"--suite={setup.suite}", f"--agent=same{seed}", f"--baseline={setup.baseline}",
-            f"--run-dir={tmp_path / 'runs'}", "--parallel=4", "--output=json", f"--output-file={output}",
-        ])
+        code = main(
+            [
+                "test",
+                f"--suite={setup.suite}",
+                f"--agent=same{seed}",
+                f"--baseline={setup.baseline}",
+                f"--run-dir={tmp_path / 'runs'}",
+                "--parallel=4",
+                "--output=json",
+                f"--output-file={output}",
+            ]
+        )
         data = json.loads(output.read_text())
         verdicts = [t["baseline"] for t in data["tests"]]
         assert len(verdicts) == 4 and all(v["verdict"] != "not_compared" for v in verdicts)
@@ -239,13 +284,22 @@ def test_a_baseline_of_failing_tests_with_one_run_is_saved_with_warnings(setup: 
     output = setup.folder / "bad.json"
     runs = setup.folder / "bad-runs"
     result = atp(
-        "baseline", "save", f"--suite={setup.suite}", "--agent=bad", "--runs=1", f"--output={output}",
-        f"--run-dir={runs}", cwd=setup.folder,
+        "baseline",
+        "save",
+        f"--suite={setup.suite}",
+        "--agent=bad",
+        "--runs=1",
+        f"--output={output}",
+        f"--run-dir={runs}",
+        cwd=setup.folder,
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "Summary: 0 passed, 4 failed" in result.stdout
     assert f"Baseline of 4 tests written to {output}\n" in result.stdout
-    assert "4 tests of the run failed (alpha, beta, gamma, delta); the baseline records their scores all the same" in result.stdout
+    assert (
+        "4 tests of the run failed (alpha, beta, gamma, delta); the baseline records their scores all the same"
+        in result.stdout
+    )
     assert result.stderr == (
         "atp: warning: tests 'alpha', 'beta', 'gamma', 'delta' have fewer than 2 runs: a comparison needs at "
         "least 2 runs per test; save with --runs=5 or more\n"
@@ -273,7 +327,9 @@ def test_compare_defaults_to_the_latest_run_of_the_suite(setup: Setup, tmp_path:
     assert empty.stderr.startswith("atp: error: no run directories of suite 'baseline_e2e'")
 
 
-def test_compare_with_a_baseline_of_another_suite_compares_nothing_and_exits_2(setup: Setup, tmp_path: Path) -> None:
+def test_compare_with_a_baseline_of_another_suite_compares_nothing_and_exits_2(
+    setup: Setup, tmp_path: Path
+) -> None:
     other = tmp_path / "other.json"
     data = json.loads(setup.baseline.read_text())
     data["suite"] = "another"
@@ -308,9 +364,18 @@ def test_an_interrupted_run_is_saved_only_with_force(setup: Setup, tmp_path: Pat
 @pytest.mark.parametrize(
     ("args", "says"),
     [
-        (["baseline", "save", "--output=b.json"], "name the suite to run with --suite=FILE, or a stored run with --from=RUN_DIR"),
-        (["baseline", "save", "--from=runs", "--agent=good", "--output=b.json"], "--from takes a stored run; --agent would run the suite again"),
-        (["baseline", "compare", "--baseline=b.json", "--output-file=x.json", "runs"], "--output-file takes --output=json"),
+        (
+            ["baseline", "save", "--output=b.json"],
+            "name the suite to run with --suite=FILE, or a stored run with --from=RUN_DIR",
+        ),
+        (
+            ["baseline", "save", "--from=runs", "--agent=good", "--output=b.json"],
+            "--from takes a stored run; --agent would run the suite again",
+        ),
+        (
+            ["baseline", "compare", "--baseline=b.json", "--output-file=x.json", "runs"],
+            "--output-file takes --output=json",
+        ),
         (["baseline", "compare", "runs"], "Missing option '--baseline'"),
     ],
 )
@@ -325,14 +390,26 @@ def test_a_malformed_baseline_file_exits_2_naming_it(setup: Setup, tmp_path: Pat
     result = atp("baseline", "compare", f"--baseline={broken}", str(setup.good_runs), cwd=tmp_path)
     assert result.returncode == 2 and result.stdout == ""
     assert result.stderr.startswith(f"atp: error: {broken} is not an ATP baseline file")
-    live = atp("test", f"--suite={setup.suite}", "--agent=good", f"--baseline={broken}", f"--run-dir={tmp_path}", cwd=tmp_path)
+    live = atp(
+        "test",
+        f"--suite={setup.suite}",
+        "--agent=good",
+        f"--baseline={broken}",
+        f"--run-dir={tmp_path}",
+        cwd=tmp_path,
+    )
     assert live.returncode == 2 and f"{broken} is not an ATP baseline file" in live.stderr
 
 
 def test_save_refuses_an_output_that_cannot_be_written_before_running(setup: Setup, tmp_path: Path) -> None:
     result = atp(
-        "baseline", "save", f"--suite={setup.suite}", "--agent=good", f"--output={tmp_path / 'no' / 'b.json'}",
-        f"--run-dir={tmp_path / 'runs'}", cwd=tmp_path,
+        "baseline",
+        "save",
+        f"--suite={setup.suite}",
+        "--agent=good",
+        f"--output={tmp_path / 'no' / 'b.json'}",
+        f"--run-dir={tmp_path / 'runs'}",
+        cwd=tmp_path,
     )
     assert result.returncode == 2 and "the directory" in result.stderr and "does not exist" in result.stderr
     assert not (tmp_path / "runs").exists()

@@ -44,10 +44,13 @@ def suite(tmp_path: Path, tests: str, agent: str = "python", extra: str = "") ->
         "buggy": "type: buggy",
     }[agent]
     write(tmp_path / "site" / "agent_fn.py", AGENT_FN)
-    return write(tmp_path / "suite.yaml", f"test_suite: plugins\nagents:\n  - name: agent\n    {agents}\n{extra}tests:\n{tests}")
+    return write(
+        tmp_path / "suite.yaml",
+        f"test_suite: plugins\nagents:\n  - name: agent\n    {agents}\n{extra}tests:\n{tests}",
+    )
 
 
-AGENT_FN = '''
+AGENT_FN = """
 from atp.core.protocol import ATPResponse, Metrics, StructuredArtifact
 
 
@@ -55,9 +58,9 @@ def answer(request, emit):
     return ATPResponse(version="1.0", task_id=request.task_id, status="completed",
                        artifacts=[StructuredArtifact(name="result", data={"text": "hello"})],
                        metrics=Metrics())
-'''
+"""
 
-EVALUATORS = '''
+EVALUATORS = """
 import time
 
 from atp.core.evaluator import Evaluator, check
@@ -99,7 +102,7 @@ class Plain(Evaluator):
 def atp_register_evaluators(register):
     for cls in (ReturnsTrue, ReturnsDicts, NeverReturns, Plain):
         register(cls)
-'''
+"""
 
 
 @pytest.fixture
@@ -120,10 +123,19 @@ def test_evaluators_returning_garbage_or_never_returning_error_their_run_only(ev
     assert "Traceback" not in result.stderr
     data = json.loads((evaluators / "out.json").read_text())
     status = {t["id"]: t["status"] for t in data["tests"]}
-    assert status == {"fine": "passed", "returns_true": "error", "returns_dicts": "error", "never_returns": "error", "plain": "passed"}
+    assert status == {
+        "fine": "passed",
+        "returns_true": "error",
+        "returns_dicts": "error",
+        "never_returns": "error",
+        "plain": "passed",
+    }
     messages = {t["id"]: t["runs"][0]["checks"][0]["message"] for t in data["tests"]}
     owner = "plugin 'atp_buggy_evaluators' (atp-buggy-evaluators 0.1.0)"
-    assert messages["returns_true"] == f"evaluator 'returns_true' of {owner} returned bool True, not a list of Check"
+    assert (
+        messages["returns_true"]
+        == f"evaluator 'returns_true' of {owner} returned bool True, not a list of Check"
+    )
     assert messages["returns_dicts"] == (
         f"evaluator 'returns_dicts' of {owner} returned a list whose item 0 is dict {{'passed': True}}, not a Check"
     )
@@ -132,7 +144,7 @@ def test_evaluators_returning_garbage_or_never_returning_error_their_run_only(ev
     )
 
 
-ADAPTER = '''
+ADAPTER = """
 from atp.core.adapter import Adapter
 from atp.core.hookspecs import hookimpl
 
@@ -152,12 +164,14 @@ class Buggy(Adapter):
 @hookimpl
 def atp_register_adapters(register):
     register(Buggy)
-'''
+"""
 
 
 def test_an_adapter_returning_a_dict_or_none_or_raising_errors_each_run(tmp_path: Path) -> None:
     install(tmp_path / "site", "atp-buggy-adapter", ADAPTER)
-    tests = "".join(f"  - id: {kind}\n    task: {{description: {kind}}}\n" for kind in ("dict", "none", "raise"))
+    tests = "".join(
+        f"  - id: {kind}\n    task: {{description: {kind}}}\n" for kind in ("dict", "none", "raise")
+    )
     suite(tmp_path, tests, agent="buggy")
     result = atp(tmp_path, "test", "--output=json", "--output-file=out.json", "--debug")
     assert result.returncode == 1, result.stderr
@@ -175,7 +189,7 @@ def test_an_adapter_returning_a_dict_or_none_or_raising_errors_each_run(tmp_path
     assert 'raise ZeroDivisionError("division by zero")' in result.stderr
 
 
-REPORTER = '''
+REPORTER = """
 from atp.core.hookspecs import hookimpl
 from atp.core.reporter import Reporter
 
@@ -190,13 +204,15 @@ class Broken(Reporter):
 @hookimpl
 def atp_register_reporters(register):
     register(Broken)
-'''
+"""
 
 
 def test_a_reporter_that_raises_is_named_and_the_others_still_write(tmp_path: Path) -> None:
     install(tmp_path / "site", "atp-broken-reporter", REPORTER)
     suite(tmp_path, PASSING)
-    result = atp(tmp_path, "test", "--output=broken", "--output=console", "--output=json", "--output-file=out.json")
+    result = atp(
+        tmp_path, "test", "--output=broken", "--output=console", "--output=json", "--output-file=out.json"
+    )
     assert result.returncode == 3, result.stderr  # the tests passed, a reporter failed
     assert "Traceback" not in result.stderr
     assert (
@@ -207,7 +223,7 @@ def test_a_reporter_that_raises_is_named_and_the_others_still_write(tmp_path: Pa
     assert json.loads((tmp_path / "out.json").read_text())["summary"]["passed"] == 1
 
 
-SHADOW = '''
+SHADOW = """
 import msgspec
 
 from atp.core.evaluator import Evaluator, check
@@ -229,7 +245,7 @@ class AlwaysPasses(Evaluator):
 @hookimpl
 def atp_register_evaluators(register):
     register(AlwaysPasses)
-'''
+"""
 
 FAILING_CONTAINS = """
   - id: strict
@@ -245,28 +261,45 @@ def test_a_plugin_cannot_silently_replace_a_built_in(tmp_path: Path) -> None:
     suite(tmp_path, FAILING_CONTAINS)
     result = atp(tmp_path, "test")
     assert result.returncode == 3, result.stdout + result.stderr
-    assert "assertion type 'contains' cannot be used: evaluator 'contains' is registered by plugin 'aaa' (aaa-shadow 0.1.0) and plugin 'evaluators' (atp-evaluators" in result.stderr
+    assert (
+        "assertion type 'contains' cannot be used: evaluator 'contains' is registered by plugin 'aaa' (aaa-shadow 0.1.0) and plugin 'evaluators' (atp-evaluators"
+        in result.stderr
+    )
     # a suite that does not use the name runs as usual
     suite(tmp_path, PASSING)
     assert atp(tmp_path, "test").returncode == 0
     # disabling one plugin settles it: the built-in check fails the test
     suite(tmp_path, FAILING_CONTAINS)
     env_result = subprocess.run(
-        [ATP, "test"], cwd=tmp_path, capture_output=True, text=True, timeout=120,
-        env={**os.environ, "NO_COLOR": "1", "PYTHONPATH": str(tmp_path / "site"), "ATP_DISABLE_PLUGINS": "aaa"},
+        [ATP, "test"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={
+            **os.environ,
+            "NO_COLOR": "1",
+            "PYTHONPATH": str(tmp_path / "site"),
+            "ATP_DISABLE_PLUGINS": "aaa",
+        },
     )
     assert env_result.returncode == 1, env_result.stderr
 
 
 def test_a_declared_replacement_is_used(tmp_path: Path) -> None:
-    install(tmp_path / "site", "aaa-shadow", SHADOW.replace('name = "contains"', 'name = "contains"\n    replaces = "evaluators"'), entry="aaa")
+    install(
+        tmp_path / "site",
+        "aaa-shadow",
+        SHADOW.replace('name = "contains"', 'name = "contains"\n    replaces = "evaluators"'),
+        entry="aaa",
+    )
     suite(tmp_path, FAILING_CONTAINS)
     result = atp(tmp_path, "test")
     assert result.returncode == 0, result.stdout + result.stderr
     assert "contains" not in result.stderr
 
 
-DIAGNOSTICS = '''
+DIAGNOSTICS = """
 from atp.core.hookspecs import hookimpl
 
 
@@ -277,7 +310,7 @@ def atp_register_evaluators(register):  # @hookimpl forgotten
 @hookimpl
 def atp_run_finished(result):
     raise ValueError("progress bar broke")
-'''
+"""
 
 
 def test_plugin_author_diagnostics(tmp_path: Path) -> None:
@@ -296,7 +329,9 @@ def test_plugin_author_diagnostics(tmp_path: Path) -> None:
     assert 'raise ValueError("progress bar broke")' in result.stderr  # --debug: the traceback
     (failure,) = json.loads((tmp_path / "out.json").read_text())["plugin_failures"]
     assert (failure["plugin"], failure["where"], failure["message"]) == (
-        "atp_diagnostics", "atp_run_finished", "ValueError: progress bar broke"
+        "atp_diagnostics",
+        "atp_run_finished",
+        "ValueError: progress bar broke",
     )
     assert 'raise ValueError("progress bar broke")' in failure["traceback"]
 
@@ -315,14 +350,18 @@ def test_an_unknown_type_whose_plugin_failed_shows_the_failure(tmp_path: Path) -
 
 
 def test_a_plugin_command_that_breaks_is_a_plugin_error_not_a_traceback(tmp_path: Path) -> None:
-    install(tmp_path / "site", "atp-bad-command", '''
+    install(
+        tmp_path / "site",
+        "atp-bad-command",
+        """
 from atp.core.hookspecs import hookimpl
 
 
 @hookimpl
 def atp_register_commands(cli):
     raise RuntimeError("click version mismatch")
-''')
+""",
+    )
     result = atp(tmp_path, "--help")
     assert result.returncode == 0, result.stderr
     assert "Run a suite against an agent." in result.stdout
@@ -332,7 +371,7 @@ def atp_register_commands(cli):
     ) in result.stderr
 
 
-LOCAL = '''
+LOCAL = """
 from atp.core.evaluator import Evaluator, check
 from atp.core.hookspecs import hookimpl
 
@@ -348,13 +387,15 @@ class HouseStyle(Evaluator):
 @hookimpl
 def atp_register_evaluators(register):
     register(HouseStyle)
-'''
+"""
 
 
 def test_local_plugins_from_the_config_load_like_installed_ones(tmp_path: Path) -> None:
     write(tmp_path / "checks" / "house.py", LOCAL)
     write(tmp_path / "atp.config.yaml", "plugins:\n  - checks/house.py\n")
-    suite(tmp_path, "  - id: styled\n    task: {description: x}\n    assertions:\n      - {type: house_style}\n")
+    suite(
+        tmp_path, "  - id: styled\n    task: {description: x}\n    assertions:\n      - {type: house_style}\n"
+    )
     result = atp(tmp_path, "test")
     assert result.returncode == 0, result.stdout + result.stderr
     assert "1 passed" in result.stdout
@@ -365,4 +406,6 @@ def test_local_plugins_from_the_config_load_like_installed_ones(tmp_path: Path) 
     write(tmp_path / "checks" / "house.py", "import no_such_module_for_house\n")
     broken = atp(tmp_path, "test")
     assert broken.returncode == 2
-    assert "checks/house.py" in broken.stderr and "No module named 'no_such_module_for_house'" in broken.stderr
+    assert (
+        "checks/house.py" in broken.stderr and "No module named 'no_such_module_for_house'" in broken.stderr
+    )

@@ -16,12 +16,22 @@ from tests.conftest import ATP, behave_agent, write
 
 
 def atp(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([ATP, *args], cwd=cwd, env={**os.environ, "NO_COLOR": "1"}, capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [ATP, *args],
+        cwd=cwd,
+        env={**os.environ, "NO_COLOR": "1"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def suite_file(path: Path, name: str, tests: str) -> Path:
     command = behave_agent("ok")
-    return write(path, f"test_suite: {name}\nagents:\n  - name: agent\n    type: cli\n    command: {command!r}\ntests:\n{tests}")
+    return write(
+        path,
+        f"test_suite: {name}\nagents:\n  - name: agent\n    type: cli\n    command: {command!r}\ntests:\n{tests}",
+    )
 
 
 def a_test(test_id: str, passes: bool = True, tags: str = "[]") -> str:
@@ -74,7 +84,9 @@ def test_fail_fast_stops_at_the_first_failure(tmp_path: Path) -> None:
 
 
 def test_last_failed_reruns_what_failed_in_the_latest_run_of_the_suite(tmp_path: Path) -> None:
-    suite = suite_file(tmp_path / "suite.yaml", "lf", a_test("one") + a_test("two", passes=False) + a_test("three"))
+    suite = suite_file(
+        tmp_path / "suite.yaml", "lf", a_test("one") + a_test("two", passes=False) + a_test("three")
+    )
     assert atp(tmp_path, "test", str(suite)).returncode == 1
     rerun = atp(tmp_path, "test", "--lf", "--output=json", "--output-file=out.json")
     assert rerun.returncode == 1
@@ -90,11 +102,17 @@ def test_last_failed_reruns_what_failed_in_the_latest_run_of_the_suite(tmp_path:
 
 
 def test_tags_and_or_not(tmp_path: Path) -> None:
-    tests = a_test("both", tags="[smoke, fast]") + a_test("smoke_only", tags="[smoke]") + a_test("core", tags="[core]")
+    tests = (
+        a_test("both", tags="[smoke, fast]")
+        + a_test("smoke_only", tags="[smoke]")
+        + a_test("core", tags="[core]")
+    )
     suite_file(tmp_path / "suite.yaml", "tags", tests)
 
     def ids(*tags: str) -> list[str]:
-        result = atp(tmp_path, "test", *[f"--tags={t}" for t in tags], "--output=json", "--output-file=out.json")
+        result = atp(
+            tmp_path, "test", *[f"--tags={t}" for t in tags], "--output=json", "--output-file=out.json"
+        )
         assert result.returncode == 0, result.stderr
         return [t["id"] for t in json.loads((tmp_path / "out.json").read_text())["tests"]]
 

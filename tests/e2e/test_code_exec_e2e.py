@@ -65,7 +65,10 @@ def test_code_is_tested_linted_and_run_by_atp_test(tmp_path: Path) -> None:
         "    - pytest:solution.py: 1 of 2 tests passed (50%); failed: test_solution::test_median_odd "
         "(assert 1 == 2)" in out
     )
-    assert "    - lint:solution.py: 1 finding in solution.py (max_findings 0): solution.py:2:8 F401 `os` imported but unused" in out
+    assert (
+        "    - lint:solution.py: 1 finding in solution.py (max_findings 0): solution.py:2:8 F401 `os` imported but unused"
+        in out
+    )
     assert (
         "    - median_cli: python -c 'from solution import median; print(median([5, 1, 4]))' exited with 0 as "
         "expected, but its output does not match '^4$'; it ends: 1" in out
@@ -75,7 +78,12 @@ def test_code_is_tested_linted_and_run_by_atp_test(tmp_path: Path) -> None:
     good = runs["good"]
     assert set(good) == {"pytest:solution.py", "lint:solution.py", "median_cli"}
     assert all(check["passed"] and check["score"] == 1.0 for check in good.values()), good
-    assert good["pytest:solution.py"]["details"]["tests"] == {"passed": 2, "failed": 0, "errors": 0, "skipped": 0}
+    assert good["pytest:solution.py"]["details"]["tests"] == {
+        "passed": 2,
+        "failed": 0,
+        "errors": 0,
+        "skipped": 0,
+    }
 
     buggy = runs["buggy"]
     tested = buggy["pytest:solution.py"]

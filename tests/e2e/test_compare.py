@@ -43,7 +43,10 @@ def suite_text(name: str, agents: str, runs: int | str = RUNS) -> str:
         "  constraints: {max_steps: 100}\n"
         "  scoring: {quality_weight: 0, completeness_weight: 0, cost_weight: 0, efficiency_weight: 1}\n"
         "  pass_rule: {min_score: 50}\n"
-        "agents:\n" + agents + "tests:\n" + "".join(f"  - {{id: {t}, task: {{description: {t}}}}}\n" for t in TESTS)
+        "agents:\n"
+        + agents
+        + "tests:\n"
+        + "".join(f"  - {{id: {t}, task: {{description: {t}}}}}\n" for t in TESTS)
     )
 
 
@@ -89,8 +92,14 @@ def worse_good(setup: Setup) -> Compared:
     """worse against good, one run at a time, the JSON written to a file."""
     output = setup.folder / "worse-good.json"
     result = atp(
-        "compare", "--agents=worse,good", f"--suite={setup.suite}", "--parallel=1", "--output=json",
-        f"--output-file={output}", f"--run-dir={setup.folder / 'runs-worse-good'}", cwd=setup.folder,
+        "compare",
+        "--agents=worse,good",
+        f"--suite={setup.suite}",
+        "--parallel=1",
+        "--output=json",
+        f"--output-file={output}",
+        f"--run-dir={setup.folder / 'runs-worse-good'}",
+        cwd=setup.folder,
     )
     assert result.returncode == 0, result.stdout + result.stderr
     return Compared(result, json.loads(output.read_text()))
@@ -159,8 +168,13 @@ def test_with_one_run_at_a_time_the_agents_take_turns_run_by_run(worse_good: Com
 
 def test_agents_of_the_same_quality_are_not_told_apart(setup: Setup) -> None:
     result = atp(
-        "compare", "--agents=same1,same2", f"--suite={setup.suite}", "--parallel=3", "--output=json",
-        f"--run-dir={setup.folder / 'runs-same'}", cwd=setup.folder,
+        "compare",
+        "--agents=same1,same2",
+        f"--suite={setup.suite}",
+        "--parallel=3",
+        "--output=json",
+        f"--run-dir={setup.folder / 'runs-same'}",
+        cwd=setup.folder,
     )
     assert result.returncode == 0, result.stdout + result.stderr
     data = json.loads(result.stdout)  # the JSON alone on standard output
@@ -174,7 +188,9 @@ def test_agents_of_the_same_quality_are_not_told_apart(setup: Setup) -> None:
     assert len(order) == 2 * len(TESTS) * RUNS
     position = {(agent_name, test_id, number): i for i, (_, agent_name, test_id, number) in enumerate(order)}
     rounds = [(t, n) for t in TESTS for n in range(1, RUNS + 1)]
-    for earlier, later in zip(rounds, rounds[2:], strict=False):  # within the 3 in flight, the start order may vary
+    for earlier, later in zip(
+        rounds, rounds[2:], strict=False
+    ):  # within the 3 in flight, the start order may vary
         for first in ("same1", "same2"):
             for second in ("same1", "same2"):
                 assert position[(first, *earlier)] < position[(second, *later)]
@@ -182,8 +198,16 @@ def test_agents_of_the_same_quality_are_not_told_apart(setup: Setup) -> None:
 
 def test_three_agents_are_compared_pair_by_pair_on_the_console(setup: Setup) -> None:
     result = atp(
-        "compare", "--agents=good,worse", "--agents=same1", f"--suite={setup.suite}", "--runs=3", "--test=alpha",
-        "--test=beta", "--parallel=4", f"--run-dir={setup.folder / 'runs-three'}", cwd=setup.folder,
+        "compare",
+        "--agents=good,worse",
+        "--agents=same1",
+        f"--suite={setup.suite}",
+        "--runs=3",
+        "--test=alpha",
+        "--test=beta",
+        "--parallel=4",
+        f"--run-dir={setup.folder / 'runs-three'}",
+        cwd=setup.folder,
     )
     assert result.returncode == 0, result.stdout + result.stderr
     out = result.stdout
@@ -203,7 +227,9 @@ def test_three_agents_are_compared_pair_by_pair_on_the_console(setup: Setup) -> 
         (("--agents=good,worse", "--output-file=x.json"), "--output-file takes --output=json"),
     ],
 )
-def test_usage_errors_exit_2_before_any_run(setup: Setup, tmp_path: Path, args: tuple[str, ...], message: str) -> None:
+def test_usage_errors_exit_2_before_any_run(
+    setup: Setup, tmp_path: Path, args: tuple[str, ...], message: str
+) -> None:
     result = atp("compare", *args, f"--suite={setup.suite}", f"--run-dir={tmp_path / 'runs'}", cwd=tmp_path)
     assert result.returncode == 2, result.stdout + result.stderr
     assert message in result.stderr
@@ -213,7 +239,9 @@ def test_usage_errors_exit_2_before_any_run(setup: Setup, tmp_path: Path, args: 
 def test_a_suite_with_adaptive_runs_is_refused(tmp_path: Path) -> None:
     agents = agent("a", PYTHON, NOISY) + agent("b", PYTHON, NOISY, "--seed=1")
     suite = write(tmp_path / "auto.yaml", suite_text("auto_e2e", agents, runs="auto"))
-    result = atp("compare", "--agents=a,b", f"--suite={suite}", f"--run-dir={tmp_path / 'runs'}", cwd=tmp_path)
+    result = atp(
+        "compare", "--agents=a,b", f"--suite={suite}", f"--run-dir={tmp_path / 'runs'}", cwd=tmp_path
+    )
     assert result.returncode == 2, result.stdout + result.stderr
     assert AUTO_REFUSED in result.stderr and "--runs=N" in result.stderr
     assert not (tmp_path / "runs").exists()
@@ -234,12 +262,20 @@ def test_ctrl_c_keeps_each_agents_finished_runs_and_says_where(tmp_path: Path) -
     runs = tmp_path / "runs"
     process = subprocess.Popen(
         [ATP, "compare", "--agents=a,b", f"--suite={suite}", "--parallel=2", f"--run-dir={runs}"],
-        cwd=tmp_path, env={**os.environ, "NO_COLOR": "1"}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cwd=tmp_path,
+        env={**os.environ, "NO_COLOR": "1"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
-            lines = [len(p.read_text().splitlines()) for p in runs.glob("*/results.jsonl")] if runs.is_dir() else []
+            lines = (
+                [len(p.read_text().splitlines()) for p in runs.glob("*/results.jsonl")]
+                if runs.is_dir()
+                else []
+            )
             if len(lines) == 2 and min(lines) >= 2:
                 break
             time.sleep(0.05)

@@ -74,8 +74,12 @@ def test_in_a_ci_log_each_test_is_printed_as_it_finishes(tmp_path: Path) -> None
     tests = "".join(f"  - id: t{i}\n    task: {{description: x}}\n" for i in range(3))
     suite = suite_for(tmp_path, behave_agent("slow", "1"), tests)
     process = subprocess.Popen(
-        [ATP, "test", f"--suite={suite}"], cwd=tmp_path, env={**os.environ, "NO_COLOR": "1"},
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [ATP, "test", f"--suite={suite}"],
+        cwd=tmp_path,
+        env={**os.environ, "NO_COLOR": "1"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     assert process.stdout is not None
     seen: list[tuple[float, str]] = []
@@ -88,8 +92,12 @@ def test_in_a_ci_log_each_test_is_printed_as_it_finishes(tmp_path: Path) -> None
     lines = out.splitlines()
     start = lines.index("Running 3 tests (3 runs):")
     assert lines[start - 1] == "" and lines[start - 2].startswith("Run directory: ")
-    assert [line.split()[:2] for line in lines[start + 1:start + 4]] == [["✓", "t0"], ["✓", "t1"], ["✓", "t2"]]
-    assert lines[start + 4:start + 6] == ["", "Tests:"]
+    assert [line.split()[:2] for line in lines[start + 1 : start + 4]] == [
+        ["✓", "t0"],
+        ["✓", "t1"],
+        ["✓", "t2"],
+    ]
+    assert lines[start + 4 : start + 6] == ["", "Tests:"]
     # each line came as its test finished, not all at the end
     when: dict[str, float] = {}
     for at, line in seen:
@@ -106,11 +114,15 @@ def test_in_a_ci_log_each_test_is_printed_as_it_finishes(tmp_path: Path) -> None
 
 
 def test_a_crashing_agent_shows_its_error_once_and_folds_what_follows(tmp_path: Path) -> None:
-    suite = suite_for(tmp_path, behave_agent("crash"), "  - id: crashes\n    task: {description: x}\n" + ASSERTIONS)
+    suite = suite_for(
+        tmp_path, behave_agent("crash"), "  - id: crashes\n    task: {description: x}\n" + ASSERTIONS
+    )
     result = atp("test", f"--suite={suite}", "--runs=3", cwd=tmp_path)
     assert result.returncode == 1, result.stdout + result.stderr
-    body = result.stdout[result.stdout.index("Tests:"):].splitlines()
-    assert body[1].startswith("  ✗ crashes    0.0/100  (σ=0.0)   time ") and body[1].endswith("  0/3 runs passed")
+    body = result.stdout[result.stdout.index("Tests:") :].splitlines()
+    assert body[1].startswith("  ✗ crashes    0.0/100  (σ=0.0)   time ") and body[1].endswith(
+        "  0/3 runs passed"
+    )
     # the agent's error first (the adapter may add the end of its stderr), then the follow-ons
     assert body[2].startswith("    - runs 1-3: failed: agent exited with code 3 without writing a response")
     assert body[3] == (
@@ -121,7 +133,10 @@ def test_a_crashing_agent_shows_its_error_once_and_folds_what_follows(tmp_path: 
     verbose = atp("report", "--verbose", cwd=tmp_path)
     assert "not met" not in verbose.stdout
     assert "    run 2: response: status failed, no artifacts" in verbose.stdout
-    assert "    ✗ run 3: contains:report.md: expected artifact 'report.md'; the agent produced no artifacts" in verbose.stdout
+    assert (
+        "    ✗ run 3: contains:report.md: expected artifact 'report.md'; the agent produced no artifacts"
+        in verbose.stdout
+    )
     assert "      | RuntimeError: the agent broke" in verbose.stdout
 
 
@@ -140,7 +155,9 @@ def test_quiet_shows_only_what_did_not_pass_and_the_summary(tmp_path: Path) -> N
     assert lines[0].split()[:2] == ["✗", "broken"]
     assert any("not there at all" in line for line in lines)  # the failure's evidence
     assert "fine" not in plain
-    assert re.fullmatch(r"Summary: 1 passed, 1 failed, 0 skipped \(50.0%\) in [0-9.ms]+", lines[-1]), lines[-1]
+    assert re.fullmatch(r"Summary: 1 passed, 1 failed, 0 skipped \(50.0%\) in [0-9.ms]+", lines[-1]), lines[
+        -1
+    ]
     # atp report -q says the same; -q with -v is a usage error
     report = atp("report", "-q", cwd=tmp_path)
     assert report.returncode == 1 and report.stdout.splitlines()[-1] == lines[-1]

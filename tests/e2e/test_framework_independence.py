@@ -57,15 +57,25 @@ def test_the_suite_defines_one_agent_of_each_kind() -> None:
 def test_the_same_suite_passes_for_every_agent(agent: str, tmp_path: Path) -> None:
     adapter, tool, calls = AGENTS[agent]
     results = tmp_path / "results.json"
-    result = atp("test", f"--suite={SUITE.relative_to(ROOT)}", f"--agent={agent}", f"--run-dir={tmp_path / 'runs'}",
-                 f"--output=console,json:{results}", data=tmp_path)
+    result = atp(
+        "test",
+        f"--suite={SUITE.relative_to(ROOT)}",
+        f"--agent={agent}",
+        f"--run-dir={tmp_path / 'runs'}",
+        f"--output=console,json:{results}",
+        data=tmp_path,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     assert f"Agent: {agent} ({adapter})" in result.stdout
     assert "Summary: 2 passed, 0 failed, 0 skipped (100.0%)" in result.stdout
     assert "Traceback" not in result.stdout + result.stderr
 
     report = json.loads(results.read_text())
-    assert (report["suite"], report["agent"], report["agent_type"]) == ("framework_independence", agent, adapter)
+    assert (report["suite"], report["agent"], report["agent_type"]) == (
+        "framework_independence",
+        agent,
+        adapter,
+    )
     assert {test["id"]: test["status"] for test in report["tests"]} == TESTS
     for test in report["tests"]:
         [run] = test["runs"]

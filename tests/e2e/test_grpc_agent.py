@@ -37,8 +37,14 @@ tests:
 
 
 def atp(*args: str, cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([ATP, *args], cwd=cwd, env={**os.environ, "NO_COLOR": "1"}, capture_output=True,
-                          text=True, timeout=timeout)
+    return subprocess.run(
+        [ATP, *args],
+        cwd=cwd,
+        env={**os.environ, "NO_COLOR": "1"},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -56,14 +62,24 @@ def project(tmp_path: Path, port: int) -> Path:
 
 @pytest.mark.parametrize("agent", ["grpc-stream", "grpc-unary"])
 def test_atp_test_runs_a_suite_against_the_grpc_agent(project: Path, agent: str) -> None:
-    result = atp("test", "--suite=suite.yaml", f"--agent={agent}", "--runs=2", "--parallel=2",
-                 "--output=console,json", "--output-file=results.json", cwd=project)
+    result = atp(
+        "test",
+        "--suite=suite.yaml",
+        f"--agent={agent}",
+        "--runs=2",
+        "--parallel=2",
+        "--output=console,json",
+        "--output-file=results.json",
+        cwd=project,
+    )
     assert result.returncode == 1, result.stdout + result.stderr  # zoom_top3 fails its assertion
     out = result.stdout
     assert f"Agent: {agent} (grpc)" in out
     assert "  ✓ slack" in out and "  ✗ zoom_top3" in out
     assert "Summary: 1 passed, 1 failed, 0 skipped" in out
-    assert result.stderr.strip() == "json results written to results.json", result.stderr  # no traceback, no gRPC log
+    assert result.stderr.strip() == "json results written to results.json", (
+        result.stderr
+    )  # no traceback, no gRPC log
     results = json.loads((project / "results.json").read_text())
     runs = {test["id"]: test["runs"] for test in results["tests"]}
     assert [run["outcome"] for run in runs["slack"]] == ["passed", "passed"]
@@ -80,17 +96,28 @@ def test_atp_test_runs_a_suite_against_the_grpc_agent(project: Path, agent: str)
 
 def test_an_agent_that_is_not_listening_fails_each_run_with_its_endpoint(project: Path) -> None:
     suite = (project / "suite.yaml").read_text()
-    down = suite.split("grpc-down, type: grpc, endpoint: \"")[1].split('"')[0]
-    result = atp("test", "--suite=suite.yaml", "--agent=grpc-down", "--output=console,json",
-                 "--output-file=results.json", cwd=project, timeout=60)
+    down = suite.split('grpc-down, type: grpc, endpoint: "')[1].split('"')[0]
+    result = atp(
+        "test",
+        "--suite=suite.yaml",
+        "--agent=grpc-down",
+        "--output=console,json",
+        "--output-file=results.json",
+        cwd=project,
+        timeout=60,
+    )
     assert result.returncode == 1, result.stdout + result.stderr
     assert "Summary: 0 passed, 0 failed, 0 skipped, 2 errors" in result.stdout
     assert "Traceback" not in result.stdout + result.stderr
     results = json.loads((project / "results.json").read_text())
     errors = [test["runs"][0]["error"] for test in results["tests"]]
-    assert errors == [
-        f"cannot reach agent 'grpc-down' at {down}: connection refused (is the agent running and listening there?)"
-    ] * 2
+    assert (
+        errors
+        == [
+            f"cannot reach agent 'grpc-down' at {down}: connection refused (is the agent running and listening there?)"
+        ]
+        * 2
+    )
 
 
 def test_atp_plugins_lists_the_grpc_adapter(tmp_path: Path) -> None:
@@ -107,5 +134,9 @@ def test_atp_validate_passes_the_example_agent(project: Path, agent: str) -> Non
     report = json.loads(result.stdout)
     assert report["ok"] is True and report["type"] == "grpc"
     assert {check["name"]: check["outcome"] for check in report["checks"]} == {
-        "reachable": "passed", "probe": "passed", "events": "passed", "malformed": "passed", "version": "passed",
+        "reachable": "passed",
+        "probe": "passed",
+        "events": "passed",
+        "malformed": "passed",
+        "version": "passed",
     }

@@ -64,8 +64,14 @@ def reap_if_ours(pid: int) -> None:
 
 def start_atp(suite: Path, cwd: Path, pid_file: Path, *args: str) -> subprocess.Popen[str]:
     env = {**os.environ, "NO_COLOR": "1", "AGENT_PID_FILE": str(pid_file)}
-    return subprocess.Popen([ATP, "test", f"--suite={suite}", *args], cwd=cwd, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [ATP, "test", f"--suite={suite}", *args],
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 @pytest.mark.parametrize("second", [signal.SIGINT, signal.SIGTERM])
@@ -116,8 +122,10 @@ def test_agents_of_a_killed_atp_are_stopped_by_the_next_atp_test(tmp_path: Path)
         second = atp("test", f"--suite={quick}", cwd=tmp_path)
         assert second.returncode == 0, second.stdout + second.stderr
         run_name = ledgers[0].parent.name
-        assert (f"atp: warning: stopped 2 agent processes left running by ATP process {first.pid} "
-                f"(run {run_name})") in second.stderr
+        assert (
+            f"atp: warning: stopped 2 agent processes left running by ATP process {first.pid} "
+            f"(run {run_name})"
+        ) in second.stderr
         assert "1 passed, 0 failed" in second.stdout
         assert wait_until(lambda: not running(agent) and not running(child), within=5)
         assert not ledgers[0].exists()
@@ -129,7 +137,9 @@ def test_agents_of_a_killed_atp_are_stopped_by_the_next_atp_test(tmp_path: Path)
             reap_if_ours(pid)
 
 
-def test_children_without_token_of_a_killed_atps_agents_are_stopped_by_the_next_atp_test(tmp_path: Path) -> None:
+def test_children_without_token_of_a_killed_atps_agents_are_stopped_by_the_next_atp_test(
+    tmp_path: Path,
+) -> None:
     """The agents of a `kill -9`ed ATP started children in sessions of their own with an empty
     environment (no token to find them by); the agents still run, so the next `atp test` walks
     their live trees and stops the children too."""
@@ -150,8 +160,10 @@ def test_children_without_token_of_a_killed_atps_agents_are_stopped_by_the_next_
         second = atp("test", f"--suite={quick}", cwd=tmp_path)
         assert second.returncode == 0, second.stdout + second.stderr
         assert time.monotonic() - started < 20
-        assert (f"atp: warning: stopped 4 agent processes left running by ATP process {first.pid} "
-                f"(run {ledger.parent.name})") in second.stderr, second.stderr
+        assert (
+            f"atp: warning: stopped 4 agent processes left running by ATP process {first.pid} "
+            f"(run {ledger.parent.name})"
+        ) in second.stderr, second.stderr
         assert not list((tmp_path / ".atp" / "runs").glob("*/processes.jsonl"))
         assert "1 passed, 0 failed" in second.stdout
         assert wait_until(lambda: not any(running(pid) for pid in pids(pid_file)), within=5)
@@ -178,8 +190,14 @@ def test_agent_running_on_after_its_response_passes_quickly(tmp_path: Path) -> N
     pid_file = tmp_path / "pids"
     suite = hostile_suite(tmp_path / "suite.yaml", ["linger_open", "ok", "setsid_holder"])
     started = time.monotonic()
-    result = atp("test", f"--suite={suite}", "--output=json", "--output-file=results.json", cwd=tmp_path,
-                 env={"AGENT_PID_FILE": str(pid_file)})
+    result = atp(
+        "test",
+        f"--suite={suite}",
+        "--output=json",
+        "--output-file=results.json",
+        cwd=tmp_path,
+        env={"AGENT_PID_FILE": str(pid_file)},
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     assert time.monotonic() - started < 20  # not the 60 s limit
     data = json.loads((tmp_path / "results.json").read_text())
@@ -205,7 +223,9 @@ def test_bytes_the_protocol_does_not_allow_are_the_agents_failure(tmp_path: Path
     assert bad_response["error"].startswith(
         "agent exited with code 0; its last stdout line is not an ATP response (ATP response is not valid UTF-8"
     )
-    assert bad_event["outcome"] == "passed" and bad_event["warnings"][0].startswith("stderr line 2 (byte offset ")
+    assert bad_event["outcome"] == "passed" and bad_event["warnings"][0].startswith(
+        "stderr line 2 (byte offset "
+    )
     assert ok["outcome"] == "passed"
 
 
@@ -226,11 +246,20 @@ def test_a_secret_at_the_cut_of_a_long_stderr_line_shows_no_part_of_it(tmp_path:
         "  - id: ok\n    task: {description: ok}\n",
     )
     pid_file = tmp_path / "pids"
-    result = atp("test", f"--suite={suite}", "-v", "--output=console", "--output=json",
-                 "--output-file=results.json", cwd=tmp_path,
-                 env={"THE_KEY": SECRET, "AGENT_PID_FILE": str(pid_file)})
+    result = atp(
+        "test",
+        f"--suite={suite}",
+        "-v",
+        "--output=console",
+        "--output=json",
+        "--output-file=results.json",
+        cwd=tmp_path,
+        env={"THE_KEY": SECRET, "AGENT_PID_FILE": str(pid_file)},
+    )
     assert result.returncode == 1, result.stdout + result.stderr
-    assert len(pids(pid_file)) == 2 and all(wait_until(lambda pid=pid: reaped(pid), within=5) for pid in pids(pid_file))
+    assert len(pids(pid_file)) == 2 and all(
+        wait_until(lambda pid=pid: reaped(pid), within=5) for pid in pids(pid_file)
+    )
     assert "a stderr line longer than 1024 bytes was cut" in result.stdout
     assert "xxxxxxxxxx" in result.stdout  # the log tail is shown
     written = {path: path.read_bytes() for path in (tmp_path / ".atp").rglob("*") if path.is_file()}
@@ -240,5 +269,9 @@ def test_a_secret_at_the_cut_of_a_long_stderr_line_shows_no_part_of_it(tmp_path:
     assert len(lines) == 1 and set(lines[0]) == {"x"} and 900 < len(lines[0]) <= 1015, lines  # no "y" line
     # no 6 characters of the secret, from its start (a cut) or its end (the rest of the line)
     pieces = [SECRET[:6], SECRET[-6:], SECRET[10:16]]
-    for name, text in [("stdout", result.stdout.encode()), ("stderr", result.stderr.encode()), *written.items()]:
+    for name, text in [
+        ("stdout", result.stdout.encode()),
+        ("stderr", result.stderr.encode()),
+        *written.items(),
+    ]:
         assert not any(piece.encode() in text for piece in pieces), name

@@ -49,24 +49,54 @@ def test_an_endless_suite_or_config_file_is_refused(tmp_path: Path) -> None:
         # 100,000 levels crash PyYAML's C composer; 2,000 exhaust Python's recursion limit.
         # libyaml 0.2.6 (PyYAML 6.0.3+) scans the brackets ahead and stops at its own limit
         # before ATP's composer is 64 levels in, so the path shown is where the nesting starts
-        ("test_suite: s\ndeep: " + "[" * 100_000 + "]" * 100_000 + "\ntests:\n" + TEST,
-         re.compile(r":2: at deep(\[0\]){1,63}: nested deeper than 64 levels$")),
-        ("test_suite: s\ntests:\n  - id: a\n    task:\n      description: x\n      input_data: " + "{a: " * 2000 + "1" + "}" * 2000 + "\n",
-         ":6: at tests[0].task.input_data.a.a.a."),
-        (alias_bomb() + "test_suite: s\ntests:\n" + TEST,
-         ":5: at l4[7]: the aliases repeat more than 100,000 nodes (the limit is reached at the alias *l3)"),
-        ("test_suite: s\nloop: &a [*a]\ntests:\n" + TEST,
-         ":2: at loop[0]: recursive alias *a: the anchor &a (line 2) contains it"),
-        ("test_suite: s\nagents:\n  - {name: a, type: cli, command: [x]}\n  - {name: a, type: cli, command: [y]}\ntests:\n" + TEST,
-         ":4: at agents[1].name: duplicate agent name 'a' (first used at line 3)"),
-        ("test_suite: s\ntests:\n" + TEST + "    scoring: {quality_weight: .nan}\n",
-         ":5: at tests[0].scoring.quality_weight: expected float >= 0.0"),
-        ("test_suite: s\ndefaults:\n  scoring: {quality_weight: 0, completeness_weight: 0, efficiency_weight: 0, cost_weight: 0}\ntests:\n" + TEST,
-         ":3: at defaults.scoring: the scoring weights are all 0"),
+        (
+            "test_suite: s\ndeep: " + "[" * 100_000 + "]" * 100_000 + "\ntests:\n" + TEST,
+            re.compile(r":2: at deep(\[0\]){1,63}: nested deeper than 64 levels$"),
+        ),
+        (
+            "test_suite: s\ntests:\n  - id: a\n    task:\n      description: x\n      input_data: "
+            + "{a: " * 2000
+            + "1"
+            + "}" * 2000
+            + "\n",
+            ":6: at tests[0].task.input_data.a.a.a.",
+        ),
+        (
+            alias_bomb() + "test_suite: s\ntests:\n" + TEST,
+            ":5: at l4[7]: the aliases repeat more than 100,000 nodes (the limit is reached at the alias *l3)",
+        ),
+        (
+            "test_suite: s\nloop: &a [*a]\ntests:\n" + TEST,
+            ":2: at loop[0]: recursive alias *a: the anchor &a (line 2) contains it",
+        ),
+        (
+            "test_suite: s\nagents:\n  - {name: a, type: cli, command: [x]}\n  - {name: a, type: cli, command: [y]}\ntests:\n"
+            + TEST,
+            ":4: at agents[1].name: duplicate agent name 'a' (first used at line 3)",
+        ),
+        (
+            "test_suite: s\ntests:\n" + TEST + "    scoring: {quality_weight: .nan}\n",
+            ":5: at tests[0].scoring.quality_weight: expected float >= 0.0",
+        ),
+        (
+            "test_suite: s\ndefaults:\n  scoring: {quality_weight: 0, completeness_weight: 0, efficiency_weight: 0, cost_weight: 0}\ntests:\n"
+            + TEST,
+            ":3: at defaults.scoring: the scoring weights are all 0",
+        ),
     ],
-    ids=["deep-100000", "deep-mappings", "alias-bomb", "recursive-alias", "duplicate-agents", "nan-weight", "zero-weights"],
+    ids=[
+        "deep-100000",
+        "deep-mappings",
+        "alias-bomb",
+        "recursive-alias",
+        "duplicate-agents",
+        "nan-weight",
+        "zero-weights",
+    ],
 )
-def test_hostile_suites_exit_2_with_a_located_error(tmp_path: Path, body: str, expected: str | re.Pattern[str]) -> None:
+def test_hostile_suites_exit_2_with_a_located_error(
+    tmp_path: Path, body: str, expected: str | re.Pattern[str]
+) -> None:
     suite = tmp_path / "suite.yaml"
     suite.write_text(body)
     result = atp("test", f"--suite={suite}", cwd=tmp_path, timeout=60)
@@ -91,7 +121,10 @@ def test_an_agent_timeout_must_be_finite_and_bounded(tmp_path: Path, timeout: st
         f"    timeout: {timeout}\ntests:\n{TEST}"
     )
     result = atp("test", f"--suite={suite}", cwd=tmp_path)
-    assert_refused(result, f"atp: error: {suite}:6: at agents[0].timeout: 'timeout' must be a number of seconds above 0 and at most 86400")
+    assert_refused(
+        result,
+        f"atp: error: {suite}:6: at agents[0].timeout: 'timeout' must be a number of seconds above 0 and at most 86400",
+    )
 
 
 @pytest.mark.parametrize(
@@ -125,7 +158,9 @@ def test_disabling_a_plugin_that_is_not_installed_is_warned_about_once(tmp_path:
     assert result.returncode == 0, result.stdout + result.stderr
     lines = result.stderr.splitlines()
     for name in ("adaptors", "nope"):
-        warning = [line for line in lines if line.startswith(f"atp: warning: ATP_DISABLE_PLUGINS names {name!r}")]
+        warning = [
+            line for line in lines if line.startswith(f"atp: warning: ATP_DISABLE_PLUGINS names {name!r}")
+        ]
         assert len(warning) == 1, result.stderr
         assert warning[0].startswith(
             f"atp: warning: ATP_DISABLE_PLUGINS names {name!r}, which is not an installed plugin (installed: "

@@ -21,10 +21,7 @@ def hostile(mode: str) -> list[str]:
 
 
 def two_tests(agent: list[str], tmp_path: Path, extra: str = "") -> Path:
-    tests = (
-        "  - id: hostile\n    task: {description: x}\n"
-        "  - id: fine\n    task: {description: x}\n"
-    )
+    tests = "  - id: hostile\n    task: {description: x}\n  - id: fine\n    task: {description: x}\n"
     suite = suite_for(tmp_path, agent, tests)
     if extra:
         suite.write_text(suite.read_text().replace("tests:\n", extra + "tests:\n", 1))
@@ -49,7 +46,9 @@ def test_a_secret_in_any_json_spelling_is_masked_everywhere(tmp_path: Path) -> N
     write(tmp_path / "atp.config.yaml", "secrets:\n  key: ${THE_KEY}\n")
     suite = suite_for(tmp_path, hostile("secrets"), "  - id: t\n    task: {description: x}\n")
     env = {"THE_KEY": SECRET, "SECRET_VALUE": SECRET}
-    result = atp("test", f"--suite={suite}", "--output=json", "--output-file=out.json", "-v", cwd=tmp_path, env=env)
+    result = atp(
+        "test", f"--suite={suite}", "--output=json", "--output-file=out.json", "-v", cwd=tmp_path, env=env
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     run_dir = only_run_dir(tmp_path)
     for path in [tmp_path / "out.json", *run_dir.rglob("*")]:
@@ -63,7 +62,8 @@ def test_a_secret_in_any_json_spelling_is_masked_everywhere(tmp_path: Path) -> N
     run_ = data["tests"][0]["runs"][0]
     assert run_["artifacts"][0]["data"] == {"key": "***"}
     assert [e["payload"].get("input", e["payload"].get("thought")) for e in run_["events"]] == [
-        {"key": "***"}, "the key is ***"
+        {"key": "***"},
+        "the key is ***",
     ]
     assert SECRET not in result.stdout + result.stderr
 
@@ -72,16 +72,24 @@ def test_no_part_of_a_secret_shows_where_a_preview_is_cut(tmp_path: Path) -> Non
     write(tmp_path / "atp.config.yaml", "secrets:\n  key: ${THE_KEY}\n")
     suite = suite_for(tmp_path, hostile("secret_at_cut"), "  - id: t\n    task: {description: x}\n")
     env = {"THE_KEY": SECRET, "SECRET_VALUE": SECRET}
-    result = atp("test", f"--suite={suite}", "--output=json", "--output-file=out.json", "-v", cwd=tmp_path, env=env)
+    result = atp(
+        "test", f"--suite={suite}", "--output=json", "--output-file=out.json", "-v", cwd=tmp_path, env=env
+    )
     assert result.returncode == 1
     error = json.loads((tmp_path / "out.json").read_text())["tests"][0]["runs"][0]["error"]
     assert "its last stdout line is not an ATP response" in error and "***" in error
-    written = result.stdout + (tmp_path / "out.json").read_text() + (only_run_dir(tmp_path) / "results.jsonl").read_text()
+    written = (
+        result.stdout
+        + (tmp_path / "out.json").read_text()
+        + (only_run_dir(tmp_path) / "results.jsonl").read_text()
+    )
     assert SECRET[:6] not in written and "\\u00dc" not in written
 
 
 def test_negative_metrics_do_not_stop_the_suite(tmp_path: Path) -> None:
-    suite = write(tmp_path / "suite.yaml", f"""
+    suite = write(
+        tmp_path / "suite.yaml",
+        f"""
         test_suite: metrics
         agents:
           - {{name: bad, type: cli, command: {hostile("negative_metrics")!r}}}
@@ -91,10 +99,14 @@ def test_negative_metrics_do_not_stop_the_suite(tmp_path: Path) -> None:
             constraints: {{max_tokens: 100, budget_usd: 1}}
           - id: other
             task: {{description: x}}
-        """)
+        """,
+    )
     result = atp("test", f"--suite={suite}", "--verbose", cwd=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "warning: the agent reported metrics.total_tokens = -5, which is not a valid count; it is ignored" in result.stdout
+    assert (
+        "warning: the agent reported metrics.total_tokens = -5, which is not a valid count; it is ignored"
+        in result.stdout
+    )
     assert "Summary: 2 passed, 0 failed, 0 skipped" in result.stdout
     assert "Traceback" not in result.stderr
 
@@ -102,7 +114,14 @@ def test_negative_metrics_do_not_stop_the_suite(tmp_path: Path) -> None:
 def test_stdout_on_a_full_device_is_an_atp_error(tmp_path: Path) -> None:
     suite = two_tests(hostile("ok"), tmp_path)
     with open("/dev/full", "w") as full:
-        process = subprocess.run([ATP, "test", f"--suite={suite}"], cwd=tmp_path, stdout=full, stderr=subprocess.PIPE, text=True, timeout=60)
+        process = subprocess.run(
+            [ATP, "test", f"--suite={suite}"],
+            cwd=tmp_path,
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=60,
+        )
     assert process.returncode == 2
     assert process.stderr.strip() == "atp: error: cannot write standard output: No space left on device"
     assert atp("report", cwd=tmp_path).returncode == 0
@@ -124,8 +143,13 @@ def test_a_full_disk_stops_the_suite_and_keeps_every_result_written(tmp_path: Pa
         resource.setrlimit(resource.RLIMIT_FSIZE, (3000, 3000))
 
     process = subprocess.run(
-        [ATP, "test", f"--suite={suite}", "--runs=20"], cwd=tmp_path, capture_output=True, text=True,
-        timeout=120, preexec_fn=small_files, env={**os.environ, "NO_COLOR": "1"},
+        [ATP, "test", f"--suite={suite}", "--runs=20"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        preexec_fn=small_files,
+        env={**os.environ, "NO_COLOR": "1"},
     )
     assert process.returncode == 2, process.stdout + process.stderr
     assert "Traceback" not in process.stderr
@@ -165,7 +189,9 @@ def test_report_of_damaged_run_directories(tmp_path: Path) -> None:
     results.mkdir()
     report = atp("report", str(run_dir), cwd=tmp_path)
     assert report.returncode == 2
-    assert report.stderr.strip() == f"atp: error: cannot read {results}: it is a directory, not a regular file"
+    assert (
+        report.stderr.strip() == f"atp: error: cannot read {results}: it is a directory, not a regular file"
+    )
 
 
 def test_output_file_must_not_be_the_suite_and_dash_means_stdout(tmp_path: Path) -> None:
@@ -173,7 +199,10 @@ def test_output_file_must_not_be_the_suite_and_dash_means_stdout(tmp_path: Path)
     before = suite.read_text()
     result = atp("test", f"--suite={suite}", "--output=json", f"--output-file={suite}", cwd=tmp_path)
     assert result.returncode == 2
-    assert result.stderr.strip() == f"atp: error: --output-file {suite} is the input file {suite}; it would be overwritten"
+    assert (
+        result.stderr.strip()
+        == f"atp: error: --output-file {suite} is the input file {suite}; it would be overwritten"
+    )
     assert suite.read_text() == before
     result = atp("test", f"--suite={suite}", "--output=json", "--output-file=-", cwd=tmp_path)
     assert result.returncode == 0 and json.loads(result.stdout)["summary"]["passed"] == 2
@@ -193,11 +222,19 @@ def test_parallel_beyond_the_open_file_limit_runs_fewer_at_once(tmp_path: Path) 
         resource.setrlimit(resource.RLIMIT_NOFILE, (160, 160))
 
     process = subprocess.run(
-        [ATP, "test", f"--suite={suite}", "--runs=40", "--parallel=200"], cwd=tmp_path, capture_output=True,
-        text=True, timeout=300, preexec_fn=few_files, env={**os.environ, "NO_COLOR": "1"},
+        [ATP, "test", f"--suite={suite}", "--runs=40", "--parallel=200"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        preexec_fn=few_files,
+        env={**os.environ, "NO_COLOR": "1"},
     )
     assert process.returncode == 0, process.stdout + process.stderr
-    assert "atp: warning: --parallel 200 needs about 2064 open files, but this process may open 160 (ulimit -n); running 9 at once instead" in process.stderr
+    assert (
+        "atp: warning: --parallel 200 needs about 2064 open files, but this process may open 160 (ulimit -n); running 9 at once instead"
+        in process.stderr
+    )
     assert "Summary: 1 passed, 0 failed, 0 skipped" in process.stdout
 
 
@@ -210,7 +247,9 @@ def test_limits_in_the_config_bound_what_a_run_may_send(tmp_path: Path) -> None:
     write(tmp_path / "atp.config.yaml", "limits:\n  max_event_bytes: 10\n")
     result = atp("test", f"--suite={suite}", cwd=tmp_path)
     assert result.returncode == 2
-    assert result.stderr.startswith(f"atp: error: {tmp_path / 'atp.config.yaml'}:2: at limits.max_event_bytes: expected int >= 1024")
+    assert result.stderr.startswith(
+        f"atp: error: {tmp_path / 'atp.config.yaml'}:2: at limits.max_event_bytes: expected int >= 1024"
+    )
 
 
 def test_a_thread_abandoned_at_a_time_limit_does_not_keep_atp_from_exiting(tmp_path: Path) -> None:
@@ -251,7 +290,10 @@ def test_report_refuses_what_is_not_a_regular_file(tmp_path: Path) -> None:
     started = time.monotonic()
     report = atp("report", str(run_dir), cwd=tmp_path, timeout=60)
     assert report.returncode == 2
-    assert report.stderr.strip() == f"atp: error: cannot read {results}: it is a character device, not a regular file"
+    assert (
+        report.stderr.strip()
+        == f"atp: error: cannot read {results}: it is a character device, not a regular file"
+    )
     results.unlink()
     os.mkfifo(results)
     report = atp("report", str(run_dir), cwd=tmp_path, timeout=60)
@@ -285,7 +327,10 @@ def test_output_files_that_are_links_devices_or_fifos(tmp_path: Path) -> None:
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
     result = atp("report", "--output=json", f"--output-file={fifo}", cwd=tmp_path, timeout=30)
-    assert result.returncode == 2 and result.stderr.strip() == f"atp: error: cannot write {fifo}: it is a FIFO no process reads"
+    assert (
+        result.returncode == 2
+        and result.stderr.strip() == f"atp: error: cannot write {fifo}: it is a FIFO no process reads"
+    )
     received: list[bytes] = []
     reader = threading.Thread(target=lambda: received.append(fifo.read_bytes()))
     reader.start()
@@ -303,12 +348,17 @@ def test_output_files_that_are_links_devices_or_fifos(tmp_path: Path) -> None:
     result = atp("report", "--output=json", "--output-file=null", cwd=tmp_path)
     assert result.returncode == 0 and stat.S_ISCHR((tmp_path / "null").lstat().st_mode)
     result = atp("report", "--output=json", "--output-file=full", cwd=tmp_path)
-    assert result.returncode == 2 and result.stderr.strip() == "atp: error: cannot write full: No space left on device"
+    assert (
+        result.returncode == 2
+        and result.stderr.strip() == "atp: error: cannot write full: No space left on device"
+    )
     assert stat.S_ISCHR((tmp_path / "full").lstat().st_mode)
 
 
 def test_control_characters_in_names_and_paths_are_escaped_in_messages(tmp_path: Path) -> None:
-    suite = write(tmp_path / "suite.yaml", f"""
+    suite = write(
+        tmp_path / "suite.yaml",
+        f"""
         test_suite: "s\\e[2J"
         agents:
           - {{name: "ag\\e[5mblink", type: cli, command: {hostile("ok")!r}}}
@@ -316,10 +366,16 @@ def test_control_characters_in_names_and_paths_are_escaped_in_messages(tmp_path:
           - id: t
             tags: ["tag\\e[31m"]
             task: {{description: x}}
-        """)
+        """,
+    )
     outputs = []
-    for args in (["test", f"--suite={suite}", "--agent=x"], ["test", f"--suite={suite}", "--tags=zz"],
-                 ["list-agents", f"--suite={suite}"], ["report", "x\x1b]0;PWNED\x07"], ["test", f"--suite={suite}"]):
+    for args in (
+        ["test", f"--suite={suite}", "--agent=x"],
+        ["test", f"--suite={suite}", "--tags=zz"],
+        ["list-agents", f"--suite={suite}"],
+        ["report", "x\x1b]0;PWNED\x07"],
+        ["test", f"--suite={suite}"],
+    ):
         result = atp(*args, cwd=tmp_path)
         outputs.append(result.stdout + result.stderr)
     everything = "".join(outputs)
@@ -332,7 +388,9 @@ def test_control_characters_in_names_and_paths_are_escaped_in_messages(tmp_path:
 
 
 def test_evaluator_settings_are_checked_before_any_run(tmp_path: Path) -> None:
-    suite = write(tmp_path / "suite.yaml", f"""
+    suite = write(
+        tmp_path / "suite.yaml",
+        f"""
         test_suite: s
         agents:
           - {{name: a, type: cli, command: {hostile("ok")!r}}}
@@ -341,7 +399,8 @@ def test_evaluator_settings_are_checked_before_any_run(tmp_path: Path) -> None:
             task: {{description: x}}
             assertions:
               - {{type: contains, config: {{name: result, pattern: "o+", regex: true}}}}
-        """)
+        """,
+    )
     config = tmp_path / "atp.config.yaml"
     for value, expected in [
         ("1.0e+300", "expected float <= 3600.0"),
@@ -352,12 +411,23 @@ def test_evaluator_settings_are_checked_before_any_run(tmp_path: Path) -> None:
         config.write_text(f"evaluators:\n  contains:\n    regex_timeout_seconds: {value}\n")
         result = atp("test", f"--suite={suite}", cwd=tmp_path)
         assert result.returncode == 2, value
-        assert result.stderr.strip() == f"atp: error: {config}:3: at evaluators.contains.regex_timeout_seconds: {expected}"
+        assert (
+            result.stderr.strip()
+            == f"atp: error: {config}:3: at evaluators.contains.regex_timeout_seconds: {expected}"
+        )
         assert not (tmp_path / ".atp").exists()
     config.write_text("evaluators:\n  contains:\n    regex_timout_seconds: 5\n")
     result = atp("test", f"--suite={suite}", cwd=tmp_path)
-    assert result.stderr.strip() == f"atp: error: {config}:3: at evaluators.contains.regex_timout_seconds: unknown field 'regex_timout_seconds'"
-    config.write_text("evaluators:\n  contians: {regex_timeout_seconds: 5}\n  contains: {timeout_seconds: 9}\n")
+    assert (
+        result.stderr.strip()
+        == f"atp: error: {config}:3: at evaluators.contains.regex_timout_seconds: unknown field 'regex_timout_seconds'"
+    )
+    config.write_text(
+        "evaluators:\n  contians: {regex_timeout_seconds: 5}\n  contains: {timeout_seconds: 9}\n"
+    )
     result = atp("test", f"--suite={suite}", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
-    assert "atp: warning: the config has settings for 'contians', which no installed evaluator checks" in result.stderr
+    assert (
+        "atp: warning: the config has settings for 'contians', which no installed evaluator checks"
+        in result.stderr
+    )

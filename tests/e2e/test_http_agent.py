@@ -54,8 +54,14 @@ tests:
 
 
 def atp(*args: str, cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([ATP, *args], cwd=cwd, env={**os.environ, "NO_COLOR": "1"}, capture_output=True,
-                          text=True, timeout=timeout)
+    return subprocess.run(
+        [ATP, *args],
+        cwd=cwd,
+        env={**os.environ, "NO_COLOR": "1"},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -73,8 +79,16 @@ def project(tmp_path: Path, port: int) -> Path:
 
 @pytest.mark.parametrize("agent", ["http-auto", "http-sync", "http-stream"])
 def test_a_suite_runs_against_the_http_agent_with_its_tools_mocked(project: Path, agent: str) -> None:
-    result = atp("test", "--suite=suite.yaml", f"--agent={agent}", "--runs=3", "--parallel=6",
-                 "--output=console,json", "--output-file=results.json", cwd=project)
+    result = atp(
+        "test",
+        "--suite=suite.yaml",
+        f"--agent={agent}",
+        "--runs=3",
+        "--parallel=6",
+        "--output=console,json",
+        "--output-file=results.json",
+        cwd=project,
+    )
     assert result.returncode == 1, result.stdout + result.stderr  # wrong_expectation fails, as it must
     assert f"Agent: {agent} (http)" in result.stdout
     assert "Summary: 2 passed, 1 failed, 0 skipped" in result.stdout

@@ -15,7 +15,9 @@ from tests.conftest import ATP
 INIT = [ATP]
 
 
-def run(command: list[str], cwd: Path, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+def run(
+    command: list[str], cwd: Path, env: dict[str, str] | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
     full_env = {**os.environ, "NO_COLOR": "1", **(env or {})}
     return subprocess.run(command, cwd=cwd, env=full_env, capture_output=True, text=True, timeout=timeout)
 
@@ -41,7 +43,9 @@ def test_atp_init_twice_exits_2_and_keeps_the_files(tmp_path: Path) -> None:
     done = run([*INIT, "init"], tmp_path)
     assert done.returncode == 2
     assert done.stdout == ""
-    assert done.stderr.startswith("atp: error: atp.config.yaml, atp-suite.yaml and agent.py already exist in ")
+    assert done.stderr.startswith(
+        "atp: error: atp.config.yaml, atp-suite.yaml and agent.py already exist in "
+    )
     assert "Traceback" not in done.stderr
     assert (tmp_path / "agent.py").read_text() == "# my agent\n"
     assert run([*INIT, "init", "--force"], tmp_path).returncode == 0

@@ -18,7 +18,7 @@ from tests.e2e.test_atp_command import atp
 SCHEMA = FIXTURES / "junit" / "JUnit.xsd"
 HOSTILE = "</failure>]]><script>alert(1)</script>\x1b[2J\x00\ufffe&amp;"
 
-AGENT = '''
+AGENT = """
 import json, os, sys, time
 request = json.loads(sys.stdin.readline())
 task = request["task"]["description"]
@@ -31,7 +31,7 @@ if task == "hang":
 text = {"pass": "all good", "fail": "nothing useful", "hostile": HOSTILE}[task]
 print(json.dumps({"version": "1.0", "task_id": request["task_id"], "status": "completed",
                   "artifacts": [{"type": "file", "path": "out.txt", "content": text}], "metrics": {}}))
-'''
+"""
 
 
 def suite(tmp_path: Path) -> Path:
@@ -60,7 +60,11 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> Path:
     tmp_path = tmp_path_factory.mktemp("junit")
     path = suite(tmp_path)
     result = atp(
-        "test", f"--suite={path}", "--output=junit", "--output-file=report.xml", cwd=tmp_path,
+        "test",
+        f"--suite={path}",
+        "--output=junit",
+        "--output-file=report.xml",
+        cwd=tmp_path,
         env={"AGENT_KEY": "sk-secret-123456"},
     )
     assert result.returncode == 1, result.stdout + result.stderr
@@ -102,7 +106,11 @@ def test_each_outcome_reads_back_as_junit_says(report: Path) -> None:
 def test_names_stay_the_same_across_runs(tmp_path: Path, report: Path) -> None:
     path = suite(tmp_path)
     result = atp(
-        "test", f"--suite={path}", "--output=junit", "--output-file=again.xml", cwd=tmp_path,
+        "test",
+        f"--suite={path}",
+        "--output=junit",
+        "--output-file=again.xml",
+        cwd=tmp_path,
         env={"AGENT_KEY": "sk-secret-123456"},
     )
     assert result.returncode == 1, result.stderr

@@ -74,8 +74,15 @@ def project(tmp_path: Path) -> Path:
 
 
 def test_behaviour_assertions_judge_the_events_of_a_langgraph_agent(project: Path) -> None:
-    result = atp("test", "--suite=suite.yaml", "--agent=react", "--parallel=3", "--output=console,json",
-                 "--output-file=results.json", cwd=project)
+    result = atp(
+        "test",
+        "--suite=suite.yaml",
+        "--agent=react",
+        "--parallel=3",
+        "--output=console,json",
+        "--output-file=results.json",
+        cwd=project,
+    )
     assert result.returncode == 1, result.stdout + result.stderr
     out = result.stdout
     assert "Agent: react (langgraph)" in out
@@ -87,24 +94,36 @@ def test_behaviour_assertions_judge_the_events_of_a_langgraph_agent(project: Pat
     run = found["calculates"]
     assert run["trace"]["tool_calls"] == {"add": 1, "multiply": 1}
     assert run["metrics"] == {
-        "total_tokens": 60, "input_tokens": 42, "output_tokens": 18, "total_steps": 3, "tool_calls": 2,
-        "llm_calls": 2, "wall_time_seconds": run["metrics"]["wall_time_seconds"],
+        "total_tokens": 60,
+        "input_tokens": 42,
+        "output_tokens": 18,
+        "total_steps": 3,
+        "tool_calls": 2,
+        "llm_calls": 2,
+        "wall_time_seconds": run["metrics"]["wall_time_seconds"],
     }
     run_dir = next((project / ".atp" / "runs").iterdir())
     events = [json.loads(line) for line in (run_dir / run["events_file"]).read_text().splitlines()]
     assert [event["sequence"] for event in events] == list(range(8))
     assert {event["task_id"] for event in events} == {run["task_id"]}
     assert [event["payload"]["to_state"] for event in events if event["event_type"] == "state_change"] == [
-        "agent", "tools", "agent", "__end__"
+        "agent",
+        "tools",
+        "agent",
+        "__end__",
     ]
-    calls = sorted((event["payload"] for event in events if event["event_type"] == "tool_call"), key=lambda p: p["tool"])
+    calls = sorted(
+        (event["payload"] for event in events if event["event_type"] == "tool_call"), key=lambda p: p["tool"]
+    )
     assert [(call["tool"], call["input"], call["output"], call["status"]) for call in calls] == [
-        ("add", {"a": 2.0, "b": 3.0}, "5.0", "success"), ("multiply", {"a": 4.0, "b": 5.0}, "20.0", "success")
+        ("add", {"a": 2.0, "b": 3.0}, "5.0", "success"),
+        ("multiply", {"a": 4.0, "b": 5.0}, "20.0", "success"),
     ]
     assert all(isinstance(call["duration_ms"], float) for call in calls)
     llm = [event["payload"] for event in events if event["event_type"] == "llm_request"]
     assert [(call["model"], call["input_tokens"], call["output_tokens"]) for call in llm] == [
-        ("scripted-model", 12, 8), ("scripted-model", 30, 10)
+        ("scripted-model", 12, 8),
+        ("scripted-model", 30, 10),
     ]
     assert found["too_many_tools"]["metrics"]["tool_calls"] == 3
 
@@ -113,12 +132,21 @@ def test_behaviour_assertions_judge_the_events_of_a_langgraph_agent(project: Pat
     ("agent", "error"),
     [
         ("crashing", "the graph raised ValueError: the model said no in node 'crash' (at "),
-        ("looping", "the graph hit its recursion limit of 4 steps without reaching its end (GraphRecursionError)"),
+        (
+            "looping",
+            "the graph hit its recursion limit of 4 steps without reaching its end (GraphRecursionError)",
+        ),
     ],
 )
 def test_a_graph_that_fails_fails_its_runs_with_an_error_event(project: Path, agent: str, error: str) -> None:
-    result = atp("test", "--suite=suite.yaml", f"--agent={agent}", "--output=console,json",
-                 "--output-file=results.json", cwd=project)
+    result = atp(
+        "test",
+        "--suite=suite.yaml",
+        f"--agent={agent}",
+        "--output=console,json",
+        "--output-file=results.json",
+        cwd=project,
+    )
     assert result.returncode == 1, result.stdout + result.stderr
     assert f"    - failed: {error}" in result.stdout
     assert "Traceback" not in result.stderr
@@ -140,14 +168,17 @@ def test_the_example_suite_passes(tmp_path: Path) -> None:
 
 
 def test_an_agent_module_that_is_not_there_stops_the_suite_with_exit_2(project: Path) -> None:
-    write(project / "missing.yaml", """
+    write(
+        project / "missing.yaml",
+        """
         test_suite: missing
         agents:
           - {name: g, type: langgraph, module: no_such_graph_module}
         tests:
           - id: t
             task: {description: x}
-        """)
+        """,
+    )
     result = atp("test", "--suite=missing.yaml", cwd=project)
     assert result.returncode == 2, result.stdout + result.stderr
     assert result.stderr.startswith(
@@ -157,21 +188,29 @@ def test_an_agent_module_that_is_not_there_stops_the_suite_with_exit_2(project: 
 
 
 def test_a_plain_def_node_that_never_returns_times_out_and_atp_still_exits(project: Path) -> None:
-    write(project / "stuck.yaml", f"""
+    write(
+        project / "stuck.yaml",
+        f"""
         test_suite: stuck
         agents:
           - {{name: stuck, type: langgraph, module: langgraph_agent, graph: stuck_graph, path: [{AGENTS}], timeout: 1}}
         tests:
           - id: hangs
             task: {{description: "hang"}}
-        """)
+        """,
+    )
     result = atp("test", "--suite=stuck.yaml", cwd=project, timeout=50)  # its thread waits 60 s
     assert result.returncode == 1, result.stdout + result.stderr
-    assert "  ✗ hangs" in result.stdout and "    - timeout: timed out after 1 s; the agent was stopped" in result.stdout
+    assert (
+        "  ✗ hangs" in result.stdout
+        and "    - timeout: timed out after 1 s; the agent was stopped" in result.stdout
+    )
 
 
 def test_sys_exit_in_a_node_fails_its_runs_and_atp_goes_on(project: Path) -> None:
-    write(project / "exits.yaml", f"""
+    write(
+        project / "exits.yaml",
+        f"""
         test_suite: exits
         agents:
           - {{name: exits, type: langgraph, module: langgraph_agent, graph: async_exiting_graph, path: [{AGENTS}]}}
@@ -180,7 +219,8 @@ def test_sys_exit_in_a_node_fails_its_runs_and_atp_goes_on(project: Path) -> Non
             task: {{description: "one"}}
           - id: second
             task: {{description: "two"}}
-        """)
+        """,
+    )
     result = atp("test", "--suite=exits.yaml", cwd=project, timeout=60)
     assert result.returncode == 1, result.stdout + result.stderr
     assert result.stdout.count("    - failed: the graph called sys.exit(4) (at ") == 2
@@ -188,7 +228,9 @@ def test_sys_exit_in_a_node_fails_its_runs_and_atp_goes_on(project: Path) -> Non
 
 
 def test_an_async_node_blocking_in_sync_code_times_out_on_time_and_atp_exits(project: Path) -> None:
-    write(project / "ablock.yaml", f"""
+    write(
+        project / "ablock.yaml",
+        f"""
         test_suite: ablock
         agents:
           - {{name: ablock, type: langgraph, module: langgraph_agent, graph: async_blocking_graph, path: [{AGENTS}], timeout: 2}}
@@ -197,9 +239,17 @@ def test_an_async_node_blocking_in_sync_code_times_out_on_time_and_atp_exits(pro
             task: {{description: "block"}}
           - id: blocks_too
             task: {{description: "block"}}
-        """)
+        """,
+    )
     started = time.monotonic()
-    result = atp("test", "--suite=ablock.yaml", "--output=console,json", "--output-file=results.json", cwd=project, timeout=50)
+    result = atp(
+        "test",
+        "--suite=ablock.yaml",
+        "--output=console,json",
+        "--output-file=results.json",
+        cwd=project,
+        timeout=50,
+    )
     elapsed = time.monotonic() - started
     assert result.returncode == 1, result.stdout + result.stderr
     assert result.stdout.count("timeout: timed out after 2 s; the agent was stopped") == 2

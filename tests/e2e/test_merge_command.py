@@ -47,7 +47,9 @@ def test_three_shards_merge_into_the_report_of_the_whole_run(tmp_path: Path) -> 
     merged = atp("merge", *shards, "--output=json", "--output-file=merged.json", cwd=tmp_path)
     assert merged.returncode == 1, merged.stdout + merged.stderr  # t4 fails, as in the whole run
     assert "Merged 3 shards into " in merged.stderr
-    full = atp("test", f"--suite={suite}", "--run-dir=full", "--output=json", "--output-file=full.json", cwd=tmp_path)
+    full = atp(
+        "test", f"--suite={suite}", "--run-dir=full", "--output=json", "--output-file=full.json", cwd=tmp_path
+    )
     assert full.returncode == 1, full.stdout + full.stderr
     merged_results = json.loads((tmp_path / "merged.json").read_text())
     full_results = json.loads((tmp_path / "full.json").read_text())
@@ -56,7 +58,10 @@ def test_three_shards_merge_into_the_report_of_the_whole_run(tmp_path: Path) -> 
     assert merged_results["summary"] == full_results["summary"]
     assert merged_results["summary"]["runs"] == 12 and merged_results["summary"]["failed"] == 1
     assert merged_results["statistics"] == full_results["statistics"]
-    assert merged_results["shard"] is None and merged_results["suite_fingerprint"] == full_results["suite_fingerprint"]
+    assert (
+        merged_results["shard"] is None
+        and merged_results["suite_fingerprint"] == full_results["suite_fingerprint"]
+    )
     directory = tmp_path / ".atp" / "runs" / merged_results["run_id"]
     header = json.loads((directory / "run.json").read_text())
     assert header["merged_from"] == [Path(s).name for s in shards]

@@ -63,9 +63,15 @@ def test_several_suites_write_a_file_each_for_every_output(project: Path) -> Non
     assert junit_cases(project / "r.outputs.xml") == {"good": True, "bad": False}
     assert junit_cases(project / "r.other_suite.xml") == {"o": True}
     assert json.loads((project / "r.other_suite.json").read_text())["summary"]["passed"] == 1
-    for stdout in ("--output=json:-", "--output=json", "--output=junit:/dev/stdout"):  # documents back to back
+    for stdout in (
+        "--output=json:-",
+        "--output=json",
+        "--output=junit:/dev/stdout",
+    ):  # documents back to back
         refused = atp(project, "test", "suite.yaml", str(other), stdout)
-        assert refused.returncode == 2 and "report to stdout takes one suite" in refused.stderr, refused.stderr
+        assert refused.returncode == 2 and "report to stdout takes one suite" in refused.stderr, (
+            refused.stderr
+        )
 
 
 def test_suites_of_one_name_do_not_write_over_each_others_files(project: Path) -> None:
@@ -81,7 +87,11 @@ def test_dev_stdout_adds_to_what_stdout_is(project: Path) -> None:
     log.write_text("an earlier line of the log\n")
     with log.open("a") as out:
         code = subprocess.run(
-            [ATP, "test", "--output=junit:/dev/stdout"], cwd=project, stdout=out, stderr=subprocess.PIPE, timeout=120
+            [ATP, "test", "--output=junit:/dev/stdout"],
+            cwd=project,
+            stdout=out,
+            stderr=subprocess.PIPE,
+            timeout=120,
         ).returncode
     assert code == 1
     text = log.read_text()
@@ -92,7 +102,11 @@ def test_dev_stdout_adds_to_what_stdout_is(project: Path) -> None:
     other.write_text("kept\n")
     with other.open("a") as err:
         code = subprocess.run(
-            [ATP, "test", "-q", "--output=junit:/dev/stderr"], cwd=project, stdout=subprocess.PIPE, stderr=err, timeout=120
+            [ATP, "test", "-q", "--output=junit:/dev/stderr"],
+            cwd=project,
+            stdout=subprocess.PIPE,
+            stderr=err,
+            timeout=120,
         ).returncode
     assert code == 1 and other.read_text().startswith("kept\n")
     assert "<testsuites>" in other.read_text()
@@ -104,7 +118,9 @@ def test_the_baseline_and_unwritable_folders_are_refused_before_any_run(project:
     before = (project / "base.json").read_bytes()
     runs = len(list((project / ".atp" / "runs").iterdir()))
     result = atp(project, "test", "--baseline=base.json", "--output=json:base.json")
-    assert result.returncode == 2 and "--output=json:base.json is the input file" in result.stderr, result.stderr
+    assert result.returncode == 2 and "--output=json:base.json is the input file" in result.stderr, (
+        result.stderr
+    )
     assert (project / "base.json").read_bytes() == before
     (project / "plain").write_text("a file, not a folder")
     result = atp(project, "test", "--output=junit:plain/x/report.xml")
@@ -127,19 +143,27 @@ def test_atp_report_renders_any_format_of_the_latest_run(project: Path) -> None:
 @pytest.mark.parametrize(
     ("outputs", "error"),
     [
-        (("--output=json:same.out", "--output=junit:same.out"),
-         "--output=junit:same.out and --output=json:same.out would both write same.out"),
-        (("--output=json", "--output=junit"),
-         "the json and junit reports would both go to standard output; give them files"),
+        (
+            ("--output=json:same.out", "--output=junit:same.out"),
+            "--output=junit:same.out and --output=json:same.out would both write same.out",
+        ),
+        (
+            ("--output=json", "--output=junit"),
+            "the json and junit reports would both go to standard output; give them files",
+        ),
         (("--output=console:c.txt",), "the console reporter writes to the terminal and takes no file"),
-        (("--output=json:r.json", "--output-file=x.json"),
-         "--output-file needs an --output that writes a file (like json); every one names its own file already"),
+        (
+            ("--output=json:r.json", "--output-file=x.json"),
+            "--output-file needs an --output that writes a file (like json); every one names its own file already",
+        ),
         (("--output=json:",), "--output=json: names no file; write json:FILE or json"),
         (("--output=json:suite.yaml",), "--output=json:suite.yaml is the input file "),
         (("--output=nothing:x",), "nothing"),
     ],
 )
-def test_outputs_that_clash_are_refused_before_any_run(project: Path, outputs: tuple[str, ...], error: str) -> None:
+def test_outputs_that_clash_are_refused_before_any_run(
+    project: Path, outputs: tuple[str, ...], error: str
+) -> None:
     result = atp(project, "test", *outputs)
     assert result.returncode == 2, result.stdout + result.stderr
     assert error in result.stderr

@@ -28,7 +28,11 @@ def test_ctrl_c_stops_every_pooled_process_and_keeps_the_finished_results(tmp_pa
     env = {**os.environ, "NO_COLOR": "1", "AGENT_PIDS_DIR": str(folder)}
     process = subprocess.Popen(
         [ATP, "test", f"--suite={suite}", "--parallel=3", "--output=json", "--output-file=out.json"],
-        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
         # two processes hang on a request each; a third serves the rest and waits idle

@@ -19,7 +19,7 @@ def atp(*args: str, cwd: Path, timeout: float = 120) -> subprocess.CompletedProc
     return subprocess.run([ATP, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
 
 
-SYNC_AGENT = '''
+SYNC_AGENT = """
 import time
 
 
@@ -34,9 +34,9 @@ def run(request, emit):
         "artifacts": [{"type": "structured", "name": "result", "data": {"text": "hello world"}}],
         "metrics": {"total_steps": 2},
     }
-'''
+"""
 
-ASYNC_AGENT = '''
+ASYNC_AGENT = """
 import anyio
 
 from atp.core.protocol import ATPResponse, Metrics, StructuredArtifact, ToolCallPayload, make_event
@@ -50,9 +50,9 @@ async def run(request, emit):
     return ATPResponse(version="1.0", task_id=request.task_id, status="completed",
                        artifacts=[StructuredArtifact(name="result", data={"text": "hello world"})],
                        metrics=Metrics(total_steps=2))
-'''
+"""
 
-BROKEN_AGENT = '''
+BROKEN_AGENT = """
 import os
 
 KEY = os.environ["NO_SUCH_VARIABLE_FOR_THE_AGENT"]
@@ -60,9 +60,9 @@ KEY = os.environ["NO_SUCH_VARIABLE_FOR_THE_AGENT"]
 
 def run(request, emit):
     raise AssertionError("never imported")
-'''
+"""
 
-HANGING_AGENT = '''
+HANGING_AGENT = """
 import threading
 
 
@@ -71,7 +71,7 @@ def run(request, emit):
         threading.Event().wait()  # forever: no timeout can stop a thread
     return {"status": "completed", "artifacts": [{"type": "structured", "name": "result", "data": {}}],
             "metrics": {}}
-'''
+"""
 
 SUITE = """
 test_suite: python_agents
@@ -112,15 +112,24 @@ def project(tmp_path: Path) -> Path:
 @pytest.mark.parametrize("agent", ["sync-agent", "async-agent"])
 def test_a_python_agent_next_to_the_suite_passes_and_fails_tests(project: Path, agent: str) -> None:
     module = agent.replace("-", "_")
-    result = atp("test", "--suite=suites/suite.yaml", f"--agent={agent}", "--output=console,json",
-                 "--output-file=results.json", cwd=project)
+    result = atp(
+        "test",
+        "--suite=suites/suite.yaml",
+        f"--agent={agent}",
+        "--output=console,json",
+        "--output-file=results.json",
+        cwd=project,
+    )
     assert result.returncode == 1, result.stdout + result.stderr
     out = result.stdout
     assert f"Agent: {agent} (python)" in out
     assert "  ✓ answers" in out and "  ✗ wrong_answer" in out and "  ✗ crashes" in out
     source = SYNC_AGENT if agent == "sync-agent" else ASYNC_AGENT
     line = source.lstrip("\n").splitlines().index('        raise ValueError("asked to crash")') + 1
-    assert f"    - failed: the agent function {module}:run raised ValueError: asked to crash (at {module}.py:{line})" in out
+    assert (
+        f"    - failed: the agent function {module}:run raised ValueError: asked to crash (at {module}.py:{line})"
+        in out
+    )
     assert "Summary: 1 passed, 2 failed, 0 skipped" in out
     assert "Traceback" not in result.stderr
     results = json.loads((project / "results.json").read_text())
@@ -129,7 +138,9 @@ def test_a_python_agent_next_to_the_suite_passes_and_fails_tests(project: Path, 
     # the traceback of the crash is in the run's log
     run_dir = next((project / ".atp" / "runs").iterdir())
     log = (run_dir / runs["crashes"]["log_file"]).read_text()
-    assert log.startswith("Traceback (most recent call last):") and log.endswith("ValueError: asked to crash\n")
+    assert log.startswith("Traceback (most recent call last):") and log.endswith(
+        "ValueError: asked to crash\n"
+    )
 
 
 def test_the_passing_tests_alone_exit_0(project: Path) -> None:
@@ -141,13 +152,21 @@ def test_the_passing_tests_alone_exit_0(project: Path) -> None:
 @pytest.mark.parametrize(
     ("agent", "message"),
     [
-        ("broken-agent", "atp: error: agent 'broken-agent': cannot import 'broken_agent:run': importing module "
-                         "'broken_agent' raised KeyError: 'NO_SUCH_VARIABLE_FOR_THE_AGENT' (at broken_agent.py:3)"),
-        ("missing-agent", "atp: error: agent 'missing-agent': cannot import 'no_such_agent_module:run': no module "
-                          "named 'no_such_agent_module' in the folders Python looks in ({suites} (the agent's folder), "),
+        (
+            "broken-agent",
+            "atp: error: agent 'broken-agent': cannot import 'broken_agent:run': importing module "
+            "'broken_agent' raised KeyError: 'NO_SUCH_VARIABLE_FOR_THE_AGENT' (at broken_agent.py:3)",
+        ),
+        (
+            "missing-agent",
+            "atp: error: agent 'missing-agent': cannot import 'no_such_agent_module:run': no module "
+            "named 'no_such_agent_module' in the folders Python looks in ({suites} (the agent's folder), ",
+        ),
     ],
 )
-def test_an_agent_that_cannot_be_imported_stops_the_suite_with_exit_2(project: Path, agent: str, message: str) -> None:
+def test_an_agent_that_cannot_be_imported_stops_the_suite_with_exit_2(
+    project: Path, agent: str, message: str
+) -> None:
     result = atp("test", "--suite=suites/suite.yaml", f"--agent={agent}", cwd=project)
     assert result.returncode == 2, result.stdout + result.stderr
     assert result.stderr.startswith(message.format(suites=project / "suites"))
@@ -156,7 +175,9 @@ def test_an_agent_that_cannot_be_imported_stops_the_suite_with_exit_2(project: P
 
 
 def test_a_function_that_never_returns_times_out_and_atp_still_exits(project: Path) -> None:
-    write(project / "suites" / "hang.yaml", """
+    write(
+        project / "suites" / "hang.yaml",
+        """
         test_suite: hang
         agents:
           - {name: hanging-agent, type: python, callable: hanging_agent:run, timeout: 1}
@@ -165,7 +186,8 @@ def test_a_function_that_never_returns_times_out_and_atp_still_exits(project: Pa
             task: {description: "hang"}
           - id: answers
             task: {description: "answer"}
-        """)
+        """,
+    )
     result = atp("test", "--suite=suites/hang.yaml", cwd=project, timeout=60)
     assert result.returncode == 1, result.stdout + result.stderr
     assert "  ✗ hangs" in result.stdout and "  ✓ answers" in result.stdout

@@ -58,7 +58,16 @@ def comparable(report: dict[str, Any]) -> list[tuple[Any, ...]]:
     for test in report["tests"]:
         stats = dict(test.get("statistics") or {})
         stats.get("metrics", {}).pop("wall_time_seconds", None)
-        rows.append((test["id"], test["status"], len(test["runs"]), test["score"], test["flaky"], json.dumps(stats, sort_keys=True)))
+        rows.append(
+            (
+                test["id"],
+                test["status"],
+                len(test["runs"]),
+                test["score"],
+                test["flaky"],
+                json.dumps(stats, sort_keys=True),
+            )
+        )
     return rows
 
 
@@ -72,7 +81,11 @@ def test_a_suite_killed_half_way_resumes_with_exactly_the_missing_runs(tmp_path:
     env = {**os.environ, "NO_COLOR": "1", "LEDGER": str(ledger)}
     process = subprocess.Popen(
         [ATP, "test", f"--suite={suite}", "--parallel=3", "-q"],
-        cwd=tmp_path, env=env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        cwd=tmp_path,
+        env=env,
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     deadline = time.monotonic() + 60
     results = None
@@ -92,7 +105,15 @@ def test_a_suite_killed_half_way_resumes_with_exactly_the_missing_runs(tmp_path:
     assert header["finished_at"] is None  # killed: the end was never written
     ledger.write_text("")  # from here on, count only what the resume makes
 
-    resumed = atp("test", f"--suite={suite}", "--resume", "--output=json", "--output-file=resumed.json", cwd=tmp_path, env={"LEDGER": str(ledger)})
+    resumed = atp(
+        "test",
+        f"--suite={suite}",
+        "--resume",
+        "--output=json",
+        "--output-file=resumed.json",
+        cwd=tmp_path,
+        env={"LEDGER": str(ledger)},
+    )
     assert resumed.returncode == 1, resumed.stdout + resumed.stderr  # t03 fails, as it would have
     everything = {(f"t{i:02d}", n) for i in range(12) for n in (1, 2)}
     made = Counter(ledger_lines(ledger))
@@ -102,7 +123,14 @@ def test_a_suite_killed_half_way_resumes_with_exactly_the_missing_runs(tmp_path:
     assert Counter(stored_runs(results)) == Counter(everything)
 
     ledger.write_text("")
-    whole = atp("test", f"--suite={suite}", "--output=json", "--output-file=whole.json", cwd=tmp_path, env={"LEDGER": str(ledger)})
+    whole = atp(
+        "test",
+        f"--suite={suite}",
+        "--output=json",
+        "--output-file=whole.json",
+        cwd=tmp_path,
+        env={"LEDGER": str(ledger)},
+    )
     assert whole.returncode == 1
     assert len(ledger_lines(ledger)) == 24
     resumed_report = json.loads((tmp_path / "resumed.json").read_text())
@@ -129,7 +157,11 @@ def test_resume_refuses_a_changed_suite_unless_forced(tmp_path: Path) -> None:
     suite.write_text(suite.read_text().replace("description: x", "description: y"))
     refused = atp("test", f"--suite={suite}", f"--resume={run_dir}", cwd=tmp_path, env=env)
     assert refused.returncode == 2, first.stdout + refused.stdout + refused.stderr
-    assert "cannot resume" in refused.stderr and "'a' changed since" in refused.stderr and "--force" in refused.stderr
+    assert (
+        "cannot resume" in refused.stderr
+        and "'a' changed since" in refused.stderr
+        and "--force" in refused.stderr
+    )
     forced = atp("test", f"--suite={suite}", f"--resume={run_dir}", "--force", cwd=tmp_path, env=env)
     assert forced.returncode == 0, forced.stdout + forced.stderr
     nothing = atp("test", f"--suite={suite}", "--resume", cwd=tmp_path, env=env)
@@ -142,7 +174,14 @@ def test_a_flaky_agent_is_marked_flaky(tmp_path: Path) -> None:
         "  - id: wobbly\n    runs_per_test: 4\n    task: {description: x, input_data: {outcome: flaky}}\n"
         "  - id: steady\n    runs_per_test: 4\n    task: {description: x}\n",
     )
-    result = atp("test", f"--suite={suite}", "--output=console", "--output=json:out.json", cwd=tmp_path, env={"LEDGER": str(tmp_path / "l")})
+    result = atp(
+        "test",
+        f"--suite={suite}",
+        "--output=console",
+        "--output=json:out.json",
+        cwd=tmp_path,
+        env={"LEDGER": str(tmp_path / "l")},
+    )
     assert result.returncode == 1
     report = json.loads((tmp_path / "out.json").read_text())
     flags = {t["id"]: t["flaky"] for t in report["tests"]}
@@ -158,7 +197,14 @@ def test_a_quarantined_failing_test_leaves_exit_0(tmp_path: Path) -> None:
         "  - id: fine\n    task: {description: x}\n",
         head="quarantine: [broken]\n",
     )
-    result = atp("test", f"--suite={suite}", "--output=console", "--output=json:out.json", cwd=tmp_path, env={"LEDGER": str(tmp_path / "l")})
+    result = atp(
+        "test",
+        f"--suite={suite}",
+        "--output=console",
+        "--output=json:out.json",
+        cwd=tmp_path,
+        env={"LEDGER": str(tmp_path / "l")},
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     report = json.loads((tmp_path / "out.json").read_text())
     broken = next(t for t in report["tests"] if t["id"] == "broken")
@@ -173,7 +219,9 @@ def test_a_quarantined_failing_test_leaves_exit_0(tmp_path: Path) -> None:
 def test_a_quarantine_file_named_by_the_config_quarantines_too(tmp_path: Path) -> None:
     write(tmp_path / "quarantine.txt", "# known bad, ticket 42\nbroken\nnot_in_this_suite\n")
     write(tmp_path / "atp.config.yaml", "quarantine_file: quarantine.txt\n")
-    suite = ledger_suite(tmp_path, "  - id: broken\n    task: {description: x, input_data: {outcome: fail}}\n")
+    suite = ledger_suite(
+        tmp_path, "  - id: broken\n    task: {description: x, input_data: {outcome: fail}}\n"
+    )
     result = atp("test", f"--suite={suite}", cwd=tmp_path, env={"LEDGER": str(tmp_path / "l")})
     assert result.returncode == 0, result.stdout + result.stderr
 
@@ -186,28 +234,48 @@ def test_a_quarantine_naming_an_unknown_test_is_a_located_error(tmp_path: Path) 
 
 
 def test_a_budget_stops_new_runs_and_says_so(tmp_path: Path) -> None:
-    tests = "".join(f"  - id: t{i}\n    task: {{description: x, input_data: {{cost_usd: 0.4}}}}\n" for i in range(6))
+    tests = "".join(
+        f"  - id: t{i}\n    task: {{description: x, input_data: {{cost_usd: 0.4}}}}\n" for i in range(6)
+    )
     suite = ledger_suite(tmp_path, tests)
     ledger = tmp_path / "ledger.txt"
-    result = atp("test", f"--suite={suite}", "--max-cost-usd=1.0", "--output=console", "--output=json:out.json", cwd=tmp_path, env={"LEDGER": str(ledger)})
+    result = atp(
+        "test",
+        f"--suite={suite}",
+        "--max-cost-usd=1.0",
+        "--output=console",
+        "--output=json:out.json",
+        cwd=tmp_path,
+        env={"LEDGER": str(ledger)},
+    )
     assert result.returncode == 5, result.stdout + result.stderr
-    assert [test_id for test_id, _ in ledger_lines(ledger)] == ["t0", "t1", "t2"]  # 1.2 >= 1.0 after the third
+    assert [test_id for test_id, _ in ledger_lines(ledger)] == [
+        "t0",
+        "t1",
+        "t2",
+    ]  # 1.2 >= 1.0 after the third
     report = json.loads((tmp_path / "out.json").read_text())
     assert report["stopped_by"] == "budget"
-    assert report["budget"]["spent_cost_usd"] == 1.2 and "max_cost_usd 1 reached" in report["budget"]["exceeded"]
+    assert (
+        report["budget"]["spent_cost_usd"] == 1.2 and "max_cost_usd 1 reached" in report["budget"]["exceeded"]
+    )
     skipped = [t for t in report["tests"] if t["status"] == "skipped"]
     assert [t["id"] for t in skipped] == ["t3", "t4", "t5"]
     assert all(t["skip_reason"].startswith("not run: BUDGET_EXCEEDED") for t in skipped)
     assert "BUDGET_EXCEEDED" in result.stdout
     # the rest is made by resuming with more to spend
-    more = atp("test", f"--suite={suite}", "--resume", "--max-cost-usd=5", cwd=tmp_path, env={"LEDGER": str(ledger)})
+    more = atp(
+        "test", f"--suite={suite}", "--resume", "--max-cost-usd=5", cwd=tmp_path, env={"LEDGER": str(ledger)}
+    )
     assert more.returncode == 0, more.stdout + more.stderr
     assert [test_id for test_id, _ in ledger_lines(ledger)] == ["t0", "t1", "t2", "t3", "t4", "t5"]
 
 
 def test_a_token_budget_from_the_config(tmp_path: Path) -> None:
     write(tmp_path / "atp.config.yaml", "budget:\n  max_tokens: 250\n")
-    tests = "".join(f"  - id: t{i}\n    task: {{description: x, input_data: {{tokens: 100}}}}\n" for i in range(5))
+    tests = "".join(
+        f"  - id: t{i}\n    task: {{description: x, input_data: {{tokens: 100}}}}\n" for i in range(5)
+    )
     suite = ledger_suite(tmp_path, tests)
     ledger = tmp_path / "ledger.txt"
     result = atp("test", f"--suite={suite}", cwd=tmp_path, env={"LEDGER": str(ledger)})
@@ -219,7 +287,9 @@ def test_a_rate_limit_spaces_run_starts_whatever_parallel_says(tmp_path: Path) -
     tests = "".join(f"  - id: t{i}\n    task: {{description: x}}\n" for i in range(6))
     suite = ledger_suite(tmp_path, tests, agent_extra="    rate_limit: 5/s\n")
     started = time.monotonic()
-    result = atp("test", f"--suite={suite}", "--parallel=6", cwd=tmp_path, env={"LEDGER": str(tmp_path / "l")})
+    result = atp(
+        "test", f"--suite={suite}", "--parallel=6", cwd=tmp_path, env={"LEDGER": str(tmp_path / "l")}
+    )
     elapsed = time.monotonic() - started
     assert result.returncode == 0, result.stdout + result.stderr
     assert elapsed >= 1.0  # six starts 0.2 s apart: the last at 1.0 s at the earliest
@@ -241,10 +311,15 @@ class _Flaky503(BaseHTTPRequestHandler):
             self.send_header("Retry-After", "0")
         else:
             answer = {"answer": 42 if test_id == "recovers" else 41}
-            data = json.dumps({
-                "version": "1.0", "task_id": body["task_id"], "status": "completed",
-                "artifacts": [{"type": "structured", "name": "result", "data": answer}], "metrics": {},
-            }).encode()
+            data = json.dumps(
+                {
+                    "version": "1.0",
+                    "task_id": body["task_id"],
+                    "status": "completed",
+                    "artifacts": [{"type": "structured", "name": "result", "data": answer}],
+                    "metrics": {},
+                }
+            ).encode()
             self.send_response(200)
             self.send_header("content-type", "application/json")
         self.send_header("content-length", str(len(data)))
@@ -255,7 +330,9 @@ class _Flaky503(BaseHTTPRequestHandler):
         pass
 
 
-def test_503_twice_then_200_passes_with_two_recorded_retries_and_a_wrong_answer_is_not_retried(tmp_path: Path) -> None:
+def test_503_twice_then_200_passes_with_two_recorded_retries_and_a_wrong_answer_is_not_retried(
+    tmp_path: Path,
+) -> None:
     _Flaky503.seen = Counter()
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Flaky503)
     threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -288,11 +365,19 @@ def test_503_twice_then_200_passes_with_two_recorded_retries_and_a_wrong_answer_
 
 
 def test_a_run_still_going_is_not_resumed_twice(tmp_path: Path) -> None:
-    tests = "".join(f"  - id: t{i}\n    task: {{description: x, input_data: {{sleep: 0.4}}}}\n" for i in range(6))
+    tests = "".join(
+        f"  - id: t{i}\n    task: {{description: x, input_data: {{sleep: 0.4}}}}\n" for i in range(6)
+    )
     suite = ledger_suite(tmp_path, tests)
     ledger = tmp_path / "ledger.txt"
     env = {**os.environ, "NO_COLOR": "1", "LEDGER": str(ledger)}
-    first = subprocess.Popen([ATP, "test", f"--suite={suite}", "-q"], cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    first = subprocess.Popen(
+        [ATP, "test", f"--suite={suite}", "-q"],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline and not list((tmp_path / ".atp" / "runs").glob("*/run.json")):
         time.sleep(0.02)
@@ -306,7 +391,9 @@ def test_a_run_still_going_is_not_resumed_twice(tmp_path: Path) -> None:
     assert first.returncode == 0
 
 
-def test_a_finished_or_merged_run_is_not_resumed_and_a_resume_that_cannot_start_changes_nothing(tmp_path: Path) -> None:
+def test_a_finished_or_merged_run_is_not_resumed_and_a_resume_that_cannot_start_changes_nothing(
+    tmp_path: Path,
+) -> None:
     suite = ledger_suite(tmp_path, "  - id: a\n    task: {description: x}\n")
     env = {"LEDGER": str(tmp_path / "l")}
     assert atp("test", f"--suite={suite}", cwd=tmp_path, env=env).returncode == 0
@@ -317,7 +404,9 @@ def test_a_finished_or_merged_run_is_not_resumed_and_a_resume_that_cannot_start_
     header["finished_at"] = None
     (run_dir / "run.json").write_text(json.dumps(header))
     before = (run_dir / "run.json").read_bytes()
-    broken = write(tmp_path / "broken.yaml", suite.read_text().replace(repr(LEDGER_AGENT), repr(["/no/such/program"])))
+    broken = write(
+        tmp_path / "broken.yaml", suite.read_text().replace(repr(LEDGER_AGENT), repr(["/no/such/program"]))
+    )
     cannot = atp("test", f"--suite={broken}", f"--resume={run_dir}", cwd=tmp_path, env=env)
     assert cannot.returncode == 2, cannot.stdout + cannot.stderr
     assert (run_dir / "run.json").read_bytes() == before
@@ -341,17 +430,31 @@ def test_adaptive_tests_never_go_past_max_runs_with_parallel_runs(tmp_path: Path
 
 
 def test_a_budget_reached_by_the_last_run_leaves_the_suite_complete(tmp_path: Path) -> None:
-    tests = "".join(f"  - id: t{i}\n    task: {{description: x, input_data: {{cost_usd: 1.0}}}}\n" for i in range(3))
+    tests = "".join(
+        f"  - id: t{i}\n    task: {{description: x, input_data: {{cost_usd: 1.0}}}}\n" for i in range(3)
+    )
     suite = ledger_suite(tmp_path, tests)
-    result = atp("test", f"--suite={suite}", "--max-cost-usd=3", "--output=json:out.json", cwd=tmp_path, env={"LEDGER": str(tmp_path / "l")})
+    result = atp(
+        "test",
+        f"--suite={suite}",
+        "--max-cost-usd=3",
+        "--output=json:out.json",
+        cwd=tmp_path,
+        env={"LEDGER": str(tmp_path / "l")},
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     report = json.loads((tmp_path / "out.json").read_text())
     assert report["stopped_by"] is None and report["budget"]["exceeded"]
 
 
 def test_an_absurd_cost_is_ignored_not_a_crash(tmp_path: Path) -> None:
-    suite = ledger_suite(tmp_path, "  - id: a\n    runs_per_test: 2\n    task: {description: x, input_data: {cost_usd: 1.7e+308}}\n")
-    result = atp("test", f"--suite={suite}", "--max-tokens=1000", cwd=tmp_path, env={"LEDGER": str(tmp_path / "l")})
+    suite = ledger_suite(
+        tmp_path,
+        "  - id: a\n    runs_per_test: 2\n    task: {description: x, input_data: {cost_usd: 1.7e+308}}\n",
+    )
+    result = atp(
+        "test", f"--suite={suite}", "--max-tokens=1000", cwd=tmp_path, env={"LEDGER": str(tmp_path / "l")}
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     assert atp("report", cwd=tmp_path).returncode == 0
 
@@ -368,7 +471,14 @@ def test_resume_takes_away_a_damaged_line_and_makes_its_run_again(tmp_path: Path
     header["finished_at"] = None
     (run_dir / "run.json").write_text(json.dumps(header))
     ledger.write_text("")
-    resumed = atp("test", f"--suite={suite}", "--resume", "--output=json:out.json", cwd=tmp_path, env={"LEDGER": str(ledger)})
+    resumed = atp(
+        "test",
+        f"--suite={suite}",
+        "--resume",
+        "--output=json:out.json",
+        cwd=tmp_path,
+        env={"LEDGER": str(ledger)},
+    )
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert "is not a run result; it is taken away and its run made again" in resumed.stderr
     assert ledger_lines(ledger) == [("a", 2)]
@@ -378,7 +488,15 @@ def test_resume_takes_away_a_damaged_line_and_makes_its_run_again(tmp_path: Path
 
 def test_a_shards_report_counts_its_share_not_the_whole_suite(tmp_path: Path) -> None:
     suite = ledger_suite(tmp_path, "  - id: a\n    runs_per_test: 4\n    task: {description: x}\n")
-    result = atp("test", f"--suite={suite}", "--shard=2/2", "--output=console", "--output=json:out.json", cwd=tmp_path, env={"LEDGER": str(tmp_path / "l")})
+    result = atp(
+        "test",
+        f"--suite={suite}",
+        "--shard=2/2",
+        "--output=console",
+        "--output=json:out.json",
+        cwd=tmp_path,
+        env={"LEDGER": str(tmp_path / "l")},
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     (test,) = json.loads((tmp_path / "out.json").read_text())["tests"]
     assert test["planned_runs"] == 2 and len(test["runs"]) == 2 and test["status"] == "passed"
@@ -392,7 +510,12 @@ def test_resume_goes_on_with_the_runs_plan_and_todays_quarantine(tmp_path: Path)
         "  - id: b\n    task: {description: x}\n",
     )
     ledger = tmp_path / "ledger.txt"
-    assert atp("test", f"--suite={suite}", "--max-tokens=1", cwd=tmp_path, env={"LEDGER": str(ledger)}).returncode == 1
+    assert (
+        atp(
+            "test", f"--suite={suite}", "--max-tokens=1", cwd=tmp_path, env={"LEDGER": str(ledger)}
+        ).returncode
+        == 1
+    )
     (run_dir,) = run_dirs(tmp_path)
     header = json.loads((run_dir / "run.json").read_text())
     header["finished_at"] = None
@@ -414,10 +537,21 @@ def test_wrong_budgets_and_resume_arguments_say_what_to_write(tmp_path: Path) ->
     assert eaten.returncode == 2 and "that is a file, not a run directory" in eaten.stderr
 
 
-def test_runs_waiting_for_their_rate_limited_turn_do_not_start_once_the_budget_is_spent(tmp_path: Path) -> None:
-    tests = "".join(f"  - id: t{i}\n    task: {{description: x, input_data: {{cost_usd: 1.0}}}}\n" for i in range(5))
+def test_runs_waiting_for_their_rate_limited_turn_do_not_start_once_the_budget_is_spent(
+    tmp_path: Path,
+) -> None:
+    tests = "".join(
+        f"  - id: t{i}\n    task: {{description: x, input_data: {{cost_usd: 1.0}}}}\n" for i in range(5)
+    )
     suite = ledger_suite(tmp_path, tests, agent_extra="    rate_limit: 2/s\n")
     ledger = tmp_path / "ledger.txt"
-    result = atp("test", f"--suite={suite}", "--parallel=5", "--max-cost-usd=2", cwd=tmp_path, env={"LEDGER": str(ledger)})
+    result = atp(
+        "test",
+        f"--suite={suite}",
+        "--parallel=5",
+        "--max-cost-usd=2",
+        cwd=tmp_path,
+        env={"LEDGER": str(ledger)},
+    )
     assert result.returncode == 5, result.stdout + result.stderr
     assert [test_id for test_id, _ in ledger_lines(ledger)] == ["t0", "t1"]  # t2-t4 were waiting their turn

@@ -34,7 +34,16 @@ def comparable(report: dict[str, Any]) -> list[tuple[Any, ...]]:
     for test in report["tests"]:
         stats = dict(test.get("statistics") or {})
         stats.get("metrics", {}).pop("wall_time_seconds", None)
-        rows.append((test["id"], test["status"], test["flaky"], sorted(r["run_number"] for r in test["runs"]), test["score"], json.dumps(stats, sort_keys=True)))
+        rows.append(
+            (
+                test["id"],
+                test["status"],
+                test["flaky"],
+                sorted(r["run_number"] for r in test["runs"]),
+                test["score"],
+                json.dumps(stats, sort_keys=True),
+            )
+        )
     return rows
 
 
@@ -43,15 +52,34 @@ def test_three_concurrent_shards_make_every_run_once_and_merge_into_the_whole(tm
     planned = Counter({(f"t{i:02d}", n): 1 for i in range(60) for n in range(1, 2 + i % 3)})
     assert sum(planned.values()) == 120
     ledger = tmp_path / "whole.ledger"
-    whole = atp("test", f"--suite={suite}", "--parallel=4", "--output=json:whole.json", cwd=tmp_path, env={"LEDGER": str(ledger)})
+    whole = atp(
+        "test",
+        f"--suite={suite}",
+        "--parallel=4",
+        "--output=json:whole.json",
+        cwd=tmp_path,
+        env={"LEDGER": str(ledger)},
+    )
     assert whole.returncode == 1, whole.stdout + whole.stderr  # the flaky tests fail
     assert Counter(ledger_lines(ledger)) == planned
 
     env = {**os.environ, "NO_COLOR": "1", "LEDGER": str(tmp_path / "shards.ledger")}
     processes = [
         subprocess.Popen(
-            [ATP, "test", f"--suite={suite}", f"--shard={k}/3", "--parallel=2", f"--output=json:shard{k}.json", "-q"],
-            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            [
+                ATP,
+                "test",
+                f"--suite={suite}",
+                f"--shard={k}/3",
+                "--parallel=2",
+                f"--output=json:shard{k}.json",
+                "-q",
+            ],
+            cwd=tmp_path,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
         )
         for k in (1, 2, 3)
     ]

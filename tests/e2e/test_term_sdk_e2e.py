@@ -43,14 +43,28 @@ tests:
 """
 
 
-def atp(*args: str, cwd: Path, timeout: float = 120, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([ATP, *args], cwd=cwd, env={**os.environ, "NO_COLOR": "1", **(env or {})},
-                          capture_output=True, text=True, timeout=timeout)
+def atp(
+    *args: str, cwd: Path, timeout: float = 120, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [ATP, *args],
+        cwd=cwd,
+        env={**os.environ, "NO_COLOR": "1", **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def test_the_example_suite_passes(tmp_path: Path) -> None:
-    result = atp("test", f"--suite={EXAMPLES / 'term_sdk' / 'suite.yaml'}", f"--run-dir={tmp_path / 'runs'}",
-                 "--runs=2", "--parallel=4", cwd=tmp_path)
+    result = atp(
+        "test",
+        f"--suite={EXAMPLES / 'term_sdk' / 'suite.yaml'}",
+        f"--run-dir={tmp_path / 'runs'}",
+        "--runs=2",
+        "--parallel=4",
+        cwd=tmp_path,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "Agent: term-sdk-agent (term-sdk)" in result.stdout
     assert "  ✓ hello_file" in result.stdout and "  ✓ notes_file" in result.stdout
@@ -68,15 +82,27 @@ def test_atp_validate_passes_for_the_example_agent(tmp_path: Path) -> None:
 
 
 def test_behaviour_and_artifact_assertions_on_a_term_sdk_agent(tmp_path: Path) -> None:
-    write(tmp_path / "suite.yaml", SUITE.format(command=json.dumps([PYTHON, str(AGENTS / "term_sdk_agent.py")])))
-    result = atp("test", "--suite=suite.yaml", "--runs=2", "--parallel=4", "--run-dir=runs",
-                 "--output=console,json", "--output-file=results.json", cwd=tmp_path)
+    write(
+        tmp_path / "suite.yaml", SUITE.format(command=json.dumps([PYTHON, str(AGENTS / "term_sdk_agent.py")]))
+    )
+    result = atp(
+        "test",
+        "--suite=suite.yaml",
+        "--runs=2",
+        "--parallel=4",
+        "--run-dir=runs",
+        "--output=console,json",
+        "--output-file=results.json",
+        cwd=tmp_path,
+    )
     assert result.returncode == 1, result.stdout + result.stderr  # frugal and gives_up fail, as they must
     out = result.stdout
     assert "Agent: terminal (term-sdk)" in out
     assert "Summary: 1 passed, 2 failed, 0 skipped" in out
     assert "Traceback" not in out + result.stderr
-    tests = {test["id"]: test["runs"] for test in json.loads((tmp_path / "results.json").read_text())["tests"]}
+    tests = {
+        test["id"]: test["runs"] for test in json.loads((tmp_path / "results.json").read_text())["tests"]
+    }
     for run in tests["hello"]:
         assert run["outcome"] == "passed", run
         assert run["trace"]["tool_calls"] == {"shell": 4}
@@ -86,7 +112,12 @@ def test_behaviour_and_artifact_assertions_on_a_term_sdk_agent(tmp_path: Path) -
         events_file = next((tmp_path / "runs").glob(f"*/{run['events_file']}"))
         events = [json.loads(line) for line in events_file.read_text().splitlines()]
         commands = [e["payload"]["input"]["command"] for e in events if e["event_type"] == "tool_call"]
-        assert commands == ["ls -a", "echo 'Hello, World!' > hello.txt", "cat hello.txt", "test -f missing.txt"]
+        assert commands == [
+            "ls -a",
+            "echo 'Hello, World!' > hello.txt",
+            "cat hello.txt",
+            "test -f missing.txt",
+        ]
         assert all(e["task_id"] == run["task_id"] for e in events)
     for run in tests["frugal"]:
         [check] = run["checks"]
@@ -111,7 +142,9 @@ def test_deep_folders_and_a_fixed_port_another_program_holds(tmp_path: Path) -> 
         imposter.bind(("127.0.0.1", 0))
         imposter.listen()
         port = imposter.getsockname()[1]
-        write(tmp_path / "suite.yaml", f"""
+        write(
+            tmp_path / "suite.yaml",
+            f"""
 test_suite: term_sdk_hostile
 defaults: {{timeout_seconds: 30}}
 agents:
@@ -120,13 +153,23 @@ agents:
 tests:
   - id: deep
     task: {{description: "deep"}}
-""")
-        deep = atp("test", "--suite=suite.yaml", "--agent=terminal", "--run-dir=runs", "-v", cwd=tmp_path,
-                   env={"TMPDIR": str(temp)})
+""",
+        )
+        deep = atp(
+            "test",
+            "--suite=suite.yaml",
+            "--agent=terminal",
+            "--run-dir=runs",
+            "-v",
+            cwd=tmp_path,
+            env={"TMPDIR": str(temp)},
+        )
         taken = atp("test", "--suite=suite.yaml", "--agent=fixed", "--run-dir=runs", cwd=tmp_path)
     assert deep.returncode == 0, deep.stdout + deep.stderr
     assert "the workspace has folders more than 100 levels deep" in deep.stdout
     assert list(temp.iterdir()) == []
     assert "Traceback" not in deep.stdout + deep.stderr + taken.stdout + taken.stderr
     assert taken.returncode == 1, taken.stdout + taken.stderr
-    assert f"port {port} on 127.0.0.1 (the agent's 'port') is in use by another program already" in taken.stdout
+    assert (
+        f"port {port} on 127.0.0.1 (the agent's 'port') is in use by another program already" in taken.stdout
+    )

@@ -85,7 +85,15 @@ tests:
 
 def test_assertions_count_the_calls_the_tool_server_recorded(tmp_path: Path) -> None:
     path = suite(tmp_path, SILENT_AGENT)
-    result = atp("test", f"--suite={path}", "-v", "--output=console", "--output=json", "--output-file=results.json", cwd=tmp_path)
+    result = atp(
+        "test",
+        f"--suite={path}",
+        "-v",
+        "--output=console",
+        "--output=json",
+        "--output-file=results.json",
+        cwd=tmp_path,
+    )
     assert result.returncode == 1, result.stdout + result.stderr  # too_many_calls fails, as it must
     assert "Traceback" not in result.stderr
     assert "  ✓ search_and_lookup" in result.stdout and "  ✓ own_tools_only" in result.stdout
@@ -134,7 +142,15 @@ tests:
 
 def test_calls_the_agent_also_reports_are_counted_once(tmp_path: Path) -> None:
     path = suite(tmp_path, REPORTING_AGENT)
-    result = atp("test", f"--suite={path}", "-v", "--output=console", "--output=json", "--output-file=results.json", cwd=tmp_path)
+    result = atp(
+        "test",
+        f"--suite={path}",
+        "-v",
+        "--output=console",
+        "--output=json",
+        "--output-file=results.json",
+        cwd=tmp_path,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "warning" not in result.stdout  # an agent reporting its own calls is doing what the protocol asks
     [run] = runs_of(results_of(tmp_path), "reports_its_calls")
@@ -145,7 +161,9 @@ def test_calls_the_agent_also_reports_are_counted_once(tmp_path: Path) -> None:
 
 
 def test_parallel_runs_each_get_their_own_tool_server_address(tmp_path: Path) -> None:
-    path = suite(tmp_path, """
+    path = suite(
+        tmp_path,
+        """
 tests:
   - id: sequence_per_run
     runs_per_test: 4
@@ -159,8 +177,11 @@ tests:
     assertions:
       - type: max_tool_calls
         config: {limit: 2}
-""")
-    result = atp("test", f"--suite={path}", "--parallel=4", "--output=json", "--output-file=results.json", cwd=tmp_path)
+""",
+    )
+    result = atp(
+        "test", f"--suite={path}", "--parallel=4", "--output=json", "--output-file=results.json", cwd=tmp_path
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     runs = runs_of(results_of(tmp_path), "sequence_per_run")
     assert len(runs) == 4
@@ -175,7 +196,9 @@ tests:
 
 
 def test_a_wrong_tool_declaration_is_a_located_suite_error(tmp_path: Path) -> None:
-    path = suite(tmp_path, """
+    path = suite(
+        tmp_path,
+        """
 tests:
   - id: broken
     task: {description: x}
@@ -183,7 +206,8 @@ tests:
       - name: weather
         output: {temp: 20}
         proxy: "https://tools.internal/weather"
-""")
+""",
+    )
     result = atp("test", f"--suite={path}", cwd=tmp_path)
     assert result.returncode == 2
     assert result.stderr.strip() == (

@@ -200,7 +200,10 @@ def test_an_http_agent_nothing_answers_for_is_said_to_be_unreachable(tmp_path: P
     assert result.returncode == 1, result.stdout + result.stderr
     reachable = line_of(result.stdout, "reachable")
     assert "the agent's health check cannot reach it" in reachable
-    assert f"seen: cannot reach agent 'web' at http://127.0.0.1:{port}/run/health: connection refused" in reachable
+    assert (
+        f"seen: cannot reach agent 'web' at http://127.0.0.1:{port}/run/health: connection refused"
+        in reachable
+    )
     assert "fix:  start the agent (or wait until it is ready), then validate it again" in reachable
     assert "the agent is not reachable" in line_of(result.stdout, "probe")
 
@@ -224,7 +227,11 @@ def test_an_adapter_with_the_default_health_keeps_its_wording() -> None:
             raise AssertionError("not sent: the agent is not healthy")
 
     validation = Validation(
-        lambda: Sulking(None, name="a", base_dir=Path(".")), "sulking", timeout=5, masker=Masker(), report=lambda _: None
+        lambda: Sulking(None, name="a", base_dir=Path(".")),
+        "sulking",
+        timeout=5,
+        masker=Masker(),
+        report=lambda _: None,
     )
     reachable, *rest = anyio.run(validation.run)
     assert (reachable.name, reachable.outcome) == ("reachable", "failed")

@@ -97,7 +97,7 @@ def test_the_trend_shows_each_tests_score_across_the_runs(viewer: Viewer) -> Non
     assert page.count("<svg") == 2  # one chart per test
     assert page.count("<circle") == 4  # two runs of each
     # the noisy agent scores 100 - steps: 80 in the first run, 70 in the second
-    assert "<td class=\"num\">70.0</td><td class=\"num\">-10.0</td>" in page
+    assert '<td class="num">70.0</td><td class="num">-10.0</td>' in page
     assert HOSTILE not in page and "&lt;script&gt;window.__pwned=1&lt;/script&gt;" in page
 
 

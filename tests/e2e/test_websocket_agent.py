@@ -77,8 +77,14 @@ tests:
 
 
 def atp(*args: str, cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([ATP, *args], cwd=cwd, env={**os.environ, "NO_COLOR": "1"}, capture_output=True,
-                          text=True, timeout=timeout)
+    return subprocess.run(
+        [ATP, *args],
+        cwd=cwd,
+        env={**os.environ, "NO_COLOR": "1"},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -106,8 +112,16 @@ def results_of(project: Path) -> dict[str, list[dict[str, Any]]]:
 
 
 def test_atp_test_runs_a_suite_against_the_websocket_agent(project: Path) -> None:
-    result = atp("test", "--suite=suite.yaml", "--agent=ws", "--runs=3", "--parallel=4",
-                 "--output=console,json", "--output-file=results.json", cwd=project)
+    result = atp(
+        "test",
+        "--suite=suite.yaml",
+        "--agent=ws",
+        "--runs=3",
+        "--parallel=4",
+        "--output=console,json",
+        "--output-file=results.json",
+        cwd=project,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "Agent: ws (websocket)" in result.stdout
     assert "Summary: 2 passed, 0 failed, 0 skipped" in result.stdout
@@ -122,14 +136,23 @@ def test_atp_test_runs_a_suite_against_the_websocket_agent(project: Path) -> Non
 
 
 def test_the_agent_calls_the_tools_the_suite_declares(project: Path) -> None:
-    result = atp("test", "--suite=tools.yaml", "--runs=2", "--parallel=2", "--output=console,json",
-                 "--output-file=results.json", cwd=project)
+    result = atp(
+        "test",
+        "--suite=tools.yaml",
+        "--runs=2",
+        "--parallel=2",
+        "--output=console,json",
+        "--output-file=results.json",
+        cwd=project,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "Summary: 1 passed, 0 failed, 0 skipped" in result.stdout
     for run in results_of(project)["mocked_search"]:
         assert run["outcome"] == "passed", run
         assert [(check["name"], check["passed"]) for check in run["checks"]] == [
-            ("contains:report.md", True), ("must_use_tools", True), ("tool_called_with:web_search", True),
+            ("contains:report.md", True),
+            ("must_use_tools", True),
+            ("tool_called_with:web_search", True),
             ("tool_sequence:exact", True),
         ]
         # the server's recording of the call, once (the agent's own tool_call event for it is left out)
@@ -141,21 +164,34 @@ def test_the_agent_calls_the_tools_the_suite_declares(project: Path) -> None:
         assert call["payload"]["input"] == {"query": "Acme competitors"}
         assert call["payload"]["output"] == {"results": [{"title": "Globex"}, {"title": "Initech"}]}
         assert [event["event_type"] for event in events if "recorded_by" not in event] == [
-            "progress", "llm_request", "progress",
+            "progress",
+            "llm_request",
+            "progress",
         ]
 
 
-def test_failing_runs_of_a_misbehaving_agent_leave_the_others_alone(project: Path, ports: dict[str, int]) -> None:
+def test_failing_runs_of_a_misbehaving_agent_leave_the_others_alone(
+    project: Path, ports: dict[str, int]
+) -> None:
     suite = write(project / "mixed.yaml", (project / "suite.yaml").read_text().split("tests:")[0] + MIXED)
-    result = atp("test", f"--suite={suite.name}", "--agent=ws-faults", "--parallel=3", "--output=console,json",
-                 "--output-file=results.json", cwd=project)
+    result = atp(
+        "test",
+        f"--suite={suite.name}",
+        "--agent=ws-faults",
+        "--parallel=3",
+        "--output=console,json",
+        "--output-file=results.json",
+        cwd=project,
+    )
     assert result.returncode == 1, result.stdout + result.stderr
     assert "Summary: 2 passed, 4 failed, 0 skipped" in result.stdout
     assert "Traceback" not in result.stdout + result.stderr
     runs = {test_id: runs[0] for test_id, runs in results_of(project).items()}
     where = f"ws://127.0.0.1:{ports['faults']}"
     assert [runs[test_id]["outcome"] for test_id in ("ok_first", "ok_last")] == ["passed", "passed"]
-    assert runs["cut"]["error"].startswith(f"{where}: the connection was cut after 4 events, before an ATP Response")
+    assert runs["cut"]["error"].startswith(
+        f"{where}: the connection was cut after 4 events, before an ATP Response"
+    )
     assert runs["cut"]["trace"]["events"] == 4
     assert runs["version2"]["error"].startswith(
         f"{where}: the agent broke the protocol in message 2 (after 1 event): ATP response: protocol version 2.0 "
@@ -164,13 +200,25 @@ def test_failing_runs_of_a_misbehaving_agent_leave_the_others_alone(project: Pat
     assert runs["huge"]["error"] == (
         f"{where}: the agent sent more than 1048576 bytes in one run (max_message_bytes), after 1 event"
     )
-    assert (runs["slow"]["status"], runs["slow"]["error"]) == ("timeout", "timed out after 1 s; the agent was stopped")
+    assert (runs["slow"]["status"], runs["slow"]["error"]) == (
+        "timeout",
+        "timed out after 1 s; the agent was stopped",
+    )
     assert runs["slow"]["trace"]["events"] == 2
 
 
-def test_an_agent_that_is_not_listening_fails_each_run_with_its_endpoint(project: Path, ports: dict[str, int]) -> None:
-    result = atp("test", "--suite=suite.yaml", "--agent=ws-down", "--output=console,json",
-                 "--output-file=results.json", cwd=project, timeout=60)
+def test_an_agent_that_is_not_listening_fails_each_run_with_its_endpoint(
+    project: Path, ports: dict[str, int]
+) -> None:
+    result = atp(
+        "test",
+        "--suite=suite.yaml",
+        "--agent=ws-down",
+        "--output=console,json",
+        "--output-file=results.json",
+        cwd=project,
+        timeout=60,
+    )
     assert result.returncode == 1, result.stdout + result.stderr
     assert "Summary: 0 passed, 0 failed, 0 skipped, 2 errors" in result.stdout
     assert [runs[0]["error"] for runs in results_of(project).values()] == [

@@ -75,10 +75,14 @@ def received(server: Server, task_id: str, within: float = 5.0) -> list[dict[str
 
 
 def adapter_for(settings: dict[str, Any]) -> AgentInterfaceAdapter:
-    return AgentInterfaceAdapter(msgspec.convert(settings, AgentInterfaceSettings), name="agent", base_dir=Path("."))
+    return AgentInterfaceAdapter(
+        msgspec.convert(settings, AgentInterfaceSettings), name="agent", base_dir=Path(".")
+    )
 
 
-def request(description: str = "hello", input_data: dict[str, Any] | None = None, **constraints: Any) -> ATPRequest:
+def request(
+    description: str = "hello", input_data: dict[str, Any] | None = None, **constraints: Any
+) -> ATPRequest:
     return ATPRequest(
         version="1.0",
         task_id=str(uuid.uuid4()),
@@ -87,7 +91,9 @@ def request(description: str = "hello", input_data: dict[str, Any] | None = None
     )
 
 
-def run(settings: dict[str, Any], *requests: ATPRequest) -> tuple[list[Any], list[Sink], AgentInterfaceAdapter]:
+def run(
+    settings: dict[str, Any], *requests: ATPRequest
+) -> tuple[list[Any], list[Sink], AgentInterfaceAdapter]:
     """Each request's answer (or the exception it raised) and its sink, through one started adapter."""
     adapter = adapter_for(settings)
     sinks = [Sink() for _ in requests]
@@ -126,7 +132,9 @@ def starting(settings: dict[str, Any]) -> BaseException | None:
 # --- a run, end to end ---------------------------------------------------------------------------
 
 
-def test_a_suite_runs_end_to_end_with_artifact_events_and_metrics(tmp_path: Path, plugins: Plugins, agent: Any) -> None:
+def test_a_suite_runs_end_to_end_with_artifact_events_and_metrics(
+    tmp_path: Path, plugins: Plugins, agent: Any
+) -> None:
     settings = f"    endpoint: {agent()}\n    headers: {{X-Team: research}}\n"
     tests = (
         "  - id: hello\n"
@@ -184,7 +192,11 @@ def test_the_payload_and_the_message_follow_the_settings(agent: Any) -> None:
     )
     first, second, third = (answer.artifacts[0].data for answer in answers)
     assert first["payload"] == {"mode": "fast", "task": "hello", "input": {"company": "Acme"}}
-    assert (first["action"], first["from_agent"], first["to_agent"]) == ("research", "atp-tests", "someone-else")
+    assert (first["action"], first["from_agent"], first["to_agent"]) == (
+        "research",
+        "atp-tests",
+        "someone-else",
+    )
     assert second["action"] == "summarize" and "a2a_action" not in json.dumps(second["payload"])
     assert third["payload"] == {"mode": "fast", "task": "hello"}  # (no input data: no input member)
     assert adapter.card is not None and adapter.card["agent_id"] == "test-agent-001"
@@ -203,9 +215,13 @@ def test_results_that_are_not_objects_are_wrapped_and_a_null_result_is_no_artifa
     assert [sink.types() for sink in sinks] == [["tool_call"], ["tool_call"]]
 
 
-def test_success_false_fails_the_run_with_the_agents_error(tmp_path: Path, plugins: Plugins, agent: Any) -> None:
+def test_success_false_fails_the_run_with_the_agents_error(
+    tmp_path: Path, plugins: Plugins, agent: Any
+) -> None:
     tests = "  - id: fails\n    task: {description: fail}\n"
-    results, store = run_agent_suite("agent-interface", tmp_path, plugins, f"    endpoint: {agent()}\n", tests)
+    results, store = run_agent_suite(
+        "agent-interface", tmp_path, plugins, f"    endpoint: {agent()}\n", tests
+    )
     fails = runs_by_test(results)["fails"]
     assert fails.outcome == "failed"
     assert fails.status == "failed"
@@ -239,7 +255,9 @@ def test_an_unhealthy_agent_is_refused_at_start_saying_what_it_reported(agent: A
     )
 
 
-def test_an_unhealthy_agent_is_run_with_a_warning_when_allowed(agent: Any, caplog: pytest.LogCaptureFixture) -> None:
+def test_an_unhealthy_agent_is_run_with_a_warning_when_allowed(
+    agent: Any, caplog: pytest.LogCaptureFixture
+) -> None:
     with caplog.at_level(logging.WARNING, logger="atp.adapters"):
         answers, _, adapter = run({"endpoint": agent("unhealthy"), "allow_unhealthy": True}, request("hello"))
     assert answers[0].status == "completed"
@@ -251,7 +269,10 @@ def test_a_degraded_agent_starts_with_a_warning(agent: Any, caplog: pytest.LogCa
     with caplog.at_level(logging.WARNING, logger="atp.adapters"):
         answers, _, _ = run({"endpoint": agent("degraded")}, request("hello"))
     assert answers[0].status == "completed"
-    assert "agent 'agent': reports itself degraded (error rate 25%, 25 errors in 100 requests); its runs go on" in caplog.text
+    assert (
+        "agent 'agent': reports itself degraded (error rate 25%, 25 errors in 100 requests); its runs go on"
+        in caplog.text
+    )
 
 
 def test_an_agent_that_cannot_be_reached_is_an_adapter_error() -> None:
@@ -280,17 +301,29 @@ def test_a_card_without_agent_id_fails_discovery_unless_to_agent_is_set(agent: A
 def test_malformed_answers_are_agent_errors_with_the_answer_as_evidence(agent: Any) -> None:
     url = agent()
     answers, sinks, _ = run(
-        {"endpoint": url}, request("malformed"), request("not-json"), request("bad-tools"), request("http-500")
+        {"endpoint": url},
+        request("malformed"),
+        request("not-json"),
+        request("bad-tools"),
+        request("http-500"),
     )
     malformed, not_json, bad_tools, http_500 = answers
     where = f"POST {url}/a2a/message"
     assert isinstance(malformed, AgentError)
-    assert malformed.message == f"{where}: the agent's answer is not an A2A response (Object missing required field `success`)"
+    assert (
+        malformed.message
+        == f"{where}: the agent's answer is not an A2A response (Object missing required field `success`)"
+    )
     assert malformed.evidence == b'{"result": 1}'
     assert isinstance(not_json, AgentError) and not_json.evidence == b"<html>oops</html>"
-    assert not_json.message.startswith(f"{where}: the agent's answer is not an A2A response (JSON is malformed")
+    assert not_json.message.startswith(
+        f"{where}: the agent's answer is not an A2A response (JSON is malformed"
+    )
     assert isinstance(bad_tools, AgentError)
-    assert bad_tools.message == f"{where}: the agent's answer is not an A2A response (Expected `str`, got `int` - at `$.tools_used[0]`)"
+    assert (
+        bad_tools.message
+        == f"{where}: the agent's answer is not an A2A response (Expected `str`, got `int` - at `$.tools_used[0]`)"
+    )
     assert isinstance(http_500, AgentError) and not isinstance(http_500, AgentRefused)
     assert http_500.message == f"{where}: the agent failed with HTTP 500 Internal Server Error"
     assert http_500.evidence == "boom"
@@ -317,7 +350,9 @@ def test_a_tool_is_called_directly_with_mcp_tool(tmp_path: Path, plugins: Plugin
         "  - id: unknown\n"
         "    task: {description: check, input_data: {mcp_tool: 'no such/tool'}}\n"
     )
-    results, store = run_agent_suite("agent-interface", tmp_path, plugins, f"    endpoint: {agent()}\n", tests)
+    results, store = run_agent_suite(
+        "agent-interface", tmp_path, plugins, f"    endpoint: {agent()}\n", tests
+    )
     runs = runs_by_test(results)
     tool = runs["tool"]
     assert tool.outcome == "passed", (tool.error, tool.checks)
@@ -325,12 +360,18 @@ def test_a_tool_is_called_directly_with_mcp_tool(tmp_path: Path, plugins: Plugin
     [event] = list(store.events(tool))
     assert isinstance(event, ToolCallEvent)
     assert (event.payload.tool, event.payload.input, event.payload.output, event.payload.status) == (
-        "lookup", {"key": "abc"}, {"value": "ABC"}, "success",
+        "lookup",
+        {"key": "abc"},
+        {"value": "ABC"},
+        "success",
     )
     assert event.payload.duration_ms is not None and tool.metrics.tool_calls == 1
     [sent] = received(agent.servers["healthy"], tool.task_id)
     assert sent["path"] == "/mcp/execute/lookup"
-    assert sent["body"] == {"parameters": {"key": "abc"}, "context": {"task_id": tool.task_id, "constraints": {"timeout_seconds": 300}}}
+    assert sent["body"] == {
+        "parameters": {"key": "abc"},
+        "context": {"task_id": tool.task_id, "constraints": {"timeout_seconds": 300}},
+    }
     assert runs["sum"].outcome == "passed" and runs["sum"].artifacts[0].data == {"value": 5}
     missing = runs["missing"]
     assert (missing.status, missing.error) == ("failed", "missing parameter: key")
@@ -385,29 +426,42 @@ def test_headers_are_sent_on_every_request_and_masked_in_everything_written(
     assert all(s["headers"]["x-team"] == "research" for s in seen)
     written = [path for path in store.directory.rglob("*") if path.is_file()]
     assert written and all(token not in path.read_text() for path in written)
-    assert AgentInterfaceAdapter.secret_values(msgspec.convert(
-        {"endpoint": "http://h/?api_key=k-1", "headers": {"Authorization": f"Bearer {token}", "X-Team": "r"}},
-        AgentInterfaceSettings,
-    )) == [f"Bearer {token}", token, "k-1"]
+    assert AgentInterfaceAdapter.secret_values(
+        msgspec.convert(
+            {
+                "endpoint": "http://h/?api_key=k-1",
+                "headers": {"Authorization": f"Bearer {token}", "X-Team": "r"},
+            },
+            AgentInterfaceSettings,
+        )
+    ) == [f"Bearer {token}", token, "k-1"]
 
 
 # --- settings ------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("extra", "expected"), [
-    ("action: ''", "'action' is empty"),
-    ("discovery_timeout: 0", "'discovery_timeout' must be a number of seconds above 0 and at most 600"),
-    ("{input_key: task}", "'input_key' and 'payload_key' name the same payload member"),
-    ("to_agent: ''", "'to_agent' is empty (leave it out, or null)"),
-    ("stream: true", "at agents[0].stream: unknown field 'stream'"),
-])
+@pytest.mark.parametrize(
+    ("extra", "expected"),
+    [
+        ("action: ''", "'action' is empty"),
+        ("discovery_timeout: 0", "'discovery_timeout' must be a number of seconds above 0 and at most 600"),
+        ("{input_key: task}", "'input_key' and 'payload_key' name the same payload member"),
+        ("to_agent: ''", "'to_agent' is empty (leave it out, or null)"),
+        ("stream: true", "at agents[0].stream: unknown field 'stream'"),
+    ],
+)
 def test_wrong_settings_are_refused_when_the_suite_loads(
     tmp_path: Path, plugins: Plugins, extra: str, expected: str
 ) -> None:
     extra_line = f"    {extra.strip('{}')}\n"
     with pytest.raises(SuiteError) as raised:
-        run_agent_suite("agent-interface", tmp_path, plugins, "    endpoint: http://127.0.0.1:9\n" + extra_line,
-                        "  - id: t\n    task: {description: x}\n")
+        run_agent_suite(
+            "agent-interface",
+            tmp_path,
+            plugins,
+            "    endpoint: http://127.0.0.1:9\n" + extra_line,
+            "  - id: t\n    task: {description: x}\n",
+        )
     assert expected in str(raised.value)
 
 
@@ -418,7 +472,9 @@ def test_health_reports_the_agents_own_status(agent: Any) -> None:
     async def health(url: str) -> Health:
         return await adapter_for({"endpoint": url}).health()  # (not started: a client for the moment)
 
-    assert anyio.run(health, agent()) == Health(status="healthy", detail="error rate 0%, 0 errors in 100 requests")
+    assert anyio.run(health, agent()) == Health(
+        status="healthy", detail="error rate 0%, 0 errors in 100 requests"
+    )
     assert anyio.run(health, agent("degraded")).status == "degraded"
     assert anyio.run(health, agent("unhealthy")).status == "unhealthy"
     unknown = anyio.run(health, agent("no-health-status"))
@@ -477,7 +533,12 @@ ignored with ``IGNORE_TERM``; its arguments are the agent's (``--mode unhealthy`
 
 def launched(pidfile: Path, *args: str, **settings: Any) -> dict[str, Any]:
     env = {"PIDFILE": str(pidfile), **settings.pop("env", {})}
-    return {"command": [PYTHON, "-c", LAUNCH, *args], "endpoint": "http://127.0.0.1:{port}", "env": env, **settings}
+    return {
+        "command": [PYTHON, "-c", LAUNCH, *args],
+        "endpoint": "http://127.0.0.1:{port}",
+        "env": env,
+        **settings,
+    }
 
 
 def pids(pidfile: Path) -> list[int]:
@@ -503,7 +564,9 @@ def temp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return folder
 
 
-def test_the_adapter_starts_its_server_once_and_stops_it_at_the_end(tmp_path: Path, plugins: Plugins, temp: Path) -> None:
+def test_the_adapter_starts_its_server_once_and_stops_it_at_the_end(
+    tmp_path: Path, plugins: Plugins, temp: Path
+) -> None:
     pidfile = tmp_path / "pids"
     settings = (
         f"    command: {json.dumps([PYTHON, '-c', LAUNCH])}\n"
@@ -522,11 +585,14 @@ def test_the_adapter_starts_its_server_once_and_stops_it_at_the_end(tmp_path: Pa
     assert list(temp.iterdir()) == []  # (its log is removed: nothing went wrong)
 
 
-@pytest.mark.parametrize(("extra", "where"), [
-    ({}, "free"),  # endpoint with {port}: a free loopback port
-    ({"port": "fixed"}, "fixed"),  # port: the PORT and {port}
-    ({"endpoint": "fixed"}, "fixed"),  # an endpoint without {port}: its port
-])
+@pytest.mark.parametrize(
+    ("extra", "where"),
+    [
+        ({}, "free"),  # endpoint with {port}: a free loopback port
+        ({"port": "fixed"}, "fixed"),  # port: the PORT and {port}
+        ({"endpoint": "fixed"}, "fixed"),  # an endpoint without {port}: its port
+    ],
+)
 def test_the_server_is_given_its_port(tmp_path: Path, extra: dict[str, str], where: str) -> None:
     port = free_port()
     settings = launched(tmp_path / "pids")
@@ -553,7 +619,9 @@ def test_the_server_is_given_its_port(tmp_path: Path, extra: dict[str, str], whe
 
 
 def test_port_in_the_command_is_replaced_too(tmp_path: Path) -> None:
-    adapter = adapter_for({"command": [PYTHON, SERVER, "--port", "{port}"], "endpoint": "http://127.0.0.1:{port}"})
+    adapter = adapter_for(
+        {"command": [PYTHON, SERVER, "--port", "{port}"], "endpoint": "http://127.0.0.1:{port}"}
+    )
 
     async def main() -> Health:
         return await adapter.health()  # (not started: the server is started for the check, then stopped)
@@ -563,7 +631,9 @@ def test_port_in_the_command_is_replaced_too(tmp_path: Path) -> None:
 
 
 def test_a_server_that_exits_at_start_is_reported_at_once_with_its_exit_code_and_log(temp: Path) -> None:
-    script = "import sys, time; time.sleep(0.2); sys.stderr.write('fatal: no model configured\\n'); sys.exit(3)"
+    script = (
+        "import sys, time; time.sleep(0.2); sys.stderr.write('fatal: no model configured\\n'); sys.exit(3)"
+    )
     started = time.perf_counter()
     error = starting({"command": [PYTHON, "-c", script], "endpoint": "http://127.0.0.1:{port}"})
     assert time.perf_counter() - started < 5  # (not the 15 s health_timeout)
@@ -579,8 +649,11 @@ def test_a_server_that_exits_at_start_is_reported_at_once_with_its_exit_code_and
 
 def test_a_command_that_cannot_start_is_refused_before_anything_starts(tmp_path: Path) -> None:
     adapter = AgentInterfaceAdapter(
-        msgspec.convert({"command": ["./no-such-agent"], "endpoint": "http://127.0.0.1:{port}"}, AgentInterfaceSettings),
-        name="agent", base_dir=tmp_path,
+        msgspec.convert(
+            {"command": ["./no-such-agent"], "endpoint": "http://127.0.0.1:{port}"}, AgentInterfaceSettings
+        ),
+        name="agent",
+        base_dir=tmp_path,
     )
     health = anyio.run(adapter.health)
     assert health.status == "unreachable"
@@ -591,8 +664,12 @@ def test_a_command_that_cannot_start_is_refused_before_anything_starts(tmp_path:
 def test_a_server_that_never_answers_is_stopped_after_the_health_timeout(tmp_path: Path, temp: Path) -> None:
     pidfile = tmp_path / "pid"
     script = "import os, time; open(os.environ['PIDFILE'], 'w').write(str(os.getpid())); print('warming up', flush=True); time.sleep(60)"
-    settings = {"command": [PYTHON, "-c", script], "endpoint": "http://127.0.0.1:{port}", "env": {"PIDFILE": str(pidfile)},
-                "health_timeout": 1}
+    settings = {
+        "command": [PYTHON, "-c", script],
+        "endpoint": "http://127.0.0.1:{port}",
+        "env": {"PIDFILE": str(pidfile)},
+        "health_timeout": 1,
+    }
     started = time.perf_counter()
     error = starting(settings)
     assert 1.0 <= time.perf_counter() - started < 5
@@ -607,7 +684,9 @@ def test_a_server_that_never_answers_is_stopped_after_the_health_timeout(tmp_pat
     assert gone(pids(pidfile)[0])
 
 
-def test_a_server_that_stays_unhealthy_is_refused_with_its_report_and_stopped_at_the_end(tmp_path: Path) -> None:
+def test_a_server_that_stays_unhealthy_is_refused_with_its_report_and_stopped_at_the_end(
+    tmp_path: Path,
+) -> None:
     pidfile = tmp_path / "pids"
     adapter = adapter_for(launched(pidfile, "--mode", "unhealthy", health_timeout=0.5))
 
@@ -645,7 +724,10 @@ def test_a_server_that_ignores_sigterm_is_killed_after_the_stop_grace(
     with caplog.at_level(logging.WARNING, logger="atp.adapters"):
         seconds = anyio.run(main)
     assert 0.5 <= seconds < 4
-    assert "agent 'agent': the agent server did not exit within 0.5 s of SIGTERM (stop_grace); ATP killed it" in caplog.text
+    assert (
+        "agent 'agent': the agent server did not exit within 0.5 s of SIGTERM (stop_grace); ATP killed it"
+        in caplog.text
+    )
     assert gone(pids(pidfile)[0])
 
 
@@ -666,7 +748,9 @@ def test_abort_kills_the_server_at_once(tmp_path: Path, caplog: pytest.LogCaptur
     assert "ATP killed it" not in caplog.text
 
 
-def test_a_server_that_exits_while_the_runs_go_on_fails_the_next_runs_saying_so(tmp_path: Path, temp: Path) -> None:
+def test_a_server_that_exits_while_the_runs_go_on_fails_the_next_runs_saying_so(
+    tmp_path: Path, temp: Path
+) -> None:
     pidfile = tmp_path / "pids"
     adapter = adapter_for(launched(pidfile))
 
@@ -695,19 +779,45 @@ def test_a_server_that_exits_while_the_runs_go_on_fails_the_next_runs_saying_so(
         assert "listening on" in error.evidence or '"path"' in error.evidence
 
 
-@pytest.mark.parametrize(("options", "message"), [
-    ({"endpoint": "http://127.0.0.1:{port}"}, "'endpoint' holds {port}, the port of the agent server ATP starts, "
-     "but there is no 'command' to start one"),
-    ({"endpoint": "http://127.0.0.1:9", "env": {"A": "1"}}, "'env' is for the agent server ATP starts: it needs 'command'"),
-    ({"endpoint": "http://127.0.0.1:9", "port": 9}, "'port' is for the agent server ATP starts: it needs 'command'"),
-    ({"endpoint": "http://127.0.0.1:9", "cwd": "x"}, "'cwd' is for the agent server ATP starts: it needs 'command'"),
-    ({"endpoint": "http://127.0.0.1:{port}", "command": []}, "'command' is empty"),
-    ({"endpoint": "http://127.0.0.1:{port}", "command": "a", "env": {"PORT": "1"}},
-     "'env' may not set PORT: ATP sets it to the agent's port (use 'port')"),
-    ({"endpoint": "http://127.0.0.1:{port}", "command": "a", "health_timeout": 0}, "Expected `float` > 0.0 - at `$.health_timeout`"),
-    ({"endpoint": "http://127.0.0.1:{port}", "command": "a", "stop_grace": -1}, "Expected `float` >= 0.0 - at `$.stop_grace`"),
-    ({"endpoint": "ftp://127.0.0.1:{port}", "command": "a"}, "must be a URL starting with http:// or https://"),
-])
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (
+            {"endpoint": "http://127.0.0.1:{port}"},
+            "'endpoint' holds {port}, the port of the agent server ATP starts, "
+            "but there is no 'command' to start one",
+        ),
+        (
+            {"endpoint": "http://127.0.0.1:9", "env": {"A": "1"}},
+            "'env' is for the agent server ATP starts: it needs 'command'",
+        ),
+        (
+            {"endpoint": "http://127.0.0.1:9", "port": 9},
+            "'port' is for the agent server ATP starts: it needs 'command'",
+        ),
+        (
+            {"endpoint": "http://127.0.0.1:9", "cwd": "x"},
+            "'cwd' is for the agent server ATP starts: it needs 'command'",
+        ),
+        ({"endpoint": "http://127.0.0.1:{port}", "command": []}, "'command' is empty"),
+        (
+            {"endpoint": "http://127.0.0.1:{port}", "command": "a", "env": {"PORT": "1"}},
+            "'env' may not set PORT: ATP sets it to the agent's port (use 'port')",
+        ),
+        (
+            {"endpoint": "http://127.0.0.1:{port}", "command": "a", "health_timeout": 0},
+            "Expected `float` > 0.0 - at `$.health_timeout`",
+        ),
+        (
+            {"endpoint": "http://127.0.0.1:{port}", "command": "a", "stop_grace": -1},
+            "Expected `float` >= 0.0 - at `$.stop_grace`",
+        ),
+        (
+            {"endpoint": "ftp://127.0.0.1:{port}", "command": "a"},
+            "must be a URL starting with http:// or https://",
+        ),
+    ],
+)
 def test_the_server_settings_are_checked(options: dict[str, Any], message: str) -> None:
     with pytest.raises(msgspec.ValidationError) as raised:
         msgspec.convert(options, AgentInterfaceSettings)
@@ -778,7 +888,9 @@ def test_conformance_counts_at_most_100_problems_and_reads_at_most_4_mib(agent: 
         return {c.name: c for c in await adapter_for({"endpoint": url}).conformance()}
 
     many = anyio.run(conformance, agent("many-tools"))["mcp-tools"]
-    assert not many.passed and many.message == "GET /mcp/tools breaks the standard's schema (over 100 problems)"
+    assert (
+        not many.passed and many.message == "GET /mcp/tools breaks the standard's schema (over 100 problems)"
+    )
     assert len(many.seen) == 6 and many.seen[-1] == "... and over 95 more"
     huge = anyio.run(conformance, agent("huge-tools"))["mcp-tools"]
     assert not huge.passed and huge.message == "GET /mcp/tools got no usable answer"

@@ -13,7 +13,11 @@ import pytest
 from atp.adapters import process as process_module
 from atp.adapters.process import AgentProcess
 
-ECHO = [sys.executable, "-c", "import sys; data = sys.stdin.read(); sys.stdout.write(data.upper()); sys.stderr.write('done')"]
+ECHO = [
+    sys.executable,
+    "-c",
+    "import sys; data = sys.stdin.read(); sys.stdout.write(data.upper()); sys.stderr.write('done')",
+]
 
 
 async def exchange(process: AgentProcess, data: bytes) -> tuple[bytes, bytes, int]:

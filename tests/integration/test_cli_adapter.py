@@ -23,8 +23,10 @@ def run_suite(
     tmp_path: Path, plugins: Plugins, command: list[str], tests: str = "", settings: str = "", **options: Any
 ) -> tuple[SuiteResults, RunStore]:
     tests = tests or "  - id: t\n    task: {description: do it}\n"
-    text = f"test_suite: integration\nagents:\n  - name: agent\n    type: cli\n    command: {command!r}\n" \
-           f"    grace_seconds: 1\n{settings}tests:\n{tests}"
+    text = (
+        f"test_suite: integration\nagents:\n  - name: agent\n    type: cli\n    command: {command!r}\n"
+        f"    grace_seconds: 1\n{settings}tests:\n{tests}"
+    )
     suite = load_suite(write(tmp_path / "suite.yaml", text), plugins.evaluators)
     agent = resolve_agent(agent_definitions(load_config(cwd=tmp_path), suite)["agent"], plugins.adapters)
     runner = Runner(plugins, suite, suite.tests, agent, run_root=tmp_path / "runs", **options)
@@ -51,9 +53,13 @@ def alive(pid: int) -> bool:
 
 
 def test_protocol_documents_minimal_agent_unchanged(tmp_path: Path, plugins: Plugins) -> None:
-    tests = ("  - id: t\n    task: {description: Say hello}\n    assertions:\n      - type: contains\n"
-             "        config: {name: result, pattern: 'Processed: Say hello'}\n")
-    results, store = run_suite(tmp_path, plugins, ["python3", str(EXAMPLES / "agents" / "minimal_agent.py")], tests)
+    tests = (
+        "  - id: t\n    task: {description: Say hello}\n    assertions:\n      - type: contains\n"
+        "        config: {name: result, pattern: 'Processed: Say hello'}\n"
+    )
+    results, store = run_suite(
+        tmp_path, plugins, ["python3", str(EXAMPLES / "agents" / "minimal_agent.py")], tests
+    )
     run_ = only_run(results)
     assert run_.outcome == "passed" and run_.status == "completed", run_.error
     assert run_.trace.by_type == {"progress": 2}
@@ -77,13 +83,17 @@ def gone(pid_file: Path, within: float = 5.0) -> bool:
     return not alive(pid)
 
 
-def timed(tmp_path: Path, plugins: Plugins, mode: str, tests: str = "") -> tuple[SuiteResults, RunStore, float]:
+def timed(
+    tmp_path: Path, plugins: Plugins, mode: str, tests: str = ""
+) -> tuple[SuiteResults, RunStore, float]:
     started = time.monotonic()
     results, store = run_suite(tmp_path, plugins, behave_agent(mode), tests)
     return results, store, time.monotonic() - started
 
 
-def test_timeout_stops_the_agent_and_keeps_its_events(tmp_path: Path, plugins: Plugins, pid_file: Path) -> None:
+def test_timeout_stops_the_agent_and_keeps_its_events(
+    tmp_path: Path, plugins: Plugins, pid_file: Path
+) -> None:
     tests = "  - id: t\n    task: {description: x}\n    constraints: {timeout_seconds: 2}\n"
     results, store, elapsed = timed(tmp_path, plugins, "sleep", tests)
     run_ = only_run(results)
@@ -108,7 +118,10 @@ def test_agent_ignoring_sigterm_is_killed_after_the_grace_period(
     ("mode", "error"),
     [
         ("crash", "agent exited with code 3 without writing a response on stdout"),
-        ("garbage", "agent exited with code 0; its last stdout line is not an ATP response (ATP response is not valid JSON"),
+        (
+            "garbage",
+            "agent exited with code 0; its last stdout line is not an ATP response (ATP response is not valid JSON",
+        ),
         ("wrong_task_id", "agent answered with task_id '11111111-2222-3333-4444-555555555555'"),
         ("version2", "ATP response: protocol version 2.0 is not supported; ATP speaks version 1.x"),
     ],
@@ -140,8 +153,10 @@ def test_stdout_noise_before_the_response_is_kept_as_log(tmp_path: Path, plugins
 
 
 def test_tens_of_thousands_of_events(tmp_path: Path, plugins: Plugins) -> None:
-    tests = ("  - id: t\n    task: {description: x}\n    assertions:\n      - type: max_tool_calls\n"
-             "        config: {limit: 50000}\n")
+    tests = (
+        "  - id: t\n    task: {description: x}\n    assertions:\n      - type: max_tool_calls\n"
+        "        config: {limit: 50000}\n"
+    )
     results, store = run_suite(tmp_path, plugins, behave_agent("flood", "30000"), tests)
     run_ = only_run(results)
     assert run_.outcome == "passed" and run_.trace.events == 30000
@@ -152,11 +167,15 @@ def test_tens_of_thousands_of_events(tmp_path: Path, plugins: Plugins) -> None:
 def test_event_flood_beyond_the_limit_fails_and_stops_the_agent(tmp_path: Path, plugins: Plugins) -> None:
     results, _ = run_suite(tmp_path, plugins, behave_agent("flood", "5000"), max_events=1000)
     run_ = only_run(results)
-    assert run_.status == "failed" and run_.error == "agent flooded ATP with events: more than 1000 in one run"
+    assert (
+        run_.status == "failed" and run_.error == "agent flooded ATP with events: more than 1000 in one run"
+    )
 
 
 def test_overlong_stderr_line_is_cut(tmp_path: Path, plugins: Plugins) -> None:
-    results, store = run_suite(tmp_path, plugins, behave_agent("long_line"), settings="    max_line_bytes: 1048576\n")
+    results, store = run_suite(
+        tmp_path, plugins, behave_agent("long_line"), settings="    max_line_bytes: 1048576\n"
+    )
     run_ = only_run(results)
     assert run_.outcome == "passed"
     assert run_.warnings == ["a stderr line longer than 1048576 bytes was cut"]
@@ -175,18 +194,23 @@ def test_missing_command_stops_the_suite_before_any_run(tmp_path: Path, plugins:
 
 def test_cwd_env_and_relative_command(tmp_path: Path, plugins: Plugins) -> None:
     (tmp_path / "work").mkdir()
-    settings = CliSettings(command=f"{behave_agent('env')[0]} ../agents/behave.py env", cwd="work",
-                           env={"ATP_TEST_VALUE": "42"})
+    settings = CliSettings(
+        command=f"{behave_agent('env')[0]} ../agents/behave.py env", cwd="work", env={"ATP_TEST_VALUE": "42"}
+    )
     adapter = CliAdapter(settings, name="a", base_dir=tmp_path)
     assert adapter.cwd == tmp_path / "work"
     relative = CliAdapter(CliSettings(command=["./agent.sh"]), name="b", base_dir=tmp_path)
     assert relative.argv == [str(tmp_path / "agent.sh")]
-    isolated = CliAdapter(CliSettings(command=["x"], env={"ONLY": "1"}, inherit_env=False), name="c", base_dir=tmp_path)
+    isolated = CliAdapter(
+        CliSettings(command=["x"], env={"ONLY": "1"}, inherit_env=False), name="c", base_dir=tmp_path
+    )
     assert isolated.env == {"ONLY": "1"}
 
     command = behave_agent("env")
-    text = (f"test_suite: s\nagents:\n  - name: agent\n    type: cli\n    command: {command!r}\n    cwd: work\n"
-            f"    env: {{ATP_TEST_VALUE: '42'}}\ntests:\n  - id: t\n    task: {{description: x}}\n")
+    text = (
+        f"test_suite: s\nagents:\n  - name: agent\n    type: cli\n    command: {command!r}\n    cwd: work\n"
+        f"    env: {{ATP_TEST_VALUE: '42'}}\ntests:\n  - id: t\n    task: {{description: x}}\n"
+    )
     suite = load_suite(write(tmp_path / "suite.yaml", text), plugins.evaluators)
     agent = resolve_agent(agent_definitions(load_config(cwd=tmp_path), suite)["agent"], plugins.adapters)
     runner = Runner(plugins, suite, suite.tests, agent, run_root=tmp_path / "runs")
@@ -195,14 +219,20 @@ def test_cwd_env_and_relative_command(tmp_path: Path, plugins: Plugins) -> None:
 
 
 def test_request_reaches_the_agent_as_sent(tmp_path: Path, plugins: Plugins) -> None:
-    tests = ("  - id: t\n    task: {description: hi, input_data: {n: 1}}\n"
-             "    constraints: {max_steps: 4, allowed_tools: [a]}\n")
+    tests = (
+        "  - id: t\n    task: {description: hi, input_data: {n: 1}}\n"
+        "    constraints: {max_steps: 4, allowed_tools: [a]}\n"
+    )
     results, _ = run_suite(tmp_path, plugins, behave_agent("echo_request"), tests, runs=2)
     requests = [r.artifacts[0].data["request"] for r in results.tests[0].runs]
     assert requests[0]["task"] == {"description": "hi", "input_data": {"n": 1}}
     assert requests[0]["constraints"] == {"max_steps": 4, "timeout_seconds": 300, "allowed_tools": ["a"]}
     assert requests[1]["metadata"] == {
-        "test_id": "t", "run_number": 2, "total_runs": 2, "suite": "integration", "run_id": results.run_id
+        "test_id": "t",
+        "run_number": 2,
+        "total_runs": 2,
+        "suite": "integration",
+        "run_id": results.run_id,
     }
     assert requests[0]["version"] == "1.0" and requests[0]["task_id"] != requests[1]["task_id"]
 
@@ -213,7 +243,9 @@ def test_parallel_agent_processes(tmp_path: Path, plugins: Plugins) -> None:
     assert results.summary.passed == 6
 
 
-def test_leftover_process_holding_the_output_is_stopped(tmp_path: Path, plugins: Plugins, pid_file: Path) -> None:
+def test_leftover_process_holding_the_output_is_stopped(
+    tmp_path: Path, plugins: Plugins, pid_file: Path
+) -> None:
     results, _, elapsed = timed(tmp_path, plugins, "orphan")
     run_ = only_run(results)
     assert run_.outcome == "passed" and elapsed < 5, (run_.error, elapsed)

@@ -50,8 +50,10 @@ def request() -> ATPRequest:
 
 def run_agent(tmp_path: Path, plugins: Plugins, agent: str, masker: Masker | None = None) -> SuiteResults:
     """One test against the agent whose settings are the YAML lines ``agent``."""
-    text = (f"test_suite: s\nagents:\n  - name: agent\n    type: cli\n    grace_seconds: 1\n{agent}"
-            "tests:\n  - id: t\n    task: {description: x}\n    constraints: {timeout_seconds: 30}\n")
+    text = (
+        f"test_suite: s\nagents:\n  - name: agent\n    type: cli\n    grace_seconds: 1\n{agent}"
+        "tests:\n  - id: t\n    task: {description: x}\n    constraints: {timeout_seconds: 30}\n"
+    )
     suite = load_suite(write(tmp_path / "suite.yaml", text), plugins.evaluators)
     resolved = resolve_agent(agent_definitions(load_config(cwd=tmp_path), suite)["agent"], plugins.adapters)
     runner = Runner(plugins, suite, suite.tests, resolved, run_root=tmp_path / "runs", masker=masker)
@@ -91,11 +93,19 @@ def test_a_program_in_the_working_folder_needs_a_path(tmp_path: Path) -> None:
     ("setup", "command", "cwd", "problem"),
     [
         (None, ["./missing.sh"], None, "{tmp}/missing.sh does not exist"),
-        ("plain", ["./agent.sh"], None,
-         "{tmp}/agent.sh is not executable (chmod +x it, or put its interpreter first in 'command')"),
+        (
+            "plain",
+            ["./agent.sh"],
+            None,
+            "{tmp}/agent.sh is not executable (chmod +x it, or put its interpreter first in 'command')",
+        ),
         ("folder", ["./agent.sh"], None, "{tmp}/agent.sh is a folder, not a program"),
-        ("bad_interpreter", ["./agent.sh"], None,
-         "{tmp}/agent.sh names the interpreter /no/such/sh on its first line, which does not exist"),
+        (
+            "bad_interpreter",
+            ["./agent.sh"],
+            None,
+            "{tmp}/agent.sh names the interpreter /no/such/sh on its first line, which does not exist",
+        ),
         (None, [PYTHON, "agent.py"], "gone", "its working folder {tmp}/gone does not exist"),
         ("plain", [PYTHON, "agent.py"], "agent.sh", "its working folder {tmp}/agent.sh is not a folder"),
         ("plain", ["./agent.sh/run"], None, "{tmp}/agent.sh/run: Not a directory"),
@@ -203,12 +213,15 @@ def test_an_agent_with_a_response_gets_no_stderr_in_its_reason(tmp_path: Path) -
 
 
 def test_args_follow_the_command(tmp_path: Path, plugins: Plugins) -> None:
-    assert CliAdapter(CliSettings(command="python3", args=["agent.py", "--flag"]), name="a",
-                      base_dir=tmp_path).argv == ["python3", "agent.py", "--flag"]
-    assert CliAdapter(CliSettings(command=["python3", "-u"], args=["agent.py"]), name="a",
-                      base_dir=tmp_path).argv == ["python3", "-u", "agent.py"]
-    assert CliAdapter(CliSettings(command="python3 -u", args=["a b.py"]), name="a",
-                      base_dir=tmp_path).argv == ["python3", "-u", "a b.py"]
+    assert CliAdapter(
+        CliSettings(command="python3", args=["agent.py", "--flag"]), name="a", base_dir=tmp_path
+    ).argv == ["python3", "agent.py", "--flag"]
+    assert CliAdapter(
+        CliSettings(command=["python3", "-u"], args=["agent.py"]), name="a", base_dir=tmp_path
+    ).argv == ["python3", "-u", "agent.py"]
+    assert CliAdapter(
+        CliSettings(command="python3 -u", args=["a b.py"]), name="a", base_dir=tmp_path
+    ).argv == ["python3", "-u", "a b.py"]
     agent = f"    command: {PYTHON}\n    args: [{str(AGENTS / 'behave.py')!r}, ok]\n"
     run = run_agent(tmp_path, plugins, agent).tests[0].runs[0]
     assert run.outcome == "passed", run.error
@@ -245,7 +258,7 @@ def test_a_pretty_printed_response_with_a_wrong_field_names_it(tmp_path: Path, p
     assert run.error.startswith(
         "agent exited with code 0; its stdout, read as one multi-line JSON message, is not an ATP response "
         "(ATP response: Expected `str`, got `int` - at `$.status`) (stdout line 1, byte offset 0): "
-        "'{\\n  \"version\""
+        '\'{\\n  "version"'
     )
 
 

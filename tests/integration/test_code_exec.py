@@ -166,7 +166,9 @@ def test_a_half_right_solution_scores_half_and_names_the_failed_test() -> None:
     assert "test_solution.py:9: AssertionError" in failure["text"]
     lenient = run_check(Pytest, {**config, "min_pass_rate": 0.5}, response(files={"solution.py": HALF}))
     assert lenient.passed and lenient.score == 0.5
-    assert lenient.message.startswith("1 of 2 tests passed (50%; min_pass_rate 50%); failed: test_solution::test_sub")
+    assert lenient.message.startswith(
+        "1 of 2 tests passed (50%; min_pass_rate 50%); failed: test_solution::test_sub"
+    )
 
 
 def test_the_suites_tests_win_over_the_agents() -> None:
@@ -186,13 +188,17 @@ def test_no_tests_a_collection_error_and_a_usage_error_fail_saying_so() -> None:
     )
     usage = run_check(Pytest, {"args": ["--no-such-option"]}, response(files={"solution.py": GOOD}))
     assert not usage.passed
-    assert usage.message.startswith("pytest was used wrongly (usage error) (exit code 4) and wrote no JUnit report;")
+    assert usage.message.startswith(
+        "pytest was used wrongly (usage error) (exit code 4) and wrote no JUnit report;"
+    )
     assert "unrecognized arguments: --no-such-option" in usage.message
 
 
 def fake_python(tmp_path: Path, module: str) -> str:
     """An interpreter that has no ``module``, as ``python -m`` says it."""
-    script = write(tmp_path / "bin" / "python", f"#!/bin/sh\necho \"$0: No module named {module}\" >&2\nexit 1\n")
+    script = write(
+        tmp_path / "bin" / "python", f'#!/bin/sh\necho "$0: No module named {module}" >&2\nexit 1\n'
+    )
     script.chmod(0o755)
     return str(script)
 
@@ -201,13 +207,19 @@ def test_pytest_not_installed_says_how_to_install_it(tmp_path: Path) -> None:
     python = fake_python(tmp_path, "pytest")
     check = run_check(Pytest, {}, response(files={"solution.py": GOOD}), settings={"python": python})
     assert not check.passed
-    assert check.message == f"pytest is not installed for {python}; install it with: pip install 'atp-evaluators[code]'"
+    assert (
+        check.message
+        == f"pytest is not installed for {python}; install it with: pip install 'atp-evaluators[code]'"
+    )
 
 
 def test_with_a_workspace_pytest_runs_in_a_copy(tmp_path: Path) -> None:
     workspace = tmp_path / "workspace"
     write(workspace / "solution.py", GOOD)
-    write(workspace / "test_solution.py", TESTS + "\n\ndef test_writes():\n    open('solution.py', 'w').write('broken')\n")
+    write(
+        workspace / "test_solution.py",
+        TESTS + "\n\ndef test_writes():\n    open('solution.py', 'w').write('broken')\n",
+    )
     check = run_check(Pytest, {}, response(files={}), workspace=workspace)
     assert check.passed and check.message == "3 of 3 tests passed (100%)", check.message
     assert (workspace / "solution.py").read_text() == GOOD
@@ -239,8 +251,12 @@ def test_a_forged_report_that_disagrees_with_the_exit_code_or_is_short_fails() -
     )
     disagreeing = run_check(Pytest, config, response(files={"solution.py": FORGES.replace("EXIT", "1")}))
     assert not disagreeing.passed
-    assert disagreeing.message.startswith("pytest's exit code 1 says a test failed, but its JUnit report counts none failed")
-    allowed = run_check(Pytest, {**config, "min_tests": 1}, response(files={"solution.py": FORGES.replace("EXIT", "0")}))
+    assert disagreeing.message.startswith(
+        "pytest's exit code 1 says a test failed, but its JUnit report counts none failed"
+    )
+    allowed = run_check(
+        Pytest, {**config, "min_tests": 1}, response(files={"solution.py": FORGES.replace("EXIT", "0")})
+    )
     assert allowed.passed  # what ATP cannot tell from a real run: see the Pytest docstring
 
 
@@ -256,7 +272,9 @@ def test_only_the_suites_tests_count_when_it_gives_them() -> None:
 
 
 def test_tests_in_a_subfolder_import_the_agents_modules_as_python_m_pytest_would() -> None:
-    check = run_check(Pytest, {"files": {"tests/test_solution.py": TESTS}}, response(files={"solution.py": GOOD}))
+    check = run_check(
+        Pytest, {"files": {"tests/test_solution.py": TESTS}}, response(files={"solution.py": GOOD})
+    )
     assert check.passed and check.message == "2 of 2 tests passed (100%)", check.message
 
 
@@ -311,7 +329,9 @@ def test_with_path_only_the_selected_files_of_a_workspace_are_taken(tmp_path: Pa
 
 
 def test_a_clean_file_passes_lint() -> None:
-    check = run_check(Lint, {"select": ["E", "F", "W"]}, response(files={"solution.py": GOOD, "notes.md": "x"}))
+    check = run_check(
+        Lint, {"select": ["E", "F", "W"]}, response(files={"solution.py": GOOD, "notes.md": "x"})
+    )
     assert check.passed and check.score == 1.0, check.message
     assert check.message == "no findings in solution.py"
     assert (check.details or {})["findings"] == [] and (check.details or {})["findings_total"] == 0
@@ -329,7 +349,11 @@ def test_a_dirty_file_fails_lint_with_its_findings_listed() -> None:
     details = check.details or {}
     assert details["findings_total"] == 3
     assert details["findings"][0] == {
-        "file": "dirty.py", "line": 1, "column": 8, "code": "F401", "message": "`os` imported but unused",
+        "file": "dirty.py",
+        "line": 1,
+        "column": 8,
+        "code": "F401",
+        "message": "`os` imported but unused",
     }
     allowed = run_check(Lint, {"select": ["F"], "max_findings": 3, "path": "dirty.py"}, resp)
     assert allowed.passed and allowed.message == "3 findings (max_findings 3) in dirty.py"
@@ -338,7 +362,13 @@ def test_a_dirty_file_fails_lint_with_its_findings_listed() -> None:
 
 
 def test_the_agent_cannot_loosen_its_own_lint() -> None:
-    resp = response(files={"dirty.py": DIRTY, "ruff.toml": "[lint]\nignore = [\"F\"]\n", "pyproject.toml": "[tool.ruff]\nexclude = [\"*.py\"]\n"})
+    resp = response(
+        files={
+            "dirty.py": DIRTY,
+            "ruff.toml": '[lint]\nignore = ["F"]\n',
+            "pyproject.toml": '[tool.ruff]\nexclude = ["*.py"]\n',
+        }
+    )
     check = run_check(Lint, {"select": ["F"]}, resp)
     assert not check.passed and (check.details or {})["findings_total"] == 3
 
@@ -351,10 +381,16 @@ def test_suppression_comments_do_not_switch_lint_off() -> None:
 
 def test_lint_needs_a_python_file_and_ruff(tmp_path: Path) -> None:
     check = run_check(Lint, {}, response(files={"report.md": "# hi"}))
-    assert not check.passed and check.message == "expected a Python file to lint (*.py); the agent produced report.md"
+    assert (
+        not check.passed
+        and check.message == "expected a Python file to lint (*.py); the agent produced report.md"
+    )
     python = fake_python(tmp_path, "ruff")
     check = run_check(Lint, {"python": python}, response(files={"a.py": GOOD}))
-    assert check.message == f"ruff is not installed for {python}; install it with: pip install 'atp-evaluators[code]'"
+    assert (
+        check.message
+        == f"ruff is not installed for {python}; install it with: pip install 'atp-evaluators[code]'"
+    )
 
 
 # --- custom_command -------------------------------------------------------------------------
@@ -367,25 +403,42 @@ def test_a_command_passes_on_its_exit_code_and_regex() -> None:
         {"command": "python -c 'import solution; print(solution.add(2, 3))'", "regex": "^5$"},
         resp,
     )
-    assert ok.passed and ok.message == "python -c 'import solution; print(solution.add(2, 3))' exited with 0 and its output matches '^5$'"
+    assert (
+        ok.passed
+        and ok.message
+        == "python -c 'import solution; print(solution.add(2, 3))' exited with 0 and its output matches '^5$'"
+    )
     details = ok.details or {}
     assert details["exit_code"] == 0 and details["output"] == "5\n" and details["duration_seconds"] < 10
     mismatch = run_check(CustomCommand, {"command": ["python", "-c", "print(6)"], "regex": "^5$"}, resp)
     assert not mismatch.passed and mismatch.score == 0.5
-    assert mismatch.message == "python -c 'print(6)' exited with 0 as expected, but its output does not match '^5$'; it ends: 6"
-    failed = run_check(CustomCommand, {"command": ["python", "-c", "import sys; print('nope'); sys.exit(3)"]}, resp)
+    assert (
+        mismatch.message
+        == "python -c 'print(6)' exited with 0 as expected, but its output does not match '^5$'; it ends: 6"
+    )
+    failed = run_check(
+        CustomCommand, {"command": ["python", "-c", "import sys; print('nope'); sys.exit(3)"]}, resp
+    )
     assert not failed.passed and (failed.details or {})["exit_code"] == 3
-    assert failed.message == "expected python -c 'import sys; print('\"'\"'nope'\"'\"'); sys.exit(3)' to exit with 0; it exited with 3; its output ends: nope"
+    assert (
+        failed.message
+        == "expected python -c 'import sys; print('\"'\"'nope'\"'\"'); sys.exit(3)' to exit with 0; it exited with 3; its output ends: nope"
+    )
     expected = run_check(CustomCommand, {"command": ["sh", "-c", "exit 3"], "expect_exit": 3}, resp)
     assert expected.passed
 
 
 def test_a_command_sees_the_suites_files_and_env_and_none_of_atps(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ATP_TEST_SECRET_TOKEN", "s3cr3t")
-    script = "#!/bin/sh\necho \"mode=$MODE token=${ATP_TEST_SECRET_TOKEN:-none} home=$HOME\"\n"
+    script = '#!/bin/sh\necho "mode=$MODE token=${ATP_TEST_SECRET_TOKEN:-none} home=$HOME"\n'
     check = run_check(
         CustomCommand,
-        {"command": ["./show.sh"], "files": {"show.sh": script}, "env": {"MODE": "strict"}, "regex": "mode=strict token=none home=/"},
+        {
+            "command": ["./show.sh"],
+            "files": {"show.sh": script},
+            "env": {"MODE": "strict"},
+            "regex": "mode=strict token=none home=/",
+        },
         response(),
     )
     assert check.passed, check.message
@@ -393,7 +446,9 @@ def test_a_command_sees_the_suites_files_and_env_and_none_of_atps(monkeypatch: p
 
 def test_a_missing_program_is_a_failed_check() -> None:
     check = run_check(CustomCommand, {"command": ["no-such-program-x"]}, response())
-    assert not check.passed and check.message.startswith("the command cannot be run: 'no-such-program-x' was not found on the PATH")
+    assert not check.passed and check.message.startswith(
+        "the command cannot be run: 'no-such-program-x' was not found on the PATH"
+    )
 
 
 def test_output_is_kept_to_its_last_mebibyte() -> None:
@@ -427,7 +482,11 @@ def hang(tmp_path: Path, *extra: str) -> tuple[Check, set[int]]:
     """A command that forks a child and loops, killed after 1 s; with the processes it was
     (the command, its child, and what ran it) while it ran."""
     ready = tmp_path / "child.started"
-    config = {"command": ["python", "hang.py", str(ready), *extra], "files": {"hang.py": HANGS}, "timeout_seconds": 1}
+    config = {
+        "command": ["python", "hang.py", str(ready), *extra],
+        "files": {"hang.py": HANGS},
+        "timeout_seconds": 1,
+    }
     started = time.monotonic()
     check, pids = while_running(lambda: run_check(CustomCommand, config, response()), ready, str(ready))
     assert time.monotonic() - started < 10
@@ -438,7 +497,12 @@ def hang(tmp_path: Path, *extra: str) -> tuple[Check, set[int]]:
 def test_a_hanging_command_is_killed_with_the_child_it_forked(tmp_path: Path, temporary: Path) -> None:
     check, pids = hang(tmp_path)
     assert not check.passed
-    assert check.message == "python hang.py " + str(tmp_path / "child.started") + " was killed after 1 s (timeout_seconds); its output ends: looping"
+    assert (
+        check.message
+        == "python hang.py "
+        + str(tmp_path / "child.started")
+        + " was killed after 1 s (timeout_seconds); its output ends: looping"
+    )
     assert (check.details or {})["exit_code"] is None
     assert all(gone(pid) for pid in pids), f"some of {pids} still run"
     assert list(temporary.iterdir()) == []
@@ -464,7 +528,9 @@ def test_without_namespaces_the_process_group_is_killed_and_the_details_say_why(
     assert all(gone(pid) for pid in pids)
 
 
-def test_a_cancelled_evaluation_kills_the_command_and_removes_its_folder(tmp_path: Path, temporary: Path) -> None:
+def test_a_cancelled_evaluation_kills_the_command_and_removes_its_folder(
+    tmp_path: Path, temporary: Path
+) -> None:
     ready = tmp_path / "child.started"
     config = CustomCommandConfig(command=["python", "hang.py", str(ready)], files={"hang.py": HANGS})
 
@@ -489,7 +555,9 @@ def test_the_command_is_killed_when_atp_is(tmp_path: Path) -> None:
         run_evaluator(CustomCommand, {{"command": command, "timeout_seconds": 50}}, response())
         """
     )
-    atp = subprocess.Popen([sys.executable, "-c", script], cwd=ROOT, env={**os.environ, "TMPDIR": str(tmp_path)})
+    atp = subprocess.Popen(
+        [sys.executable, "-c", script], cwd=ROOT, env={**os.environ, "TMPDIR": str(tmp_path)}
+    )
     try:
         deadline = time.monotonic() + 30
         while not ready.exists() and time.monotonic() < deadline:
@@ -507,7 +575,9 @@ def test_the_command_is_recorded_in_the_process_ledger(tmp_path: Path) -> None:
     processes = ledger.ProcessLedger.create(tmp_path)
     with ledger.activate(processes):
         check = run_check(
-            CustomCommand, {"command": ["sh", "-c", "echo $ATP_AGENT_TOKEN"], "regex": "^[0-9a-f]{16}$"}, response()
+            CustomCommand,
+            {"command": ["sh", "-c", "echo $ATP_AGENT_TOKEN"], "regex": "^[0-9a-f]{16}$"},
+            response(),
         )
         records = [json.loads(line) for line in (tmp_path / ledger.LEDGER_FILE).read_text().splitlines()]
         assert processes.running == frozenset()  # ended, once reaped
@@ -552,7 +622,9 @@ def with_secret(isolated: bool) -> dict[str, Any]:
         """
     )
     env = {**os.environ, "ATP_TEST_SECRET_MARKER": "s3cr3t"}
-    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
+    )
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
 
@@ -565,7 +637,13 @@ def test_an_isolated_command_sees_only_its_own_processes_in_proc() -> None:
         assert details["proc"] == "the namespace's own, but the command is root there and could unmount it"
     else:
         assert details["proc"] == "the namespace's own (ATP's processes are not in it)"
-    lister = {"command": ["python", "-c", "import os; print(sorted(int(p) for p in os.listdir('/proc') if p.isdigit()))"]}
+    lister = {
+        "command": [
+            "python",
+            "-c",
+            "import os; print(sorted(int(p) for p in os.listdir('/proc') if p.isdigit()))",
+        ]
+    }
     assert (run_check(CustomCommand, lister, response()).details or {})["output"] == "[1]\n"
 
 
@@ -582,7 +660,9 @@ def test_the_command_runs_with_resource_limits() -> None:
     check = run_check(CustomCommand, {"command": ["python", "-c", LIMITS]}, response())
     mib = 1024 * 1024
     assert (check.details or {})["output"] == f"{(4096 * mib,) * 2} {(1024 * mib,) * 2} (0, 0) (4096, 4096)\n"
-    check = run_check(CustomCommand, {"command": ["python", "-c", LIMITS], "max_memory_mb": 0, "max_file_mb": 0}, response())
+    check = run_check(
+        CustomCommand, {"command": ["python", "-c", LIMITS], "max_memory_mb": 0, "max_file_mb": 0}, response()
+    )
     assert (check.details or {})["output"].endswith(" (0, 0) (4096, 4096)\n")
     assert "(4294967296, 4294967296)" not in (check.details or {})["output"]
 
@@ -592,7 +672,9 @@ def test_a_command_past_its_limits_fails() -> None:
     check = run_check(CustomCommand, {"command": ["python", "-c", write_big], "max_file_mb": 1}, response())
     assert not check.passed and "File too large" in check.message, check.message
     allocate = "b = bytearray(600 * 1024 * 1024)"
-    check = run_check(CustomCommand, {"command": ["python", "-c", allocate], "max_memory_mb": 300}, response())
+    check = run_check(
+        CustomCommand, {"command": ["python", "-c", allocate], "max_memory_mb": 300}, response()
+    )
     assert not check.passed and "MemoryError" in check.message, check.message
 
 
@@ -624,7 +706,9 @@ def test_an_isolated_command_has_no_network() -> None:
     with listener() as server:
         port = str(server.getsockname()[1])
         refused = run_check(CustomCommand, {"command": ["python", "-c", CONNECT, port]}, response())
-        allowed = run_check(CustomCommand, {"command": ["python", "-c", CONNECT, port], "network": True}, response())
+        allowed = run_check(
+            CustomCommand, {"command": ["python", "-c", CONNECT, port], "network": True}, response()
+        )
     assert not refused.passed and "Network is unreachable" in refused.message, refused.message
     assert (refused.details or {})["network"] == "isolated (a network namespace of its own)"
     assert allowed.passed, allowed.message
@@ -632,7 +716,9 @@ def test_an_isolated_command_has_no_network() -> None:
     assert (allowed.details or {})["processes"].startswith("PID namespace")
 
 
-@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None, reason="needs root, to run as another user")
+@pytest.mark.skipif(
+    os.geteuid() != 0 or shutil.which("setpriv") is None, reason="needs root, to run as another user"
+)
 def test_as_another_user_commands_run_isolated_or_say_why_not() -> None:
     """Isolation is probed for the user ATP runs as: as an unprivileged user it works where user
     namespaces may be made (and the interpreter may be run from one), else the details say why."""
@@ -647,7 +733,9 @@ def test_as_another_user_commands_run_isolated_or_say_why_not() -> None:
         """
     )
     nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
-    runs = subprocess.run([*nobody, "sh", "-c", 'exec "$0" -c ""', sys.executable], capture_output=True, text=True, timeout=60)
+    runs = subprocess.run(
+        [*nobody, "sh", "-c", 'exec "$0" -c ""', sys.executable], capture_output=True, text=True, timeout=60
+    )
     if runs.returncode != 0:  # (commands start through ATP's interpreter: it must be able to run it)
         pytest.skip(f"this interpreter cannot be run by another user here: {runs.stderr.strip()}")
     shared = Path(tempfile.mkdtemp())  # (tmp_path's parents are the test user's own)
@@ -661,7 +749,9 @@ def test_as_another_user_commands_run_isolated_or_say_why_not() -> None:
     finally:
         shutil.rmtree(shared)
     if done.returncode != 0 and "Permission denied" in done.stderr:
-        pytest.skip(f"this interpreter cannot be run by another user here: {done.stderr.strip().splitlines()[-1]}")
+        pytest.skip(
+            f"this interpreter cannot be run by another user here: {done.stderr.strip().splitlines()[-1]}"
+        )
     assert done.returncode == 0, done.stderr
     seen = json.loads(done.stdout)
     assert seen["passed"]

@@ -36,7 +36,10 @@ def docker() -> Iterator[Any]:
 def suite(folder: Path, tests: str, **agent: str) -> Path:
     mounts = [*python_mounts(), f"{agents_folder()}:/agents"]
     settings = {
-        "memory": "96Mi", "network": "none", "extra": "", **agent,
+        "memory": "96Mi",
+        "network": "none",
+        "extra": "",
+        **agent,
     }
     (folder / "fixture").mkdir(exist_ok=True)
     (folder / "fixture" / "given.txt").write_text("from the fixture\n")
@@ -59,9 +62,15 @@ def suite(folder: Path, tests: str, **agent: str) -> Path:
     )
 
 
-def atp(folder: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 180) -> subprocess.CompletedProcess[str]:
+def atp(
+    folder: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 180
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [ATP, *args], cwd=folder, capture_output=True, text=True, timeout=timeout,
+        [ATP, *args],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
         env={**os.environ, "NO_COLOR": "1", "CANARY_TOKEN": CANARY, **(env or {})},
     )
 
@@ -70,15 +79,20 @@ def results(folder: Path) -> dict[str, Any]:
     return json.loads((folder / "results.json").read_text())
 
 
-def test_an_agent_container_runs_end_to_end_with_events_and_workspace_files(docker: Any, tmp_path: Path) -> None:
-    path = suite(tmp_path, (
-        "  - id: work\n    task: {description: work, workspace_fixture: fixture}\n"
-        "    assertions:\n"
-        "      - {type: contains, config: {path: out/result.txt, pattern: inside the container}}\n"
-        "  - id: unlisted\n    task: {description: unlisted, workspace_fixture: fixture}\n"
-        "    assertions: [{type: contains, config: {path: report.md, pattern: nothing listed}}]\n"
-        "  - id: whoami\n    task: {description: whoami}\n"
-    ))
+def test_an_agent_container_runs_end_to_end_with_events_and_workspace_files(
+    docker: Any, tmp_path: Path
+) -> None:
+    path = suite(
+        tmp_path,
+        (
+            "  - id: work\n    task: {description: work, workspace_fixture: fixture}\n"
+            "    assertions:\n"
+            "      - {type: contains, config: {path: out/result.txt, pattern: inside the container}}\n"
+            "  - id: unlisted\n    task: {description: unlisted, workspace_fixture: fixture}\n"
+            "    assertions: [{type: contains, config: {path: report.md, pattern: nothing listed}}]\n"
+            "  - id: whoami\n    task: {description: whoami}\n"
+        ),
+    )
     result = atp(tmp_path, "test", f"--suite={path}", "--output=json:results.json")
     assert result.returncode == 0, result.stdout + result.stderr
     runs = {t["id"]: t["runs"][0] for t in results(tmp_path)["tests"]}
@@ -86,15 +100,22 @@ def test_an_agent_container_runs_end_to_end_with_events_and_workspace_files(dock
     assert runs["whoami"]["artifacts"][0]["data"] == {"uid": 65534, "root": "read-only"}  # nobody, by default
     written = {a["path"]: a for a in runs["unlisted"]["artifacts"]}
     assert list(written) == ["report.md"]  # found in the workspace; the fixture's own file is not the agent's
-    assert written["report.md"]["size_bytes"] == len("# Report\n\nnothing listed\n") and written["report.md"]["content_hash"].startswith("sha256:")
+    assert written["report.md"]["size_bytes"] == len("# Report\n\nnothing listed\n") and written["report.md"][
+        "content_hash"
+    ].startswith("sha256:")
     assert atp_containers(docker) == []
 
 
-@pytest.mark.parametrize(("extra", "expected"), [
-    ("    user: '0'\n", {"uid": 0, "root": "writable"}),
-    ("    user: '0'\n    read_only_rootfs: true\n", {"uid": 0, "root": "read-only"}),
-])
-def test_the_user_and_a_read_only_root_filesystem(docker: Any, tmp_path: Path, extra: str, expected: dict[str, Any]) -> None:
+@pytest.mark.parametrize(
+    ("extra", "expected"),
+    [
+        ("    user: '0'\n", {"uid": 0, "root": "writable"}),
+        ("    user: '0'\n    read_only_rootfs: true\n", {"uid": 0, "root": "read-only"}),
+    ],
+)
+def test_the_user_and_a_read_only_root_filesystem(
+    docker: Any, tmp_path: Path, extra: str, expected: dict[str, Any]
+) -> None:
     path = suite(tmp_path, "  - id: whoami\n    task: {description: whoami}\n", extra=extra)
     result = atp(tmp_path, "test", f"--suite={path}", "--output=json:results.json")
     assert result.returncode == 0, result.stdout + result.stderr
@@ -106,7 +127,9 @@ def test_the_memory_limit_kills_the_agent_and_the_run_says_so(docker: Any, tmp_p
     result = atp(tmp_path, "test", f"--suite={path}", "--output=json:results.json")
     assert result.returncode == 1
     [run] = results(tmp_path)["tests"][0]["runs"]
-    assert run["error"].startswith("the container ran out of memory (its limit is 48Mi) and the engine killed it")
+    assert run["error"].startswith(
+        "the container ran out of memory (its limit is 48Mi) and the engine killed it"
+    )
     assert "ran out of memory" in result.stdout
     assert atp_containers(docker) == []
 
@@ -123,7 +146,13 @@ def test_without_a_network_the_agent_cannot_connect(docker: Any, tmp_path: Path)
         outcome = results(tmp_path)["tests"][0]["runs"][0]["artifacts"][0]["data"]["outcome"]
         assert outcome.startswith("refused"), outcome
         # the same agent on the bridge network reaches the host
-        atp(tmp_path, "test", f"--suite={suite(tmp_path, tests, network='bridge')}", "--output=json:results.json", env=env)
+        atp(
+            tmp_path,
+            "test",
+            f"--suite={suite(tmp_path, tests, network='bridge')}",
+            "--output=json:results.json",
+            env=env,
+        )
         outcome = results(tmp_path)["tests"][0]["runs"][0]["artifacts"][0]["data"]["outcome"]
         assert outcome == "connected"
 
@@ -136,7 +165,9 @@ def _host_address() -> str:
 
 
 def test_a_timeout_removes_the_container_and_keeps_the_events(docker: Any, tmp_path: Path) -> None:
-    path = suite(tmp_path, "  - id: slow\n    task: {description: hang}\n    constraints: {timeout_seconds: 2}\n")
+    path = suite(
+        tmp_path, "  - id: slow\n    task: {description: hang}\n    constraints: {timeout_seconds: 2}\n"
+    )
     started = time.monotonic()
     result = atp(tmp_path, "test", f"--suite={path}", "--output=json:results.json")
     assert result.returncode == 1
@@ -163,9 +194,11 @@ def test_no_container_is_left_however_atp_ends(docker: Any, tmp_path: Path, how:
     tests = "".join(f"  - id: slow{i}\n    task: {{description: hang}}\n" for i in range(2))
     path = suite(tmp_path, tests)
     process = subprocess.Popen(
-        [ATP, "test", f"--suite={path}", "--parallel=2"], cwd=tmp_path,
+        [ATP, "test", f"--suite={path}", "--parallel=2"],
+        cwd=tmp_path,
         env={**os.environ, "NO_COLOR": "1", "CANARY_TOKEN": CANARY},
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     deadline = time.monotonic() + 60
     while len(atp_containers(docker)) < 2:  # both runs' containers are up
@@ -184,13 +217,22 @@ def test_no_container_is_left_however_atp_ends(docker: Any, tmp_path: Path, how:
 @pytest.mark.parametrize(
     ("extra", "env", "expected"),
     [
-        ("    docker: /nowhere/docker\n", {}, "the Docker client '/nowhere/docker' cannot be run: /nowhere/docker does not exist"),
-        ("", {"DOCKER_HOST": "unix:///nowhere/docker.sock"},
-         "the Docker engine is not reachable at unix:///nowhere/docker.sock"),
+        (
+            "    docker: /nowhere/docker\n",
+            {},
+            "the Docker client '/nowhere/docker' cannot be run: /nowhere/docker does not exist",
+        ),
+        (
+            "",
+            {"DOCKER_HOST": "unix:///nowhere/docker.sock"},
+            "the Docker engine is not reachable at unix:///nowhere/docker.sock",
+        ),
     ],
     ids=["no-client", "no-engine"],
 )
-def test_no_docker_is_a_clear_error_before_any_run(tmp_path: Path, extra: str, env: dict[str, str], expected: str) -> None:
+def test_no_docker_is_a_clear_error_before_any_run(
+    tmp_path: Path, extra: str, env: dict[str, str], expected: str
+) -> None:
     path = suite(tmp_path, "  - id: t\n    task: {description: whoami}\n", extra=extra)
     result = atp(tmp_path, "test", f"--suite={path}", env=env)
     assert result.returncode == 2 and expected in result.stderr, result.stderr
@@ -204,8 +246,11 @@ def test_a_missing_image_is_a_clear_error_before_any_run(docker: Any, tmp_path: 
         ("missing", "the image 'atp-test/absent:1' is not on this engine and pulling it failed"),
     ):
         path = suite(tmp_path, "  - id: t\n    task: {description: whoami}\n")
-        path.write_text(path.read_text().replace("image: atp-test/busybox:1", "image: atp-test/absent:1").replace(
-            "pull: never", f"pull: {pull}"))
+        path.write_text(
+            path.read_text()
+            .replace("image: atp-test/busybox:1", "image: atp-test/absent:1")
+            .replace("pull: never", f"pull: {pull}")
+        )
         result = atp(tmp_path, "test", f"--suite={path}")
         assert result.returncode == 2 and expected in result.stderr, result.stderr
 
@@ -219,9 +264,13 @@ def test_a_missing_image_is_a_clear_error_before_any_run(docker: Any, tmp_path: 
         ("{cpu: '-1'}", "'-1' is not a number of CPUs between 0 and 1024"),
     ],
 )
-def test_a_bad_resource_string_is_a_located_suite_error(tmp_path: Path, resources: str, expected: str) -> None:
+def test_a_bad_resource_string_is_a_located_suite_error(
+    tmp_path: Path, resources: str, expected: str
+) -> None:
     path = suite(tmp_path, "  - id: t\n    task: {description: whoami}\n")
-    path.write_text(path.read_text().replace("resources: {memory: 96Mi, cpu: '1', pids: 64}", f"resources: {resources}"))
+    path.write_text(
+        path.read_text().replace("resources: {memory: 96Mi, cpu: '1', pids: 64}", f"resources: {resources}")
+    )
     result = atp(tmp_path, "test", f"--suite={path}")
     assert result.returncode == 2, result.stderr
     assert f"{path}:8: at agents[0].resources" in result.stderr and expected in result.stderr, result.stderr
@@ -236,18 +285,28 @@ def test_secret_values_stay_off_the_command_line_and_labels(tmp_path: Path) -> N
     adapter = ContainerAdapter(settings, name="a", base_dir=tmp_path)
     request = ATPRequest(version="1.0", task_id="t", task=Task(description="d"), metadata={"run_id": "r1"})
     argv = adapter.argv(request, "atp-1")
-    assert CANARY not in " ".join(argv) and argv[argv.index("--env"):argv.index("--env") + 2] == ["--env", "API_TOKEN"]
+    assert CANARY not in " ".join(argv) and argv[argv.index("--env") : argv.index("--env") + 2] == [
+        "--env",
+        "API_TOKEN",
+    ]
     assert adapter.encoded_env[b"API_TOKEN"] == CANARY.encode()  # the client passes it on
-    assert argv[argv.index("--network") + 1] == "none" and argv[argv.index("--cap-drop"):][:2] == ["--cap-drop", "ALL"]
+    assert argv[argv.index("--network") + 1] == "none" and argv[argv.index("--cap-drop") :][:2] == [
+        "--cap-drop",
+        "ALL",
+    ]
     assert "atp.run=r1" in argv and "no-new-privileges" in argv
-    assert f'type=bind,"source={tmp_path}/a,b",target=/data,readonly' in argv  # one field, as the client reads it
+    assert (
+        f'type=bind,"source={tmp_path}/a,b",target=/data,readonly' in argv
+    )  # one field, as the client reads it
 
 
 def test_atp_clean_removes_the_containers_of_atp_processes_that_are_gone(docker: Any, tmp_path: Path) -> None:
     from atp.adapters.container import _here, _owner
 
     def labelled(owner: str, run: str) -> Any:
-        return docker.containers.create("atp-test/busybox:1", ["sleep", "600"], labels={"atp.owner": owner, "atp.run": run})
+        return docker.containers.create(
+            "atp-test/busybox:1", ["sleep", "600"], labels={"atp.owner": owner, "atp.run": run}
+        )
 
     gone = labelled(f"1:0@{_here()}", "old")  # pid 1 did not start at 0: its ATP is gone
     mine = labelled(_owner(os.getpid()), "live")  # this process: it runs
@@ -263,13 +322,19 @@ def test_atp_clean_removes_the_containers_of_atp_processes_that_are_gone(docker:
 
 
 @pytest.mark.parametrize("network", ["none", "bridge"])
-def test_the_mock_tool_server_is_reachable_from_a_container(docker: Any, tmp_path: Path, network: str) -> None:
-    path = suite(tmp_path, (
-        "  - id: tools\n"
-        "    task: {description: call, input_data: {calls: [{tool: lookup, input: {id: 1}}]}}\n"
-        "    tools: [{name: lookup, output: {name: one}}]\n"
-        "    assertions: [{type: must_use_tools, config: {tools: [lookup]}}]\n"
-    ), network=network)
+def test_the_mock_tool_server_is_reachable_from_a_container(
+    docker: Any, tmp_path: Path, network: str
+) -> None:
+    path = suite(
+        tmp_path,
+        (
+            "  - id: tools\n"
+            "    task: {description: call, input_data: {calls: [{tool: lookup, input: {id: 1}}]}}\n"
+            "    tools: [{name: lookup, output: {name: one}}]\n"
+            "    assertions: [{type: must_use_tools, config: {tools: [lookup]}}]\n"
+        ),
+        network=network,
+    )
     path.write_text(path.read_text().replace("/agents/container_agent.py", "/agents/tool_caller.py"))
     result = atp(tmp_path, "test", f"--suite={path}", "--output=json:results.json")
     assert result.returncode == 0, result.stdout + result.stderr
@@ -299,10 +364,13 @@ def test_memory_and_cpu_strings() -> None:
 
 
 def test_artifact_paths_out_of_the_workspace_are_refused(docker: Any, tmp_path: Path) -> None:
-    path = suite(tmp_path, (
-        "  - id: escape\n    task: {description: escape, workspace_fixture: fixture}\n"
-        "    assertions: [{type: contains, config: {path: link, pattern: root}}]\n"
-    ))
+    path = suite(
+        tmp_path,
+        (
+            "  - id: escape\n    task: {description: escape, workspace_fixture: fixture}\n"
+            "    assertions: [{type: contains, config: {path: link, pattern: root}}]\n"
+        ),
+    )
     result = atp(tmp_path, "test", f"--suite={path}", "--output=json:results.json")
     assert result.returncode == 1
     [run] = results(tmp_path)["tests"][0]["runs"]
@@ -313,7 +381,9 @@ def test_artifact_paths_out_of_the_workspace_are_refused(docker: Any, tmp_path: 
     assert "outside the workspace" in run["checks"][0]["message"]
 
 
-def test_through_atps_network_the_agent_reaches_the_tools_and_nothing_else_of_the_host(docker: Any, tmp_path: Path) -> None:
+def test_through_atps_network_the_agent_reaches_the_tools_and_nothing_else_of_the_host(
+    docker: Any, tmp_path: Path
+) -> None:
     if os.geteuid() != 0:
         pytest.skip("ATP limits the host's address to the relay with iptables, as root only")
     with socket.socket() as server:  # a service of the host listening on all addresses
@@ -323,8 +393,13 @@ def test_through_atps_network_the_agent_reaches_the_tools_and_nothing_else_of_th
             "  - id: gateway\n    task: {description: gateway}\n"
             "    tools: [{name: lookup, output: {name: one}}]\n"
         )
-        result = atp(tmp_path, "test", f"--suite={suite(tmp_path, tests)}", "--output=json:results.json",
-                     env={"ATP_TEST_PORT": str(server.getsockname()[1])})
+        result = atp(
+            tmp_path,
+            "test",
+            f"--suite={suite(tmp_path, tests)}",
+            "--output=json:results.json",
+            env={"ATP_TEST_PORT": str(server.getsockname()[1])},
+        )
     assert result.returncode == 0, result.stdout + result.stderr
     [run] = results(tmp_path)["tests"][0]["runs"]
     data = run["artifacts"][0]["data"]
@@ -337,7 +412,10 @@ def test_through_atps_network_the_agent_reaches_the_tools_and_nothing_else_of_th
 @pytest.mark.parametrize(
     ("change", "expected"),
     [
-        (("network: none", "network: atp-no-such-network"), "the network 'atp-no-such-network' does not exist on this engine"),
+        (
+            ("network: none", "network: atp-no-such-network"),
+            "the network 'atp-no-such-network' does not exist on this engine",
+        ),
         (("cpu: '1'", "cpu: '4096'"), "'4096' is not a number of CPUs between 0 and 1024"),
         (("cpu: '1'", "cpu: '1000'"), "resources.cpu asks for 1000 CPUs; the engine has"),
     ],
@@ -372,6 +450,8 @@ def test_workspace_files_with_undecodable_names_and_huge_sizes(docker: Any, tmp_
     assert time.monotonic() - started < 30  # 2 GiB is not read
     runs = {t["id"]: t["runs"][0] for t in results(tmp_path)["tests"]}
     assert [a["path"] for a in runs["badname"]["artifacts"]] == ["good.txt"]
-    assert any("not UTF-8" in w and "bad\\xffname.txt" in w for w in runs["badname"]["warnings"]), runs["badname"]["warnings"]
+    assert any("not UTF-8" in w and "bad\\xffname.txt" in w for w in runs["badname"]["warnings"]), runs[
+        "badname"
+    ]["warnings"]
     [sparse] = runs["sparse"]["artifacts"]
     assert sparse["size_bytes"] == 2 * 1024**3 and "content_hash" not in sparse

@@ -96,7 +96,9 @@ class Sink:
 
 def adapter(crew: str, **settings: Any) -> CrewAIAdapter:
     return CrewAIAdapter(
-        msgspec.convert({"module": MODULE, "crew": crew, **settings}, CrewAISettings), name="crew", base_dir=AGENTS
+        msgspec.convert({"module": MODULE, "crew": crew, **settings}, CrewAISettings),
+        name="crew",
+        base_dir=AGENTS,
     )
 
 
@@ -207,12 +209,19 @@ def test_a_crew_becomes_events_metrics_and_artifacts(crews: ModuleType, crew: st
 
     output = artifact(response, "output.md")
     assert isinstance(output, FileArtifact)
-    assert (output.content, output.content_type, output.size_bytes) == ("The result is 25.", "text/markdown", 17)
+    assert (output.content, output.content_type, output.size_bytes) == (
+        "The result is 25.",
+        "text/markdown",
+        17,
+    )
     square = artifact(response, "square")
     assert isinstance(square, StructuredArtifact)
     assert square.data["raw"] == "The result is 25." and square.data["agent"] == "Calculator"
     assert square.data["index"] == 1 and square.data["output_format"] == "raw"
-    assert [getattr(a, "name", None) or getattr(a, "path", None) for a in response.artifacts] == ["output.md", "square"]
+    assert [getattr(a, "name", None) or getattr(a, "path", None) for a in response.artifacts] == [
+        "output.md",
+        "square",
+    ]
 
 
 def test_two_tasks_two_agents_and_a_structured_output(crews: ModuleType, tmp_path: Path) -> None:
@@ -228,9 +237,19 @@ def test_two_tasks_two_agents_and_a_structured_output(crews: ModuleType, tmp_pat
     assert [(s.from_state, s.to_state) for s in state] == [(None, "Researcher"), ("Researcher", "Writer")]
     assert state[1].reason == "task: report"
     assert [(t.tool, t.input) for t in sink.of(ToolCallEvent)] == [("word_count", {"path": str(notes)})]
-    assert sink.of(ReasoningEvent)[0] == ReasoningPayload(thought="I should use Word Count.", step="Researcher: use tool word_count")
-    assert json.loads(sink.of(ToolCallEvent)[0].output) == {"path": str(notes), "words": 6, "first_line": "Crews count words"}
-    assert [c.model for c in sink.of(LLMRequestEvent)] == ["scripted/researcher", "scripted/researcher", "scripted/writer"]
+    assert sink.of(ReasoningEvent)[0] == ReasoningPayload(
+        thought="I should use Word Count.", step="Researcher: use tool word_count"
+    )
+    assert json.loads(sink.of(ToolCallEvent)[0].output) == {
+        "path": str(notes),
+        "words": 6,
+        "first_line": "Crews count words",
+    }
+    assert [c.model for c in sink.of(LLMRequestEvent)] == [
+        "scripted/researcher",
+        "scripted/researcher",
+        "scripted/writer",
+    ]
     assert [(p.message, p.percentage, p.current_step) for p in sink.of(ProgressEvent)] == [
         ("task 1 of 2 completed: research (agent: Researcher)", 50.0, 2),
         ("task 2 of 2 completed: report (agent: Writer)", 100.0, 3),
@@ -243,8 +262,17 @@ def test_two_tasks_two_agents_and_a_structured_output(crews: ModuleType, tmp_pat
     assert research["agent"] == "Researcher" and "json" not in research
     written = artifact(response, "report").data
     assert written["json"] == report and written["output_format"] == "pydantic" and written["index"] == 2
-    assert [getattr(a, "name", None) or a.path for a in response.artifacts] == ["output.md", "output", "research", "report"]
-    assert (response.metrics.llm_calls, response.metrics.tool_calls, response.metrics.total_steps) == (3, 1, 3)
+    assert [getattr(a, "name", None) or a.path for a in response.artifacts] == [
+        "output.md",
+        "output",
+        "research",
+        "report",
+    ]
+    assert (response.metrics.llm_calls, response.metrics.tool_calls, response.metrics.total_steps) == (
+        3,
+        1,
+        3,
+    )
 
 
 def test_a_crewbase_class_builds_a_crew_per_run(crews: ModuleType) -> None:
@@ -262,7 +290,10 @@ def test_a_crew_that_raises_fails_its_run_with_an_error_event(crews: ModuleType)
     req = request("1 and 2")
     error, sink = failure(adapter("failing_crew"), req)
     line = line_of("raise step")
-    assert error.message == f"the crew {MODULE}:failing_crew raised RuntimeError: the model is down (at {MODULE}.py:{line})"
+    assert (
+        error.message
+        == f"the crew {MODULE}:failing_crew raised RuntimeError: the model is down (at {MODULE}.py:{line})"
+    )
     assert [(s.from_state, s.to_state, s.reason) for s in sink.of(StateChangeEvent)] == [
         (None, "Calculator", "task: square"),
         ("Calculator", "Calculator", "task: square (again, after an error)"),
@@ -295,7 +326,8 @@ def test_a_tool_that_raises_is_a_failed_tool_call(crews: ModuleType) -> None:
     response, sink = execute(adapter("broken_tool_crew"), request("1 and 1"))
     tools = sink.of(ToolCallEvent)
     assert tools and all(
-        (t.tool, t.input, t.status, t.error) == ("broken_tool", {"reason": "test"}, "error", "RuntimeError: broken on purpose: test")
+        (t.tool, t.input, t.status, t.error)
+        == ("broken_tool", {"reason": "test"}, "error", "RuntimeError: broken on purpose: test")
         for t in tools
     )
     assert response.metrics.tool_calls == len(tools)
@@ -324,7 +356,10 @@ def test_a_tool_that_exits_is_a_failed_tool_call(crews: ModuleType) -> None:
     ]
     error, sink = failure(adapter("interrupting_tool_crew"))  # (not ATP's Ctrl-C: the crew's own)
     line = line_of("raise KeyboardInterrupt(why)")
-    assert error.message == f"the crew {MODULE}:interrupting_tool_crew raised KeyboardInterrupt: no (at {MODULE}.py:{line})"
+    assert (
+        error.message
+        == f"the crew {MODULE}:interrupting_tool_crew raised KeyboardInterrupt: no (at {MODULE}.py:{line})"
+    )
     assert [(t.tool, t.status, t.error) for t in sink.of(ToolCallEvent)] == [
         ("interrupt_tool", "error", "the tool did not return")
     ]
@@ -355,14 +390,21 @@ def test_a_crew_asking_for_human_input_is_refused(crews: ModuleType) -> None:
     assert [(e.error_type, e.recoverable) for e in sink.of(ErrorEvent)] == [("human_input", False)]
     assert not sink.of(LLMRequestEvent)
     (warning,) = sink.warnings
-    assert warning.startswith(f"the crew {MODULE}:human_input_crew has memory: what its agents remember is saved (by default under ")
-    assert warning.endswith("/memory) and kept across runs and atp invocations, so a run may start from what earlier runs left there")
+    assert warning.startswith(
+        f"the crew {MODULE}:human_input_crew has memory: what its agents remember is saved (by default under "
+    )
+    assert warning.endswith(
+        "/memory) and kept across runs and atp invocations, so a run may start from what earlier runs left there"
+    )
 
 
 def test_a_factory_that_raises_or_returns_no_crew_fails_the_run(crews: ModuleType) -> None:
     error, sink = failure(adapter("factory_raises"))
     line = line_of('raise ValueError("no crew today")')
-    assert error.message == f"the crew factory {MODULE}:factory_raises raised ValueError: no crew today (at {MODULE}.py:{line})"
+    assert (
+        error.message
+        == f"the crew factory {MODULE}:factory_raises raised ValueError: no crew today (at {MODULE}.py:{line})"
+    )
     assert [(e.error_type, e.recoverable) for e in sink.of(ErrorEvent)] == [("ValueError", False)]
     error, sink = failure(adapter("not_a_crew"))
     assert error.message == (
@@ -392,7 +434,9 @@ def test_an_input_mapper_makes_the_inputs(crews: ModuleType) -> None:
         f"kickoff inputs (names to values)"
     )
     error, _ = failure(adapter("calculator_crew", input_mapper=f"{MODULE}:numbers_from_input"), request("x"))
-    assert error.message.startswith(f"the input mapper {MODULE}:numbers_from_input raised KeyError: 'a' (at {MODULE}.py:")
+    assert error.message.startswith(
+        f"the input mapper {MODULE}:numbers_from_input raised KeyError: 'a' (at {MODULE}.py:"
+    )
 
 
 # --- runs at the same time -------------------------------------------------------------------
@@ -438,7 +482,11 @@ def test_runs_at_the_same_time_keep_their_events_apart(crews: ModuleType, scoped
         ]
         assert len(sink.of(LLMRequestEvent)) == 3 and len(sink.of(ProgressEvent)) == 1
         assert artifact(response, "output.md").content == f"The sum is {a + b}."
-        assert (response.metrics.llm_calls, response.metrics.tool_calls, response.metrics.input_tokens) == (3, 2, 300)
+        assert (response.metrics.llm_calls, response.metrics.tool_calls, response.metrics.input_tokens) == (
+            3,
+            2,
+            300,
+        )
         if scoped:
             assert [t.tool for t in sink.of(ToolCallEvent)] == ["meet", "add"]
 
@@ -449,7 +497,11 @@ def test_a_model_shared_by_the_runs_counts_each_run_alone(crews: ModuleType) -> 
     target = adapter("shared_llm_crew")
     for _ in range(2):
         response, _ = execute(target)
-        assert (response.metrics.input_tokens, response.metrics.output_tokens, response.metrics.llm_calls) == (300, 60, 3)
+        assert (
+            response.metrics.input_tokens,
+            response.metrics.output_tokens,
+            response.metrics.llm_calls,
+        ) == (300, 60, 3)
     assert crews.SHARED_LLM.get_token_usage_summary().prompt_tokens >= 600
 
 
@@ -459,7 +511,12 @@ def test_without_llm_call_events_the_metrics_are_the_crews_accounting(crews: Mod
     response, sink = execute(adapter("quiet_crew"))
     assert not sink.of(LLMRequestEvent) and len(sink.of(ToolCallEvent)) == 2
     metrics = response.metrics
-    assert (metrics.llm_calls, metrics.input_tokens, metrics.output_tokens, metrics.total_tokens) == (3, 300, 60, 360)
+    assert (metrics.llm_calls, metrics.input_tokens, metrics.output_tokens, metrics.total_tokens) == (
+        3,
+        300,
+        60,
+        360,
+    )
     assert (metrics.tool_calls, metrics.total_steps) == (2, None)
 
 
@@ -582,10 +639,22 @@ def test_a_flood_of_events_ends_the_run_at_once(crews: ModuleType) -> None:
 @pytest.mark.parametrize(
     ("settings", "message"),
     [
-        ({"module": "crews/my_crew.py", "crew": "build"}, "'module' names a module, not a file: 'crews/my_crew.py' is a path. Write the module's name ('my_crew')"),
-        ({"module": "my_crew:build", "crew": "build"}, "'module' 'my_crew:build' holds a ':'; the module and the crew are two settings (write module: my_crew and crew: build)"),
-        ({"module": "my_crew", "crew": "build crew"}, "'crew' 'build crew' is not a valid Python name (dotted identifiers, like build_crew or crews.research)"),
-        ({"module": "my_crew", "crew": "build", "input_mapper": "inputs.map"}, "'input_mapper' must be 'module:attribute'"),
+        (
+            {"module": "crews/my_crew.py", "crew": "build"},
+            "'module' names a module, not a file: 'crews/my_crew.py' is a path. Write the module's name ('my_crew')",
+        ),
+        (
+            {"module": "my_crew:build", "crew": "build"},
+            "'module' 'my_crew:build' holds a ':'; the module and the crew are two settings (write module: my_crew and crew: build)",
+        ),
+        (
+            {"module": "my_crew", "crew": "build crew"},
+            "'crew' 'build crew' is not a valid Python name (dotted identifiers, like build_crew or crews.research)",
+        ),
+        (
+            {"module": "my_crew", "crew": "build", "input_mapper": "inputs.map"},
+            "'input_mapper' must be 'module:attribute'",
+        ),
         ({"module": "my_crew", "crew": "build", "path": [""]}, "'path[0]' is empty"),
         ({"module": "my_crew"}, "Object missing required field `crew`"),
         ({"module": "my_crew", "crew": "build", "inputs": {}}, "Object contains unknown field `inputs`"),
@@ -615,7 +684,10 @@ def test_what_cannot_be_used_stops_the_suite_at_start(crews: ModuleType) -> None
         f"{agent} cannot import '{MODULE}:calculatr_crew': module '{MODULE}' ({MODULE}.py) has no attribute "
         f"'calculatr_crew'; did you mean 'calculator_crew'?"
     )
-    assert start_error("NOT_A_CREW") == f"{agent} cannot use 'crew' '{MODULE}:NOT_A_CREW': it is int 42, not a crewai Crew or a function that returns one"
+    assert (
+        start_error("NOT_A_CREW")
+        == f"{agent} cannot use 'crew' '{MODULE}:NOT_A_CREW': it is int 42, not a crewai Crew or a function that returns one"
+    )
     assert start_error("Crew") == (
         f"{agent} cannot use 'crew' '{MODULE}:Crew': it is the Crew class itself; name a Crew object, or a "
         f"function that builds and returns a new one"
@@ -632,13 +704,17 @@ def test_what_cannot_be_used_stops_the_suite_at_start(crews: ModuleType) -> None
         f"{agent} cannot call 'input_mapper' '{MODULE}:NOT_A_CREW': it is int 42, not a function"
     )
     missing = start_error("crew", module="no_such_crew_module")
-    assert missing.startswith(f"{agent} cannot import 'no_such_crew_module:crew': no module named 'no_such_crew_module'")
+    assert missing.startswith(
+        f"{agent} cannot import 'no_such_crew_module:crew': no module named 'no_such_crew_module'"
+    )
     assert start_error("crew", path=["no_such_folder"]) == (
         f"{agent} its 'path' folder {AGENTS / 'no_such_folder'} does not exist (entries of 'path' are relative to {AGENTS})"
     )
 
 
-def test_a_crewai_too_old_to_tell_runs_apart_is_refused(crews: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_crewai_too_old_to_tell_runs_apart_is_refused(
+    crews: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import crewai
 
     monkeypatch.setattr(crewai, "__version__", "1.4.1")
@@ -651,7 +727,9 @@ def test_a_crewai_too_old_to_tell_runs_apart_is_refused(crews: ModuleType, monke
 def test_importing_the_adapter_does_not_import_crewai() -> None:
     code = "import sys, atp.adapters.crewai, atp.adapters.plugin; print('crewai' in sys.modules)"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    result = subprocess.run([PYTHON, "-c", code], capture_output=True, text=True, env=env, timeout=60, check=True)
+    result = subprocess.run(
+        [PYTHON, "-c", code], capture_output=True, text=True, env=env, timeout=60, check=True
+    )
     assert result.stdout.strip() == "False"
 
 
@@ -664,7 +742,9 @@ def test_telemetry_is_off_unless_asked_for(crews: ModuleType, monkeypatch: pytes
     assert "CREWAI_DISABLE_TELEMETRY" not in os.environ and "CREWAI_TRACING_ENABLED" not in os.environ
     monkeypatch.setattr(crewai_adapter, "_telemetry", None)
     anyio.run(adapter("calculator_crew").start)
-    assert os.environ["CREWAI_DISABLE_TELEMETRY"] == "true" and os.environ["CREWAI_TRACING_ENABLED"] == "false"
+    assert (
+        os.environ["CREWAI_DISABLE_TELEMETRY"] == "true" and os.environ["CREWAI_TRACING_ENABLED"] == "false"
+    )
     monkeypatch.setattr(crewai_adapter, "_telemetry", None)
     monkeypatch.setenv("CREWAI_TRACING_ENABLED", "true")  # the environment's own choice stays
     anyio.run(adapter("calculator_crew").start)
@@ -683,11 +763,17 @@ def test_the_first_crewai_agent_decides_about_telemetry(
     monkeypatch.delenv("CREWAI_DISABLE_TELEMETRY")
     monkeypatch.delenv("CREWAI_TRACING_ENABLED")
     monkeypatch.setattr(crewai_adapter, "_telemetry", None)
-    anyio.run(CrewAIAdapter(CrewAISettings(module=MODULE, crew="calculator_crew"), name="first", base_dir=AGENTS).start)
+    anyio.run(
+        CrewAIAdapter(
+            CrewAISettings(module=MODULE, crew="calculator_crew"), name="first", base_dir=AGENTS
+        ).start
+    )
     anyio.run(adapter("calculator_crew").start)  # the same choice: nothing to say
     assert not warned(caplog)
     anyio.run(adapter("calculator_crew", telemetry=True).start)
-    assert os.environ["CREWAI_DISABLE_TELEMETRY"] == "true" and os.environ["CREWAI_TRACING_ENABLED"] == "false"
+    assert (
+        os.environ["CREWAI_DISABLE_TELEMETRY"] == "true" and os.environ["CREWAI_TRACING_ENABLED"] == "false"
+    )
     assert warned(caplog) == [
         "agent 'crew': 'telemetry: true' has no effect: CrewAI's telemetry and tracing were already switched off "
         "for this atp process by agent 'first', the first crewai agent started (the choice is the process's: "
@@ -697,7 +783,13 @@ def test_the_first_crewai_agent_decides_about_telemetry(
     monkeypatch.delenv("CREWAI_DISABLE_TELEMETRY")
     monkeypatch.delenv("CREWAI_TRACING_ENABLED")
     caplog.clear()
-    anyio.run(CrewAIAdapter(CrewAISettings(module=MODULE, crew="calculator_crew", telemetry=True), name="first", base_dir=AGENTS).start)
+    anyio.run(
+        CrewAIAdapter(
+            CrewAISettings(module=MODULE, crew="calculator_crew", telemetry=True),
+            name="first",
+            base_dir=AGENTS,
+        ).start
+    )
     anyio.run(adapter("calculator_crew").start)
     assert "CREWAI_DISABLE_TELEMETRY" not in os.environ and "CREWAI_TRACING_ENABLED" not in os.environ
     assert warned(caplog) == [
@@ -716,4 +808,3 @@ def test_the_kernel_resolves_the_agent(tmp_path: Path, plugins: Plugins) -> None
     resolved = resolve_agent(agent_definitions(load_config(cwd=tmp_path), suite)["crew"], plugins.adapters)
     assert resolved.settings == CrewAISettings(module=MODULE, crew="calculator_crew", path=[str(AGENTS)])
     assert resolved.timeout == 30
-

@@ -29,7 +29,9 @@ CLUSTER_ENV = {**os.environ, "DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES": "0
 class Cluster:
     """A scheduler and workers on 127.0.0.1, each a process (group) of its own."""
 
-    def __init__(self, folder: Path, workers: int = 2, threads: int = 4, worker_env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, folder: Path, workers: int = 2, threads: int = 4, worker_env: dict[str, str] | None = None
+    ) -> None:
         folder.mkdir(parents=True, exist_ok=True)
         self.folder = folder
         self.file = folder / "scheduler.json"
@@ -52,10 +54,14 @@ class Cluster:
             self.workers.append(self._start(f"worker-{index}", [*worker, "--name", f"w{index}"], worker_env))
         self.wait_for(workers)
 
-    def _start(self, name: str, command: list[str], env_more: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+    def _start(
+        self, name: str, command: list[str], env_more: dict[str, str] | None = None
+    ) -> subprocess.Popen[bytes]:
         log = open(self.folder / f"{name}.log", "wb")  # noqa: SIM115 - the process keeps it
         env = {**CLUSTER_ENV, "TMPDIR": str(self.tmp), **(env_more or {})}
-        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        process = subprocess.Popen(
+            command, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
+        )
         log.close()
         self.processes.append(process)
         return process
@@ -131,7 +137,9 @@ def comparable(report: dict) -> dict:  # type: ignore[type-arg]
             "status": t["status"],
             "runs": sorted((r["run_number"], r["outcome"], r["status"], r["score"]) for r in t["runs"]),
             "checks": sorted(
-                (r["run_number"], c.get("name"), c.get("passed")) for r in t["runs"] for c in r.get("checks", [])
+                (r["run_number"], c.get("name"), c.get("passed"))
+                for r in t["runs"]
+                for c in r.get("checks", [])
             ),
         }
         for t in report["tests"]
@@ -182,12 +190,23 @@ def test_runs_on_the_cluster_equal_runs_made_here(cluster: Cluster, tmp_path: Pa
 def test_a_worker_killed_mid_suite_costs_a_recorded_retry_not_a_result(tmp_path: Path) -> None:
     cluster = Cluster(tmp_path / "cluster")
     try:
-        tests = "".join(f"  - id: k{i}\n    task: {{description: x, input_data: {{sleep: 0.5}}}}\n" for i in range(20))
+        tests = "".join(
+            f"  - id: k{i}\n    task: {{description: x, input_data: {{sleep: 0.5}}}}\n" for i in range(20)
+        )
         ledger_suite(tmp_path, tests, defaults="defaults:\n  retries: 2\n")
         write(tmp_path / "atp.config.yaml", "defaults:\n  retry_backoff_seconds: 0.05\n")
         env = {**os.environ, "NO_COLOR": "1"}
-        command = [ATP, "test", "--suite=suite.yaml", "--parallel=4", "--executor=dask", f"--address={cluster.address}"]
-        process = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        command = [
+            ATP,
+            "test",
+            "--suite=suite.yaml",
+            "--parallel=4",
+            "--executor=dask",
+            f"--address={cluster.address}",
+        ]
+        process = subprocess.Popen(
+            command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
         deadline = time.monotonic() + 30
         directory: Path | None = None
         while True:
@@ -227,10 +246,16 @@ def test_the_executor_without_an_address_is_a_usage_error(tmp_path: Path) -> Non
     ledger_suite(tmp_path, "  - id: a\n    task: {description: x}\n")
     result = atp("test", "--suite=suite.yaml", "--executor=dask", cwd=tmp_path)
     assert result.returncode == 2, result.stdout + result.stderr
-    assert "atp: error: the dask executor needs the scheduler's address: --address=tcp://HOST:8786" in result.stderr
+    assert (
+        "atp: error: the dask executor needs the scheduler's address: --address=tcp://HOST:8786"
+        in result.stderr
+    )
     result = atp("test", "--suite=suite.yaml", "--executor=dask", "--address=scheduler", cwd=tmp_path)
     assert result.returncode == 2, result.stdout + result.stderr
-    assert "atp: error: the dask executor's address 'scheduler' is not a scheduler address like tcp://" in result.stderr
+    assert (
+        "atp: error: the dask executor's address 'scheduler' is not a scheduler address like tcp://"
+        in result.stderr
+    )
     assert not (tmp_path / "ledger.txt").exists()
 
 
@@ -243,10 +268,15 @@ def test_an_address_where_nothing_listens_is_an_error_naming_it(tmp_path: Path) 
     ledger_suite(tmp_path, "  - id: a\n    task: {description: x}\n")
     write(tmp_path / "atp.config.yaml", "executors:\n  dask:\n    connect_timeout: 1\n")
     started = time.monotonic()
-    result = atp("test", "--suite=suite.yaml", "--executor=dask", f"--address=tcp://127.0.0.1:{port}", cwd=tmp_path)
+    result = atp(
+        "test", "--suite=suite.yaml", "--executor=dask", f"--address=tcp://127.0.0.1:{port}", cwd=tmp_path
+    )
     assert time.monotonic() - started < 15
     assert result.returncode == 2, result.stdout + result.stderr
-    assert f"atp: error: cannot connect to the Dask scheduler at tcp://127.0.0.1:{port} within 1 s: nothing answered" in result.stderr
+    assert (
+        f"atp: error: cannot connect to the Dask scheduler at tcp://127.0.0.1:{port} within 1 s: nothing answered"
+        in result.stderr
+    )
     assert not (tmp_path / "ledger.txt").exists()
     assert not list(tmp_path.glob(".atp/runs/*"))  # nothing ran: no run directory is left
 
@@ -275,12 +305,30 @@ def wait_until(condition: object, seconds: float) -> bool:
 
 
 def test_ctrl_c_stops_the_runs_on_the_workers_and_closes_the_job(cluster: Cluster, tmp_path: Path) -> None:
-    tests = "".join(f"  - id: s{i}\n    task: {{description: x, input_data: {{sleep: 60}}}}\n" for i in range(4))
+    tests = "".join(
+        f"  - id: s{i}\n    task: {{description: x, input_data: {{sleep: 60}}}}\n" for i in range(4)
+    )
     ledger_suite(tmp_path, tests)
     ledger = tmp_path / "ledger.txt"
-    command = [ATP, "test", "--suite=suite.yaml", "--parallel=4", "--executor=dask", f"--address={cluster.address}"]
-    process = subprocess.Popen(command, cwd=tmp_path, env={**os.environ, "NO_COLOR": "1"}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    assert wait_until(lambda: ledger.is_file() and len(ledger.read_text().splitlines()) == 4, 30), process.poll()
+    command = [
+        ATP,
+        "test",
+        "--suite=suite.yaml",
+        "--parallel=4",
+        "--executor=dask",
+        f"--address={cluster.address}",
+    ]
+    process = subprocess.Popen(
+        command,
+        cwd=tmp_path,
+        env={**os.environ, "NO_COLOR": "1"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert wait_until(lambda: ledger.is_file() and len(ledger.read_text().splitlines()) == 4, 30), (
+        process.poll()
+    )
     assert len(agents_of(ledger)) == 4
     started = time.monotonic()
     process.send_signal(signal.SIGINT)
@@ -311,7 +359,14 @@ def test_a_run_atp_gives_up_on_is_stopped_on_its_worker(cluster: Cluster, tmp_pa
             with anyio.move_on_after(30) as limit:
                 async with anyio.create_task_group() as group:
                     group.start_soon(executor.execute, "slow", 1, "task-slow")
-                    working = lambda: ledger.is_file() and ledger.read_text() == "slow 1\n" and len(agents_of(ledger)) == 1  # noqa: E731
+
+                    def working() -> bool:
+                        return (
+                            ledger.is_file()
+                            and ledger.read_text() == "slow 1\n"
+                            and len(agents_of(ledger)) == 1
+                        )
+
                     await anyio.to_thread.run_sync(wait_until, working, 20)
                     group.cancel_scope.cancel()  # as ATP's time limit does
             assert not limit.cancelled_caught
@@ -341,14 +396,20 @@ def test_a_worker_without_atps_executor_stops_the_command_before_any_run(tmp_pat
         sys.meta_path.insert(0, Block())
         """,
     )
-    cluster = Cluster(tmp_path / "cluster", workers=1, threads=1, worker_env={"PYTHONPATH": str(blocker.parent)})
+    cluster = Cluster(
+        tmp_path / "cluster", workers=1, threads=1, worker_env={"PYTHONPATH": str(blocker.parent)}
+    )
     try:
         ledger_suite(tmp_path, "  - id: a\n    task: {description: x}\n")
-        result = atp("test", "--suite=suite.yaml", "--executor=dask", f"--address={cluster.address}", cwd=tmp_path)
+        result = atp(
+            "test", "--suite=suite.yaml", "--executor=dask", f"--address={cluster.address}", cwd=tmp_path
+        )
     finally:
         cluster.close()
     assert result.returncode == 2, result.stdout + result.stderr
-    assert "cannot load ATP's executor: ModuleNotFoundError(\"No module named 'atp.executors" in result.stderr, result.stderr
+    assert (
+        "cannot load ATP's executor: ModuleNotFoundError(\"No module named 'atp.executors" in result.stderr
+    ), result.stderr
     assert "install ATP on every worker as here (pip install 'atp-executors[dask]'" in result.stderr
     assert result.stderr.count("\n") == 1, result.stderr  # the error alone: closing says nothing more
     assert not (tmp_path / "ledger.txt").exists()
@@ -360,12 +421,25 @@ def test_a_worker_whose_atp_was_killed_still_stops_when_told(tmp_path: Path) -> 
     when the worker itself is stopped (its agents stopped, nothing left to keep it alive)."""
     cluster = Cluster(tmp_path / "cluster", workers=1, threads=2)
     try:
-        tests = "".join(f"  - id: s{i}\n    task: {{description: x, input_data: {{sleep: 60}}}}\n" for i in range(2))
+        tests = "".join(
+            f"  - id: s{i}\n    task: {{description: x, input_data: {{sleep: 60}}}}\n" for i in range(2)
+        )
         ledger_suite(tmp_path, tests)
         ledger = tmp_path / "ledger.txt"
-        command = [ATP, "test", "--suite=suite.yaml", "--parallel=2", "--executor=dask", f"--address={cluster.address}"]
-        process = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        assert wait_until(lambda: ledger.is_file() and len(ledger.read_text().splitlines()) == 2, 30), process.poll()
+        command = [
+            ATP,
+            "test",
+            "--suite=suite.yaml",
+            "--parallel=2",
+            "--executor=dask",
+            f"--address={cluster.address}",
+        ]
+        process = subprocess.Popen(
+            command, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+        assert wait_until(lambda: ledger.is_file() and len(ledger.read_text().splitlines()) == 2, 30), (
+            process.poll()
+        )
         process.kill()
         process.wait()
         (worker,) = cluster.workers

@@ -75,7 +75,16 @@ def make_runner(tmp_path: Path, executor: Executor | None, **options: object) ->
     suite = load_suite(suite_path, plugins.evaluators)
     agent = resolve_agent(choose_agent(agent_definitions(config, suite), "agent"), plugins.adapters)
     job = Job(suite_path=str(suite_path), agent="agent")
-    return Runner(plugins, suite, list(suite.tests), agent, run_root=tmp_path / "runs", executor=executor, job=job, **options)  # type: ignore[arg-type]
+    return Runner(
+        plugins,
+        suite,
+        list(suite.tests),
+        agent,
+        run_root=tmp_path / "runs",
+        executor=executor,
+        job=job,
+        **options,
+    )  # type: ignore[arg-type]
 
 
 def outcomes(results: object) -> dict[str, list[str]]:
@@ -121,7 +130,9 @@ def test_a_worker_with_another_suite_refuses_the_job(tmp_path: Path) -> None:
 
     def tampered(header: object) -> Job:
         job = original(header)  # type: ignore[arg-type]
-        return Job(**{**{f: getattr(job, f) for f in job.__struct_fields__}, "tests": {"a": "0" * 16, "b": "0" * 16}})
+        return Job(
+            **{**{f: getattr(job, f) for f in job.__struct_fields__}, "tests": {"a": "0" * 16, "b": "0" * 16}}
+        )
 
     runner._job = tampered  # type: ignore[method-assign]
     results = anyio.run(runner.run)
@@ -154,7 +165,13 @@ def test_a_worker_tells_the_agent_what_atp_planned(tmp_path: Path) -> None:
             task: {{description: x}}
         """,
     )
-    job = Job(key="k", run_id="r1", suite_path=str(suite_path), agent="agent", plan=[PlannedTest(id="a", name="a", runs=3)])
+    job = Job(
+        key="k",
+        run_id="r1",
+        suite_path=str(suite_path),
+        agent="agent",
+        plan=[PlannedTest(id="a", name="a", runs=3)],
+    )
     session = WorkerSession(job)
     try:
         shipped = session.run("a", 2, "task-2")
@@ -193,7 +210,9 @@ def test_two_jobs_on_one_worker_never_take_each_others_agents(tmp_path: Path) ->
     try:
         work = [(sessions[i % 2], i // 2 + 1) for i in range(160)]
         with ThreadPoolExecutor(8) as pool:
-            outcomes = list(pool.map(lambda item: json.loads(item[0].run("t", item[1], str(uuid.uuid4())).result), work))
+            outcomes = list(
+                pool.map(lambda item: json.loads(item[0].run("t", item[1], str(uuid.uuid4())).result), work)
+            )
     finally:
         for session in sessions:
             session.close()
@@ -217,7 +236,9 @@ class LosingExecutor(ThreadExecutor):
         return await super().execute(test_id, run_number, task_id)
 
 
-def test_a_lost_cluster_stops_the_suite_keeping_what_finished_and_resume_makes_the_rest(tmp_path: Path) -> None:
+def test_a_lost_cluster_stops_the_suite_keeping_what_finished_and_resume_makes_the_rest(
+    tmp_path: Path,
+) -> None:
     runner = make_runner(tmp_path, LosingExecutor(keep=1))
     results = anyio.run(runner.run)
     assert results.stopped_by == "executor" and results.interrupted

@@ -94,7 +94,9 @@ RESEARCH = """\
 
 
 @pytest.mark.parametrize("stream", ["true", "false", "auto"])
-def test_the_example_agent_passes_streaming_and_unary(tmp_path: Path, plugins: Plugins, agent: Server, stream: str) -> None:
+def test_the_example_agent_passes_streaming_and_unary(
+    tmp_path: Path, plugins: Plugins, agent: Server, stream: str
+) -> None:
     tests = RESEARCH + (
         "  - id: zoom\n    task: {description: 'Find the competitors of Zoom'}\n    assertions:\n"
         "      - {type: contains, config: {path: report.md, pattern: 'Slack Huddles'}}\n"
@@ -104,11 +106,21 @@ def test_the_example_agent_passes_streaming_and_unary(tmp_path: Path, plugins: P
     research = runs["research"]
     assert research.outcome == "passed", (research.error, [c for c in research.checks if not c.passed])
     assert [e.event_type for e in store.events(research)] == [
-        "reasoning", "progress", "tool_call", "llm_request", "progress", "tool_call", "artifact_created", "progress",
+        "reasoning",
+        "progress",
+        "tool_call",
+        "llm_request",
+        "progress",
+        "tool_call",
+        "artifact_created",
+        "progress",
     ]
     assert research.trace.tool_calls == {"web_search": 1, "file_write": 1}
     report = next(a for a in research.artifacts if isinstance(a, FileArtifact))
-    assert report.content.startswith("# Competitor analysis: Slack\n") and "1. Microsoft Teams: 35%" in report.content
+    assert (
+        report.content.startswith("# Competitor analysis: Slack\n")
+        and "1. Microsoft Teams: 35%" in report.content
+    )
     assert research.warnings == []
     zoom = runs["zoom"]  # the company named in the description; its top 5 holds Slack Huddles
     assert zoom.outcome == "passed", (zoom.error, zoom.checks)
@@ -116,7 +128,8 @@ def test_the_example_agent_passes_streaming_and_unary(tmp_path: Path, plugins: P
 
 def test_parallel_runs_share_one_channel(tmp_path: Path, plugins: Plugins, agent: Server) -> None:
     tests = "".join(
-        f"  - id: t{i}\n    task: {{description: research, input_data: {{company: Zoom}}}}\n" for i in range(8)
+        f"  - id: t{i}\n    task: {{description: research, input_data: {{company: Zoom}}}}\n"
+        for i in range(8)
     )
     results, _ = run_suite(tmp_path, plugins, at(agent.port), tests, parallel=8)
     assert [test.runs[0].outcome for test in results.tests] == ["passed"] * 8
@@ -147,8 +160,13 @@ def test_the_agent_calls_the_mock_tools_over_http(agent: Server) -> None:
     class Tools(BaseHTTPRequestHandler):
         def do_POST(self) -> None:
             calls.append((self.path, json.loads(self.rfile.read(int(self.headers["Content-Length"])))))
-            body = json.dumps({"status": "success", "output": {"results": [{"name": "Rocket.Chat"}, {"name": "Zulip"}]},
-                               "duration_ms": 12}).encode()
+            body = json.dumps(
+                {
+                    "status": "success",
+                    "output": {"results": [{"name": "Rocket.Chat"}, {"name": "Zulip"}]},
+                    "duration_ms": 12,
+                }
+            ).encode()
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(body)))
@@ -170,7 +188,9 @@ def test_the_agent_calls_the_mock_tools_over_http(agent: Server) -> None:
         answer, sink = anyio.run(with_adapter, {"endpoint": f"grpc://127.0.0.1:{agent.port}"}, body)
     finally:
         tools.shutdown()
-    assert calls == [("/tools/web_search", {"task_id": task.task_id, "input": {"query": "Slack competitors"}})]
+    assert calls == [
+        ("/tools/web_search", {"task_id": task.task_id, "input": {"query": "Slack competitors"}})
+    ]
     call = next(event for event, _ in sink.received if event.event_type == "tool_call")
     assert call.payload.output == {"results": [{"name": "Rocket.Chat"}, {"name": "Zulip"}]}
     assert answer.status == "completed"
@@ -184,15 +204,20 @@ def test_events_reach_the_sink_with_their_raw_json(agent: Server) -> None:
         return sink
 
     sink = anyio.run(with_adapter, {"endpoint": f"grpc://127.0.0.1:{agent.port}", "stream": True}, body)
-    assert sink.received and all(raw is not None and json.loads(raw)["sequence"] == event.sequence for event, raw in sink.received)
+    assert sink.received and all(
+        raw is not None and json.loads(raw)["sequence"] == event.sequence for event, raw in sink.received
+    )
 
 
 # --- stream: auto, health ------------------------------------------------------------------
 
 
-def test_auto_falls_back_to_execute_for_good_and_stream_true_says_why_not(tmp_path: Path, plugins: Plugins) -> None:
+def test_auto_falls_back_to_execute_for_good_and_stream_true_says_why_not(
+    tmp_path: Path, plugins: Plugins
+) -> None:
     server = fault_server("unary_only")
     try:
+
         async def body(adapter: GrpcAdapter) -> tuple[Any, Sink, Any]:
             sink = Sink()
             first = await adapter.execute(request(), sink)
@@ -202,7 +227,12 @@ def test_auto_falls_back_to_execute_for_good_and_stream_true_says_why_not(tmp_pa
         first, sink, healthy = anyio.run(with_adapter, {"endpoint": f"grpc://127.0.0.1:{server.port}"}, body)
         assert first.status == "completed" and sink.types() == ["progress", "progress"]
         assert healthy is True  # no Health rpc: the server answers, that is enough
-        results, _ = run_suite(tmp_path, plugins, at(server.port, "    stream: true\n"), "  - id: t\n    task: {description: x}\n")
+        results, _ = run_suite(
+            tmp_path,
+            plugins,
+            at(server.port, "    stream: true\n"),
+            "  - id: t\n    task: {description: x}\n",
+        )
         run_ = results.tests[0].runs[0]
         assert run_.outcome == "error"
         assert run_.error == (
@@ -216,9 +246,13 @@ def test_auto_falls_back_to_execute_for_good_and_stream_true_says_why_not(tmp_pa
 def test_health_check(agent: Server) -> None:
     unhealthy = fault_server("unhealthy")
     try:
+
         async def check(port: int) -> bool:
-            adapter = GrpcAdapter(msgspec.convert({"endpoint": f"grpc://127.0.0.1:{port}", "connect_timeout": 2}, GrpcSettings),
-                                  name="agent", base_dir=Path("."))
+            adapter = GrpcAdapter(
+                msgspec.convert({"endpoint": f"grpc://127.0.0.1:{port}", "connect_timeout": 2}, GrpcSettings),
+                name="agent",
+                base_dir=Path("."),
+            )
             return await adapter.health_check()  # (not started: it opens and closes its channel)
 
         assert anyio.run(check, agent.port) is True
@@ -237,11 +271,16 @@ def test_an_agent_that_cannot_be_reached_is_named_quickly(tmp_path: Path, plugin
     try:
         for endpoint, reason in [
             (f"grpc://127.0.0.1:{port}", "connection refused (is the agent running and listening there?)"),
-            ("grpc://no-such-host.invalid:50051", "the host name 'no-such-host.invalid' cannot be resolved ("),
+            (
+                "grpc://no-such-host.invalid:50051",
+                "the host name 'no-such-host.invalid' cannot be resolved (",
+            ),
             (f"grpc://127.0.0.1:{silent.port}", "no connection within 1 s (connect_timeout)"),
         ]:
             tests = "  - id: t\n    task: {description: x}\n    constraints: {timeout_seconds: 60}\n"
-            results, _ = run_suite(tmp_path, plugins, f"    endpoint: {endpoint}\n    connect_timeout: 1\n", tests)
+            results, _ = run_suite(
+                tmp_path, plugins, f"    endpoint: {endpoint}\n    connect_timeout: 1\n", tests
+            )
             run_ = results.tests[0].runs[0]
             assert run_.outcome == "error" and run_.status == "failed", run_.error
             assert run_.error.startswith(f"cannot reach agent 'agent' at {endpoint}: {reason}"), run_.error
@@ -251,27 +290,61 @@ def test_an_agent_that_cannot_be_reached_is_named_quickly(tmp_path: Path, plugin
 
 
 FAULTS_SUITE = [
-    ("refuse", "{where}/ExecuteStream: the agent refused the request with INVALID_ARGUMENT (error_code INVALID_REQUEST): "
-               "'the task makes no sense'", 0),
-    ("internal", "{where}/ExecuteStream: the agent ended the call with the gRPC status INTERNAL, after 2 events: "
-                 "'the model backend exploded'", 2),
-    ("garbage", "{where}/ExecuteStream: the agent broke the protocol in message 2 (after 1 event): ATP event is not "
-                "valid JSON: ", 1),
-    ("not_event", "{where}/ExecuteStream: the agent broke the protocol in message 1 (before any event): ATP event: "
-                  "Object missing required field `event_type`", 0),
-    ("empty_item", "{where}/ExecuteStream: the agent sent an empty item (message 2, after 1 event): neither its "
-                   "'event' nor its 'response' is set", 1),
-    ("version2", "{where}/ExecuteStream: the agent broke the protocol in message 2 (after 1 event): ATP response: "
-                 "protocol version 2.0 is not supported; ATP speaks version 1.x: '{{\"version\": \"2.0\"", 1),
+    (
+        "refuse",
+        "{where}/ExecuteStream: the agent refused the request with INVALID_ARGUMENT (error_code INVALID_REQUEST): "
+        "'the task makes no sense'",
+        0,
+    ),
+    (
+        "internal",
+        "{where}/ExecuteStream: the agent ended the call with the gRPC status INTERNAL, after 2 events: "
+        "'the model backend exploded'",
+        2,
+    ),
+    (
+        "garbage",
+        "{where}/ExecuteStream: the agent broke the protocol in message 2 (after 1 event): ATP event is not "
+        "valid JSON: ",
+        1,
+    ),
+    (
+        "not_event",
+        "{where}/ExecuteStream: the agent broke the protocol in message 1 (before any event): ATP event: "
+        "Object missing required field `event_type`",
+        0,
+    ),
+    (
+        "empty_item",
+        "{where}/ExecuteStream: the agent sent an empty item (message 2, after 1 event): neither its "
+        "'event' nor its 'response' is set",
+        1,
+    ),
+    (
+        "version2",
+        "{where}/ExecuteStream: the agent broke the protocol in message 2 (after 1 event): ATP response: "
+        'protocol version 2.0 is not supported; ATP speaks version 1.x: \'{{"version": "2.0"',
+        1,
+    ),
     ("no_response", "{where}/ExecuteStream: the stream ended after 2 events without an ATP Response", 2),
-    ("huge", "{where}/ExecuteStream: the agent sent a message of more than 1048576 bytes (max_message_bytes), "
-             "after 1 event: ", 1),
-    ("many", "{where}/ExecuteStream: the agent sent more than 1048576 bytes in one run (max_message_bytes), "
-             "after 10 events", 10),
+    (
+        "huge",
+        "{where}/ExecuteStream: the agent sent a message of more than 1048576 bytes (max_message_bytes), "
+        "after 1 event: ",
+        1,
+    ),
+    (
+        "many",
+        "{where}/ExecuteStream: the agent sent more than 1048576 bytes in one run (max_message_bytes), "
+        "after 10 events",
+        10,
+    ),
 ]
 
 
-def test_each_fault_fails_its_own_run_and_the_others_go_on(tmp_path: Path, plugins: Plugins, faults: Server) -> None:
+def test_each_fault_fails_its_own_run_and_the_others_go_on(
+    tmp_path: Path, plugins: Plugins, faults: Server
+) -> None:
     tests = "".join(f"  - id: {mode}\n    task: {{description: {mode}}}\n" for mode, _, _ in FAULTS_SUITE)
     tests += "".join(f"  - id: ok{i}\n    task: {{description: ok}}\n" for i in range(3))
     settings = at(faults.port, f"    max_message_bytes: {MiB}\n")
@@ -311,7 +384,10 @@ def test_unary_faults(faults: Server) -> None:
         assert failed.value.evidence is not None and json.loads(failed.value.evidence)["version"] == "2.0"
         with pytest.raises(AgentError) as failed:
             await adapter.execute(request("internal"), Sink())
-        assert str(failed.value) == f"{where}: the agent ended the call with the gRPC status INTERNAL, before any event"
+        assert (
+            str(failed.value)
+            == f"{where}: the agent ended the call with the gRPC status INTERNAL, before any event"
+        )
 
     anyio.run(with_adapter, {"endpoint": f"grpc://127.0.0.1:{faults.port}", "stream": False}, body)
 
@@ -319,7 +395,9 @@ def test_unary_faults(faults: Server) -> None:
 def test_a_stream_cut_in_the_middle_keeps_its_events(tmp_path: Path, plugins: Plugins) -> None:
     server = fault_server("cut")
     try:
-        results, store = run_suite(tmp_path, plugins, at(server.port), "  - id: t\n    task: {description: cut}\n")
+        results, store = run_suite(
+            tmp_path, plugins, at(server.port), "  - id: t\n    task: {description: cut}\n"
+        )
     finally:
         server.stop()
     run_ = results.tests[0].runs[0]
@@ -362,10 +440,17 @@ def test_more_after_the_response_is_ignored_with_a_warning(faults: Server) -> No
 # --- metadata, secrets, TLS, settings ------------------------------------------------------
 
 
-def test_metadata_is_sent_with_every_call_and_secret_values_are_masked(tmp_path: Path, plugins: Plugins, faults: Server) -> None:
+def test_metadata_is_sent_with_every_call_and_secret_values_are_masked(
+    tmp_path: Path, plugins: Plugins, faults: Server
+) -> None:
     secret = "s3cr3t-t0ken-" + uuid.uuid4().hex
-    settings = at(faults.port, f"    headers: {{Authorization: 'Bearer {secret}'}}\n    metadata: {{X-Team: research}}\n")
-    results, store = run_suite(tmp_path, plugins, settings, "  - id: t\n    task: {description: echo_metadata}\n")
+    settings = at(
+        faults.port,
+        f"    headers: {{Authorization: 'Bearer {secret}'}}\n    metadata: {{X-Team: research}}\n",
+    )
+    results, store = run_suite(
+        tmp_path, plugins, settings, "  - id: t\n    task: {description: echo_metadata}\n"
+    )
     run_ = results.tests[0].runs[0]
     assert run_.outcome == "passed", run_.error
     assert run_.artifacts[0].data["metadata"] == {
@@ -374,10 +459,16 @@ def test_metadata_is_sent_with_every_call_and_secret_values_are_masked(tmp_path:
     }
     assert [event.payload.message for event in store.events(run_)] == ["called with ***"]
     assert all(secret not in path.read_text() for path in store.directory.rglob("*") if path.is_file())
-    assert GrpcAdapter.secret_values(msgspec.convert(
-        {"endpoint": "grpc://h:1", "headers": {"Authorization": f"Bearer {secret}"}, "metadata": {"x-api-key": "k3y-value"}},
-        GrpcSettings,
-    )) == [f"Bearer {secret}", secret, "k3y-value"]
+    assert GrpcAdapter.secret_values(
+        msgspec.convert(
+            {
+                "endpoint": "grpc://h:1",
+                "headers": {"Authorization": f"Bearer {secret}"},
+                "metadata": {"x-api-key": "k3y-value"},
+            },
+            GrpcSettings,
+        )
+    ) == [f"Bearer {secret}", secret, "k3y-value"]
 
 
 @pytest.fixture(scope="module")
@@ -391,7 +482,12 @@ def test_tls_with_a_ca_bundle(tmp_path: Path, plugins: Plugins, certificate: tup
     server = Server([PYTHON, str(AGENT), "--port", "0", "--tls-cert", str(cert), "--tls-key", str(key)])
     try:
         tests = RESEARCH
-        results, _ = run_suite(tmp_path, plugins, f"    endpoint: grpcs://localhost:{server.port}\n    ca_bundle: ca.pem\n", tests)
+        results, _ = run_suite(
+            tmp_path,
+            plugins,
+            f"    endpoint: grpcs://localhost:{server.port}\n    ca_bundle: ca.pem\n",
+            tests,
+        )
         assert results.tests[0].runs[0].outcome == "passed", results.tests[0].runs[0].error
         # the system's CAs do not know the certificate; plaintext to a TLS server, TLS to a plaintext one
         plain = Server([PYTHON, str(AGENT), "--port", "0"])
@@ -401,10 +497,18 @@ def test_tls_with_a_ca_bundle(tmp_path: Path, plugins: Plugins, certificate: tup
                 (f"grpc://localhost:{server.port}", "(if the agent speaks TLS, write grpcs://)"),
                 (f"grpcs://localhost:{plain.port}", "the TLS handshake failed ("),
             ]:
-                results, _ = run_suite(tmp_path, plugins, f"    endpoint: {endpoint}\n", "  - id: t\n    task: {description: x}\n")
+                results, _ = run_suite(
+                    tmp_path,
+                    plugins,
+                    f"    endpoint: {endpoint}\n",
+                    "  - id: t\n    task: {description: x}\n",
+                )
                 run_ = results.tests[0].runs[0]
                 assert run_.outcome == "error", run_.error
-                assert run_.error.startswith(f"cannot reach agent 'agent' at {endpoint}: ") and reason in run_.error, run_.error
+                assert (
+                    run_.error.startswith(f"cannot reach agent 'agent' at {endpoint}: ")
+                    and reason in run_.error
+                ), run_.error
         finally:
             plain.stop()
     finally:
@@ -414,21 +518,41 @@ def test_tls_with_a_ca_bundle(tmp_path: Path, plugins: Plugins, certificate: tup
 @pytest.mark.parametrize(
     ("settings", "message"),
     [
-        ("endpoint: localhost:50051", "'endpoint' 'localhost:50051' needs its scheme: grpc://localhost:50051 (plaintext) "
-                                      "or grpcs://localhost:50051 (TLS)"),
-        ("endpoint: http://localhost:50051", "'endpoint' 'http://localhost:50051' must be a URL starting with grpc:// or grpcs://"),
+        (
+            "endpoint: localhost:50051",
+            "'endpoint' 'localhost:50051' needs its scheme: grpc://localhost:50051 (plaintext) "
+            "or grpcs://localhost:50051 (TLS)",
+        ),
+        (
+            "endpoint: http://localhost:50051",
+            "'endpoint' 'http://localhost:50051' must be a URL starting with grpc:// or grpcs://",
+        ),
         ("endpoint: grpc://localhost", "'endpoint' 'grpc://localhost' has no port; write grpc://host:port"),
         ("endpoint: grpc://localhost:1/atp", "without a path, query or user"),
         ("{endpoint: 'grpcs://h:1', verify: false}", "'verify: false' is not possible with gRPC"),
-        ("{endpoint: 'grpc://h:1', ca_bundle: ca.pem}", "'ca_bundle' applies to TLS endpoints (grpcs://host:port)"),
-        ("{endpoint: 'grpc://h:1', metadata: {'x y': v}}", "'metadata' has the key 'x y', which is not a gRPC metadata key"),
-        ("{endpoint: 'grpc://h:1', metadata: {grpc-timeout: '1S'}}", "'metadata' may not set 'grpc-timeout': gRPC sets it"),
-        ("{endpoint: 'grpc://h:1', metadata: {x-name: 'Zoë'}}", "holds a character gRPC metadata cannot carry"),
+        (
+            "{endpoint: 'grpc://h:1', ca_bundle: ca.pem}",
+            "'ca_bundle' applies to TLS endpoints (grpcs://host:port)",
+        ),
+        (
+            "{endpoint: 'grpc://h:1', metadata: {'x y': v}}",
+            "'metadata' has the key 'x y', which is not a gRPC metadata key",
+        ),
+        (
+            "{endpoint: 'grpc://h:1', metadata: {grpc-timeout: '1S'}}",
+            "'metadata' may not set 'grpc-timeout': gRPC sets it",
+        ),
+        (
+            "{endpoint: 'grpc://h:1', metadata: {x-name: 'Zoë'}}",
+            "holds a character gRPC metadata cannot carry",
+        ),
         ("{endpoint: 'grpc://h:1', stream: sometimes}", "stream"),
         ("{endpoint: 'grpc://h:1', streaming: true}", "streaming"),
     ],
 )
-def test_bad_settings_are_located_when_the_suite_loads(tmp_path: Path, plugins: Plugins, settings: str, message: str) -> None:
+def test_bad_settings_are_located_when_the_suite_loads(
+    tmp_path: Path, plugins: Plugins, settings: str, message: str
+) -> None:
     if settings.startswith("{"):
         entry = "  - {name: agent, type: grpc, " + settings[1:] + "\n"
     else:

@@ -174,7 +174,10 @@ def test_settings_that_are_not_sane_numbers_are_located_errors(
         ('command: ["agent", "a\\0b"]', "'command[1]' holds a NUL byte (\\0), which no command can"),
         ('command: "agent a\\0b"', "'command' holds a NUL byte (\\0), which no command can"),
         ('cwd: "work\\0"', "'cwd' holds a NUL byte (\\0), which no path can"),
-        ('env: {"A\\0B": x}', "'env' variable name 'A\\x00B' holds a NUL byte (\\0), which no variable name can"),
+        (
+            'env: {"A\\0B": x}',
+            "'env' variable name 'A\\x00B' holds a NUL byte (\\0), which no variable name can",
+        ),
         ('env: {A: "x\\0y"}', "'env' variable 'A' holds a NUL byte (\\0), which no value can"),
         ('env: {"A=B": x}', "'env' variable name 'A=B' holds '=', which no variable name can"),
         ('env: {"": x}', "'env' has a variable with an empty name"),
@@ -268,7 +271,9 @@ def test_a_line_that_is_not_this_tasks_response_is_not_taken(
     assert_all_gone(pid_file, 1)
 
 
-def test_each_response_is_decoded_once(tmp_path: Path, plugins: Plugins, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_each_response_is_decoded_once(
+    tmp_path: Path, plugins: Plugins, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from atp.adapters import cli
 
     calls: list[bytes] = []
@@ -334,12 +339,21 @@ def test_abort_kills_every_agent_while_their_stops_wait_out_the_grace_period(
 @pytest.mark.parametrize(
     ("mode", "warning"),
     [
-        ("setsid_holder", "the agent exited, but 1 process it started kept its output open; "
-                          "ATP stopped reading and stopped it"),
-        ("setsid_holder_noenv", "the agent exited, but 1 process it started kept its output open; "
-                                "ATP stopped reading and stopped it"),
-        ("double_fork", "the agent exited, but 1 process it started kept its output open; "
-                        "ATP stopped reading and stopped it"),
+        (
+            "setsid_holder",
+            "the agent exited, but 1 process it started kept its output open; "
+            "ATP stopped reading and stopped it",
+        ),
+        (
+            "setsid_holder_noenv",
+            "the agent exited, but 1 process it started kept its output open; "
+            "ATP stopped reading and stopped it",
+        ),
+        (
+            "double_fork",
+            "the agent exited, but 1 process it started kept its output open; "
+            "ATP stopped reading and stopped it",
+        ),
         ("setsid_background", "the agent left 1 process running after it exited; ATP stopped it"),
     ],
 )
@@ -350,8 +364,10 @@ def test_what_an_agent_leaves_running_is_stopped_whatever_session_it_is_in(
     pid_file.unlink()
     # Children of this process that are not agents: one it started, one adopted as an orphan.
     own = subprocess.Popen([PYTHON, "-c", "import time; time.sleep(60)"], start_new_session=True)
-    code = ("import subprocess, sys; print(subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'], "
-            "start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).pid)")
+    code = (
+        "import subprocess, sys; print(subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'], "
+        "start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).pid)"
+    )
     adopted = int(subprocess.run([PYTHON, "-c", code], capture_output=True, text=True, check=True).stdout)
     try:
         assert wait_until(lambda: os.getpid() in _parent_of(adopted), within=2) or sys.platform != "linux"
@@ -406,8 +422,9 @@ def test_timeout_stops_the_agents_tree_in_another_session(
 
 
 def test_two_tasks_waiting_for_one_agent_both_see_its_exit(tmp_path: Path) -> None:
-    agent = process_module.AgentProcess.start([PYTHON, "-c", "import time; time.sleep(0.3)"], cwd=tmp_path,
-                                              env=os.environ)
+    agent = process_module.AgentProcess.start(
+        [PYTHON, "-c", "import time; time.sleep(0.3)"], cwd=tmp_path, env=os.environ
+    )
     codes: list[int] = []
 
     async def waiter() -> None:
@@ -439,8 +456,11 @@ def test_parallel_agents_do_not_stop_each_other(tmp_path: Path, plugins: Plugins
     ("mode", "warning"),
     [
         # in the agent's group and session, holding its output
-        ("foreign_token", "the agent exited, but 1 process it started kept its output open; "
-                          "ATP stopped reading and stopped it"),
+        (
+            "foreign_token",
+            "the agent exited, but 1 process it started kept its output open; "
+            "ATP stopped reading and stopped it",
+        ),
         # in the agent's group and session only
         ("foreign_token_quiet", "the agent left 1 process running after it exited; ATP stopped it"),
     ],
@@ -473,7 +493,9 @@ def _session(sid: int) -> list[int]:
 
 
 @pytest.mark.parametrize("mode", ["hopper 3000", "hopper_linger 3000"])
-def test_a_process_that_keeps_forking_is_stopped(tmp_path: Path, plugins: Plugins, pid_file: Path, mode: str) -> None:
+def test_a_process_that_keeps_forking_is_stopped(
+    tmp_path: Path, plugins: Plugins, pid_file: Path, mode: str
+) -> None:
     """A hopper (a session of its own, SIGTERM ignored, fork and exit every 5 ms, 3000 times:
     15 s on its own) is stopped with the run, whether the agent exits at once or runs into its
     time limit (the hopper leaving hundreds of ended processes to ATP meanwhile): the processes
@@ -535,11 +557,16 @@ anyio.run(main)
 def test_agents_of_a_killed_atp_are_stopped_from_its_ledger(tmp_path: Path, pid_file: Path) -> None:
     run_dir = tmp_path / "runs" / "20260101-000000-abcdef"
     script = write(tmp_path / "atp_like.py", LEDGER_SCRIPT)
-    owner = subprocess.Popen([PYTHON, str(script), str(run_dir), *HOSTILE, "sleep_tree"], cwd=ROOT,
-                             env={**os.environ, "PYTHONPATH": str(ROOT)})
+    owner = subprocess.Popen(
+        [PYTHON, str(script), str(run_dir), *HOSTILE, "sleep_tree"],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     assert wait_until(lambda: len(pids(pid_file)) == 2, within=15)
     lines = (run_dir / ledger.LEDGER_FILE).read_text().splitlines()
-    assert len(lines) == 2 and f'"owner": {owner.pid}' in lines[0] and f'"pid": {pids(pid_file)[0]}' in lines[1]
+    assert (
+        len(lines) == 2 and f'"owner": {owner.pid}' in lines[0] and f'"pid": {pids(pid_file)[0]}' in lines[1]
+    )
     assert ledger.stop_abandoned(tmp_path / "runs") == []  # its ATP runs: not abandoned
     owner.kill()
     owner.wait()
@@ -547,7 +574,9 @@ def test_agents_of_a_killed_atp_are_stopped_from_its_ledger(tmp_path: Path, pid_
     time.sleep(0.3)
     assert exists(agent) and exists(child) and "\nState:\tZ" not in _status(agent)  # they run on
     messages = ledger.stop_abandoned(tmp_path / "runs")
-    assert messages == [f"stopped 2 agent processes left running by ATP process {owner.pid} (run {run_dir.name})"]
+    assert messages == [
+        f"stopped 2 agent processes left running by ATP process {owner.pid} (run {run_dir.name})"
+    ]
     assert wait_until(lambda: all(_reap(pid) for pid in (agent, child)), within=5)
     assert not (run_dir / ledger.LEDGER_FILE).exists()
 
@@ -580,14 +609,18 @@ def test_invalid_utf8_in_the_response_fails_the_run_as_the_agents(
     assert_ok(last)
     for run in (bad, deep):
         assert run.outcome == "failed" and run.status == "failed", run.error
-        assert run.error.startswith("agent exited with code 0; its last stdout line is not an ATP response (ATP response ")
+        assert run.error.startswith(
+            "agent exited with code 0; its last stdout line is not an ATP response (ATP response "
+        )
         assert "(stdout line 1, byte offset 0): '{" in run.error  # the line itself, as evidence
         assert "raised" not in run.error
     assert "(ATP response is not valid UTF-8: byte " in bad.error and '"data": {"text": "caf' in bad.error
     assert "(ATP response is nested too deeply" in deep.error
 
 
-def test_invalid_event_lines_are_skipped_and_the_response_kept(tmp_path: Path, plugins: Plugins, pid_file: Path) -> None:
+def test_invalid_event_lines_are_skipped_and_the_response_kept(
+    tmp_path: Path, plugins: Plugins, pid_file: Path
+) -> None:
     results, store, _ = run_modes(tmp_path, plugins, ["bad_utf8_event", "deep_event", "ok"])
     bad, deep, ok = runs(results)
     assert_ok(ok)
@@ -595,10 +628,14 @@ def test_invalid_event_lines_are_skipped_and_the_response_kept(tmp_path: Path, p
     assert [e.sequence for e in store.events(bad)] == [0, 2]
     (warning,) = bad.warnings
     offset = len(_event_line(bad.task_id, 0)) + 1
-    assert warning.startswith(f"stderr line 2 (byte offset {offset}) looks like an ATP event but is not one; it was skipped: ")
+    assert warning.startswith(
+        f"stderr line 2 (byte offset {offset}) looks like an ATP event but is not one; it was skipped: "
+    )
     assert deep.outcome == "passed" and deep.trace.events == 1
     (warning,) = deep.warnings
-    assert warning.startswith("stderr line 1 (byte offset 0) looks like an ATP event but is not one; it was skipped: ")
+    assert warning.startswith(
+        "stderr line 1 (byte offset 0) looks like an ATP event but is not one; it was skipped: "
+    )
 
 
 def _event_line(task_id: str, sequence: int) -> bytes:
@@ -611,7 +648,9 @@ def _event_line(task_id: str, sequence: int) -> bytes:
 
 
 def test_the_whole_bad_line_is_the_evidence_uncut(tmp_path: Path) -> None:
-    adapter = CliAdapter(CliSettings(command=[*HOSTILE, "long_garbage", "100000"]), name="a", base_dir=tmp_path)
+    adapter = CliAdapter(
+        CliSettings(command=[*HOSTILE, "long_garbage", "100000"]), name="a", base_dir=tmp_path
+    )
     with pytest.raises(AgentError) as info:
         anyio.run(adapter.execute, request(), Sink())
     assert info.value.evidence == b"g" * 100000
@@ -635,7 +674,9 @@ def test_anything_unexpected_while_reading_is_the_agents_error(tmp_path: Path) -
 # --- 7. duplicate keys ------------------------------------------------------------------------------
 
 
-def test_duplicate_keys_in_a_response_are_warned_about(tmp_path: Path, plugins: Plugins, pid_file: Path) -> None:
+def test_duplicate_keys_in_a_response_are_warned_about(
+    tmp_path: Path, plugins: Plugins, pid_file: Path
+) -> None:
     results, _, _ = run_modes(tmp_path, plugins, ["duplicate_keys", "big_duplicate_keys", "ok"])
     dup, big, ok = runs(results)
     assert_ok(ok)
@@ -651,7 +692,9 @@ def test_checking_a_big_response_for_duplicate_keys_blocks_no_other_run(
 ) -> None:
     """52,000 keys twice each in one object (0.84 MB): found in linear time, off the event
     loop, so the other run's 2 s time limit fires on time."""
-    results, _, elapsed = run_modes(tmp_path, plugins, ["many_duplicate_keys", "sleeper"], timeout=2, parallel=2)
+    results, _, elapsed = run_modes(
+        tmp_path, plugins, ["many_duplicate_keys", "sleeper"], timeout=2, parallel=2
+    )
     dup, sleeper = runs(results)
     assert dup.outcome == "passed", dup.error
     assert dup.warnings == [
@@ -683,10 +726,14 @@ def test_relative_artifact_paths_resolve_against_the_agents_working_folder(
 ) -> None:
     work = tmp_path / "work"
     work.mkdir()
-    tests = ("  - id: t\n    task: {description: write_file}\n    assertions:\n"
-             "      - type: contains\n        config: {path: report.md, pattern: written by the agent}\n")
-    text = (f"test_suite: s\nagents:\n  - name: agent\n    type: cli\n    command: {HOSTILE!r}\n"
-            f"    cwd: work\ntests:\n{tests}")
+    tests = (
+        "  - id: t\n    task: {description: write_file}\n    assertions:\n"
+        "      - type: contains\n        config: {path: report.md, pattern: written by the agent}\n"
+    )
+    text = (
+        f"test_suite: s\nagents:\n  - name: agent\n    type: cli\n    command: {HOSTILE!r}\n"
+        f"    cwd: work\ntests:\n{tests}"
+    )
     suite = load_suite(write(tmp_path / "suite.yaml", text), plugins.evaluators)
     agent = resolve_agent(agent_definitions(load_config(cwd=tmp_path), suite)["agent"], plugins.adapters)
     runner = Runner(plugins, suite, suite.tests, agent, run_root=tmp_path / "runs")

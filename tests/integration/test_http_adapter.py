@@ -55,7 +55,9 @@ def at(url: str, extra: str = "") -> str:
 def cases(*descriptions: str, timeout: int | None = None) -> str:
     """One test per description, ids t0, t1 ..."""
     limit = f"\n    constraints: {{timeout_seconds: {timeout}}}" if timeout else ""
-    return "".join(f"  - id: t{i}\n    task: {{description: '{d}'}}{limit}\n" for i, d in enumerate(descriptions))
+    return "".join(
+        f"  - id: t{i}\n    task: {{description: '{d}'}}{limit}\n" for i, d in enumerate(descriptions)
+    )
 
 
 def request(description: str = "ok") -> ATPRequest:
@@ -91,16 +93,21 @@ def execute(settings: dict[str, Any], description: str) -> tuple[Any, Sink]:
 # --- the wire ------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("stream", "path", "accept", "events"), [
-    ("true", "/execute/stream", "text/event-stream, application/vnd.atp.v1+json", 3),
-    ("auto", "/execute/stream", "text/event-stream, application/vnd.atp.v1+json", 3),
-    ("false", "/execute", "application/vnd.atp.v1+json", 0),
-])
+@pytest.mark.parametrize(
+    ("stream", "path", "accept", "events"),
+    [
+        ("true", "/execute/stream", "text/event-stream, application/vnd.atp.v1+json", 3),
+        ("auto", "/execute/stream", "text/event-stream, application/vnd.atp.v1+json", 3),
+        ("false", "/execute", "application/vnd.atp.v1+json", 0),
+    ],
+)
 def test_a_good_agent_passes_with_the_headers_atp_sends(
     tmp_path: Path, plugins: Plugins, stream: str, path: str, accept: str, events: int
 ) -> None:
     with FaultyAgent() as server:
-        settings = at(server.url + "/agents/a1/", f"    stream: {stream}\n    headers: {{X-Team: research}}\n")
+        settings = at(
+            server.url + "/agents/a1/", f"    stream: {stream}\n    headers: {{X-Team: research}}\n"
+        )
         results, store = run_suite(tmp_path, plugins, settings, cases("ok 3", "ok 3"))
     for run_ in runs_by_test(results).values():
         assert run_.outcome == "passed", run_.error
@@ -120,7 +127,9 @@ def test_the_sse_message_rule_and_the_content_type_decides(agent: FaultyAgent) -
     # event_type, its JSON over two data: lines
     answer, sink = execute({"endpoint": agent.url, "stream": True}, "plain 2")
     assert answer.status == "completed" and sink.sequences() == [0, 1] and sink.warnings == []
-    assert all(raw is not None and json.loads(raw)["sequence"] == event.sequence for event, raw in sink.received)
+    assert all(
+        raw is not None and json.loads(raw)["sequence"] == event.sequence for event, raw in sink.received
+    )
     # /execute/stream answered with application/json: read as the response
     answer, sink = execute({"endpoint": agent.url, "stream": True}, "sync")
     assert answer.status == "completed" and sink.received == []
@@ -128,37 +137,78 @@ def test_the_sse_message_rule_and_the_content_type_decides(agent: FaultyAgent) -
 
 def test_another_task_id_fails_the_run(tmp_path: Path, plugins: Plugins, agent: FaultyAgent) -> None:
     for stream in ("true", "false"):
-        results, _ = run_suite(tmp_path, plugins, at(agent.url, f"    stream: {stream}\n"), cases("other_task"))
+        results, _ = run_suite(
+            tmp_path, plugins, at(agent.url, f"    stream: {stream}\n"), cases("other_task")
+        )
         run_ = results.tests[0].runs[0]
         assert run_.outcome == "failed"
-        assert run_.error == f"agent answered with task_id 'another-task', but the request's task_id was '{run_.task_id}'"
+        assert (
+            run_.error
+            == f"agent answered with task_id 'another-task', but the request's task_id was '{run_.task_id}'"
+        )
 
 
 # --- faults --------------------------------------------------------------------------------
 
 STREAM_FAULTS = [
     # description, the reason (after "POST {url}/execute/stream: "), the events kept
-    ("refuse", "the agent refused the request with HTTP 422 Unprocessable Entity (error_code INVALID_REQUEST): "
-               "'the task makes no sense'", 0),
+    (
+        "refuse",
+        "the agent refused the request with HTTP 422 Unprocessable Entity (error_code INVALID_REQUEST): "
+        "'the task makes no sense'",
+        0,
+    ),
     ("refuse_text", "the agent refused the request with HTTP 403 Forbidden: 'no entry for you\\n'", 0),
-    ("fail", "the agent failed with HTTP 500 Internal Server Error (error_code INTERNAL_ERROR): "
-             "'the model backend exploded'", 0),
-    ("not_response 1", "the agent broke the protocol in message 2 (after 1 event): ATP response: Object missing "
-                       "required field `version`: '{\"hello\": \"world\"}'", 1),
-    ("garbage 2", "the agent broke the protocol in message 3 (after 2 events): ATP response is not valid JSON: "
-                  "JSON is malformed: invalid character (byte 4): 'this is not JSON {'", 2),
-    ("version2", "the agent broke the protocol in message 2 (after 1 event): ATP response: protocol version 2.0 "
-                 "is not supported; ATP speaks version 1.x: '{\"version\": \"2.0\"", 1),
-    ("version2event 2", "the agent broke the protocol in message 3 (after 2 events): ATP event: protocol version "
-                        "2.0 is not supported; ATP speaks version 1.x: '{\"version\": \"2.0\"", 2),
-    ("cut 4", "the connection was cut after 4 events, before an ATP Response (peer closed connection without "
-              "sending complete message body (incomplete chunked read))", 4),
-    ("cut_length 3", "the connection was cut after 3 events, before an ATP Response (peer closed connection "
-                     "without sending complete message body (received 606 bytes, expected 1606))", 3),
+    (
+        "fail",
+        "the agent failed with HTTP 500 Internal Server Error (error_code INTERNAL_ERROR): "
+        "'the model backend exploded'",
+        0,
+    ),
+    (
+        "not_response 1",
+        "the agent broke the protocol in message 2 (after 1 event): ATP response: Object missing "
+        'required field `version`: \'{"hello": "world"}\'',
+        1,
+    ),
+    (
+        "garbage 2",
+        "the agent broke the protocol in message 3 (after 2 events): ATP response is not valid JSON: "
+        "JSON is malformed: invalid character (byte 4): 'this is not JSON {'",
+        2,
+    ),
+    (
+        "version2",
+        "the agent broke the protocol in message 2 (after 1 event): ATP response: protocol version 2.0 "
+        'is not supported; ATP speaks version 1.x: \'{"version": "2.0"',
+        1,
+    ),
+    (
+        "version2event 2",
+        "the agent broke the protocol in message 3 (after 2 events): ATP event: protocol version "
+        '2.0 is not supported; ATP speaks version 1.x: \'{"version": "2.0"',
+        2,
+    ),
+    (
+        "cut 4",
+        "the connection was cut after 4 events, before an ATP Response (peer closed connection without "
+        "sending complete message body (incomplete chunked read))",
+        4,
+    ),
+    (
+        "cut_length 3",
+        "the connection was cut after 3 events, before an ATP Response (peer closed connection "
+        "without sending complete message body (received 606 bytes, expected 1606))",
+        3,
+    ),
     ("no_response 2", "the stream ended after 2 events without an ATP Response", 2),
     ("no_response_close 2", "the stream ended after 2 events without an ATP Response", 2),
     ("huge", "the agent sent more than 1048576 bytes in one run (max_message_bytes), before any event", 0),
-    ("huge_chunked", "the agent sent more than 1048576 bytes in one run (max_message_bytes), before any event", 0),
+    (
+        "huge_chunked",
+        "the agent sent more than 1048576 bytes in one run (max_message_bytes), before any event",
+        0,
+    ),
     ("flood", "the agent sent more than 1048576 bytes in one run (max_message_bytes), after 3 events", 3),
 ]
 
@@ -181,22 +231,41 @@ def test_each_stream_fault_fails_its_own_run_and_the_others_go_on(
 
 
 SYNC_FAULTS = [
-    ("refuse", "the agent refused the request with HTTP 422 Unprocessable Entity (error_code INVALID_REQUEST): "
-               "'the task makes no sense'"),
-    ("not_response", "the agent broke the protocol: its answer is not an ATP Response (ATP response: Object "
-                     "missing required field `version`): '{\"hello\": \"world\"}'"),
-    ("version2", "the agent broke the protocol: its answer is not an ATP Response (ATP response: protocol version "
-                 "2.0 is not supported; ATP speaks version 1.x): '{\"version\": \"2.0\""),
-    ("cut_length", "the connection was cut before any event, before an ATP Response (peer closed connection "
-                   "without sending complete message body (received "),
+    (
+        "refuse",
+        "the agent refused the request with HTTP 422 Unprocessable Entity (error_code INVALID_REQUEST): "
+        "'the task makes no sense'",
+    ),
+    (
+        "not_response",
+        "the agent broke the protocol: its answer is not an ATP Response (ATP response: Object "
+        'missing required field `version`): \'{"hello": "world"}\'',
+    ),
+    (
+        "version2",
+        "the agent broke the protocol: its answer is not an ATP Response (ATP response: protocol version "
+        '2.0 is not supported; ATP speaks version 1.x): \'{"version": "2.0"',
+    ),
+    (
+        "cut_length",
+        "the connection was cut before any event, before an ATP Response (peer closed connection "
+        "without sending complete message body (received ",
+    ),
     ("huge", "the agent sent more than 1048576 bytes in one run (max_message_bytes), before any event"),
-    ("huge_chunked", "the agent sent more than 1048576 bytes in one run (max_message_bytes), before any event"),
+    (
+        "huge_chunked",
+        "the agent sent more than 1048576 bytes in one run (max_message_bytes), before any event",
+    ),
 ]
 
 
-def test_each_synchronous_fault_says_what_and_where(tmp_path: Path, plugins: Plugins, agent: FaultyAgent) -> None:
+def test_each_synchronous_fault_says_what_and_where(
+    tmp_path: Path, plugins: Plugins, agent: FaultyAgent
+) -> None:
     settings = at(agent.url, f"    stream: false\n    max_message_bytes: {MiB}\n")
-    results, _ = run_suite(tmp_path, plugins, settings, cases(*(fault for fault, _ in SYNC_FAULTS)), parallel=4)
+    results, _ = run_suite(
+        tmp_path, plugins, settings, cases(*(fault for fault, _ in SYNC_FAULTS)), parallel=4
+    )
     runs = runs_by_test(results)
     for index, (fault, reason) in enumerate(SYNC_FAULTS):
         run_ = runs[f"t{index}"]
@@ -210,7 +279,9 @@ def test_a_4xx_is_a_refusal_with_its_status_and_a_5xx_is_not(agent: FaultyAgent)
         assert isinstance(refused, AgentRefused) and refused.status == 422
         assert refused.evidence == "the task makes no sense"  # (the JSON's error, not the whole body)
         text, _ = execute({"endpoint": agent.url, "stream": stream}, "refuse_text")
-        assert isinstance(text, AgentRefused) and text.status == 403 and text.evidence == b"no entry for you\n"
+        assert (
+            isinstance(text, AgentRefused) and text.status == 403 and text.evidence == b"no entry for you\n"
+        )
         failed, _ = execute({"endpoint": agent.url, "stream": stream}, "fail")
         assert isinstance(failed, AgentError) and not isinstance(failed, AgentRefused)
         assert failed.evidence == "the model backend exploded"
@@ -225,7 +296,10 @@ def test_a_redirect_is_refused_and_not_followed(agent: FaultyAgent) -> None:
             f"POST {agent.url}{path}: the agent answered with a redirect (HTTP 307) to "
             f"'{agent.url}/elsewhere/execute'; ATP does not follow redirects: set 'endpoint' to where the agent is"
         )
-    assert [seen.path for seen in agent.seen[before:]] == ["/execute/stream", "/execute"]  # nothing to /elsewhere
+    assert [seen.path for seen in agent.seen[before:]] == [
+        "/execute/stream",
+        "/execute",
+    ]  # nothing to /elsewhere
 
 
 def test_an_agent_that_cannot_be_reached_is_an_error_naming_it(tmp_path: Path, plugins: Plugins) -> None:
@@ -237,7 +311,9 @@ def test_an_agent_that_cannot_be_reached_is_an_error_naming_it(tmp_path: Path, p
         results, _ = run_suite(tmp_path, plugins, at(endpoint, "    connect_timeout: 2\n"), cases("ok"))
         run_ = results.tests[0].runs[0]
         assert run_.outcome == "error" and run_.status == "failed", run_.error
-        assert run_.error.startswith(f"cannot reach agent 'agent' at {endpoint}/execute/stream: {reason}"), run_.error
+        assert run_.error.startswith(f"cannot reach agent 'agent' at {endpoint}/execute/stream: {reason}"), (
+            run_.error
+        )
         assert run_.duration_seconds < 5
 
 
@@ -271,14 +347,18 @@ def test_what_follows_the_response_is_not_waited_for(agent: FaultyAgent) -> None
 
 
 @pytest.mark.parametrize("status", [404, 405])
-def test_auto_falls_back_to_execute_once_for_parallel_runs(tmp_path: Path, plugins: Plugins, status: int) -> None:
+def test_auto_falls_back_to_execute_once_for_parallel_runs(
+    tmp_path: Path, plugins: Plugins, status: int
+) -> None:
     with FaultyAgent(stream_status=status) as server:
         results, _ = run_suite(tmp_path, plugins, at(server.url), cases(*["ok 1"] * 8), parallel=8)
     assert [test.runs[0].outcome for test in results.tests] == ["passed"] * 8
     assert server.posts == {"/execute/stream": 1, "/execute": 8}  # decided once; the probing run too
 
 
-def test_stream_true_against_an_agent_without_streaming_says_what_to_set(tmp_path: Path, plugins: Plugins) -> None:
+def test_stream_true_against_an_agent_without_streaming_says_what_to_set(
+    tmp_path: Path, plugins: Plugins
+) -> None:
     with FaultyAgent(stream_status=404) as server:
         results, _ = run_suite(tmp_path, plugins, at(server.url, "    stream: true\n"), cases("ok"))
     run_ = results.tests[0].runs[0]
@@ -292,12 +372,18 @@ def test_stream_true_against_an_agent_without_streaming_says_what_to_set(tmp_pat
 @pytest.mark.parametrize("stream", ["true", "false"])
 def test_runs_share_one_pool_of_connections(tmp_path: Path, plugins: Plugins, stream: str) -> None:
     with FaultyAgent() as server:
-        results, _ = run_suite(tmp_path, plugins, at(server.url, f"    stream: {stream}\n"), cases(*["ok 2"] * 6))
+        results, _ = run_suite(
+            tmp_path, plugins, at(server.url, f"    stream: {stream}\n"), cases(*["ok 2"] * 6)
+        )
         assert [test.runs[0].outcome for test in results.tests] == ["passed"] * 6
         assert server.connections == 1  # one after the other: one keep-alive connection
     with FaultyAgent() as server:
         results, _ = run_suite(
-            tmp_path, plugins, at(server.url, f"    stream: {stream}\n"), cases(*["slow 100"] * 16), parallel=4
+            tmp_path,
+            plugins,
+            at(server.url, f"    stream: {stream}\n"),
+            cases(*["slow 100"] * 16),
+            parallel=4,
         )
         assert [test.runs[0].outcome for test in results.tests] == ["passed"] * 16
         assert sum(server.posts.values()) == 16
@@ -324,7 +410,9 @@ def test_health_check(agent: FaultyAgent) -> None:
     assert anyio.run(check, "http://no-such-host.invalid:8000", False) is False
 
 
-def test_health_tells_an_agent_it_cannot_reach_from_one_that_fails_its_check(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_health_tells_an_agent_it_cannot_reach_from_one_that_fails_its_check(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """`atp validate` and `atp list-agents --check` say "cannot reach it" (start the agent) for an
     agent nothing answers for, and what failed for one that answers wrongly."""
     import socket
@@ -346,7 +434,9 @@ def test_health_tells_an_agent_it_cannot_reach_from_one_that_fails_its_check(mon
     with FaultyAgent(health_status=302) as server:
         redirected = health(server.url)
         assert redirected.status == "unhealthy"
-        assert redirected.detail.startswith(f"GET {server.url}/health failed: the agent answered with a redirect (HTTP 302)")
+        assert redirected.detail.startswith(
+            f"GET {server.url}/health failed: the agent answered with a redirect (HTTP 302)"
+        )
     port = free_port()
     assert health(f"http://127.0.0.1:{port}") == Health(
         status="unreachable",
@@ -357,7 +447,9 @@ def test_health_tells_an_agent_it_cannot_reach_from_one_that_fails_its_check(mon
         silent.bind(("127.0.0.1", 0))
         silent.listen()
         url = f"http://127.0.0.1:{silent.getsockname()[1]}"
-        assert health(url) == Health(status="unhealthy", detail=f"GET {url}/health failed: no answer within 0.5 s")
+        assert health(url) == Health(
+            status="unhealthy", detail=f"GET {url}/health failed: no answer within 0.5 s"
+        )
 
 
 def test_a_network_adapter_without_health_of_its_own_says_when_it_cannot_reach_the_agent() -> None:
@@ -382,7 +474,9 @@ def test_secret_header_values_are_masked_in_everything_written(
 ) -> None:
     token = "t0ken-" + uuid.uuid4().hex
     key = "k3y-" + uuid.uuid4().hex
-    settings = at(f"{agent.url}/?api_key={key}", f"    headers: {{Authorization: 'Bearer {token}', X-Team: research}}\n")
+    settings = at(
+        f"{agent.url}/?api_key={key}", f"    headers: {{Authorization: 'Bearer {token}', X-Team: research}}\n"
+    )
     results, store = run_suite(tmp_path, plugins, settings, cases("echo", "echo_refuse"))
     runs = runs_by_test(results)
     echo, refused = runs["t0"], runs["t1"]
@@ -398,10 +492,15 @@ def test_secret_header_values_are_masked_in_everything_written(
     )
     written = [path for path in store.directory.rglob("*") if path.is_file()]
     assert written and all(token not in path.read_text() and key not in path.read_text() for path in written)
-    assert HttpAdapter.secret_values(msgspec.convert(
-        {"endpoint": f"https://user:pw-1@h/?api_key={key}", "headers": {"Authorization": f"Bearer {token}", "X-Team": "r"}},
-        HttpSettings,
-    )) == [f"Bearer {token}", token, "pw-1", key]
+    assert HttpAdapter.secret_values(
+        msgspec.convert(
+            {
+                "endpoint": f"https://user:pw-1@h/?api_key={key}",
+                "headers": {"Authorization": f"Bearer {token}", "X-Team": "r"},
+            },
+            HttpSettings,
+        )
+    ) == [f"Bearer {token}", token, "pw-1", key]
 
 
 @pytest.fixture(scope="module")
@@ -409,7 +508,9 @@ def certificate(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     return self_signed_certificate(tmp_path_factory.mktemp("tls"))
 
 
-def test_tls_with_a_ca_bundle(tmp_path: Path, plugins: Plugins, agent: FaultyAgent, certificate: tuple[Path, Path]) -> None:
+def test_tls_with_a_ca_bundle(
+    tmp_path: Path, plugins: Plugins, agent: FaultyAgent, certificate: tuple[Path, Path]
+) -> None:
     cert, key = certificate
     shutil.copy(cert, tmp_path / "ca.pem")
     tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
@@ -422,43 +523,91 @@ def test_tls_with_a_ca_bundle(tmp_path: Path, plugins: Plugins, agent: FaultyAge
             assert len(list(store.events(run_))) == 2
         for endpoint, extra, reason in [
             (server.url, "", "its TLS certificate does not verify ("),  # (the system's CAs do not know it)
-            (agent.url.replace("http:", "https:"), "    ca_bundle: ca.pem\n", "the TLS handshake failed ("),  # (plaintext)
+            (
+                agent.url.replace("http:", "https:"),
+                "    ca_bundle: ca.pem\n",
+                "the TLS handshake failed (",
+            ),  # (plaintext)
         ]:
-            results, _ = run_suite(tmp_path, plugins, at(endpoint, extra + "    connect_timeout: 3\n"), cases("ok"))
+            results, _ = run_suite(
+                tmp_path, plugins, at(endpoint, extra + "    connect_timeout: 3\n"), cases("ok")
+            )
             run_ = results.tests[0].runs[0]
             assert run_.outcome == "error", run_.error
-            assert run_.error.startswith(f"cannot reach agent 'agent' at {endpoint}/execute/stream: {reason}"), run_.error
+            assert run_.error.startswith(
+                f"cannot reach agent 'agent' at {endpoint}/execute/stream: {reason}"
+            ), run_.error
     with pytest.raises(AdapterError, match=r"agent 'agent': cannot read its ca_bundle .*missing\.pem: "):
-        anyio.run(adapter_for({"endpoint": "https://127.0.0.1:1", "ca_bundle": "missing.pem"}, tmp_path).start)
+        anyio.run(
+            adapter_for({"endpoint": "https://127.0.0.1:1", "ca_bundle": "missing.pem"}, tmp_path).start
+        )
 
 
 @pytest.mark.parametrize(
     ("settings", "message"),
     [
-        ("endpoint: ftp://localhost:8000", "'endpoint' 'ftp://localhost:8000' must be a URL starting with http:// or https://"),
+        (
+            "endpoint: ftp://localhost:8000",
+            "'endpoint' 'ftp://localhost:8000' must be a URL starting with http:// or https://",
+        ),
         ("endpoint: localhost:8000", "must be a URL starting with http:// or https://"),
         ("endpoint: 'http://'", "'endpoint' 'http://' names no host"),
         ("endpoint: 'http://localhost:0'", "has port 0, which no agent can listen on"),
         ("endpoint: 'http://localhost:99999'", "is not a valid URL: Port out of range"),
         ("endpoint: 'http://h/#top'", "has a #fragment, which is never sent to a server"),
-        ('endpoint: "http://local\\0host:8000"', "'endpoint' holds a space or a control character, which no URL can"),
-        ("{endpoint: 'http://h', headers: {'X-A': \"a\\0b\"}}", "'headers' value of 'X-A' holds a line break or NUL byte"),
-        ("{endpoint: 'http://h', headers: {'X-A': \"a\\r\\nb\"}}", "'headers' value of 'X-A' holds a line break or NUL byte"),
-        ("{endpoint: 'http://h', headers: {'a b': v}}", "'headers' has the name 'a b', which is not a valid HTTP header name"),
-        ("{endpoint: 'http://h', headers: {Host: other}}", "'headers' may not set 'Host': the http/https adapter sets it"),
-        ("{endpoint: 'http://h', connect_timeout: 0}", "'connect_timeout' must be a number of seconds above 0 and at most 600"),
-        ("{endpoint: 'http://h', connect_timeout: -1}", "'connect_timeout' must be a number of seconds above 0"),
-        ("{endpoint: 'http://h', connect_timeout: .nan}", "'connect_timeout' must be a number of seconds above 0"),
-        ("{endpoint: 'http://h', connect_timeout: 601}", "'connect_timeout' must be a number of seconds above 0"),
+        (
+            'endpoint: "http://local\\0host:8000"',
+            "'endpoint' holds a space or a control character, which no URL can",
+        ),
+        (
+            "{endpoint: 'http://h', headers: {'X-A': \"a\\0b\"}}",
+            "'headers' value of 'X-A' holds a line break or NUL byte",
+        ),
+        (
+            "{endpoint: 'http://h', headers: {'X-A': \"a\\r\\nb\"}}",
+            "'headers' value of 'X-A' holds a line break or NUL byte",
+        ),
+        (
+            "{endpoint: 'http://h', headers: {'a b': v}}",
+            "'headers' has the name 'a b', which is not a valid HTTP header name",
+        ),
+        (
+            "{endpoint: 'http://h', headers: {Host: other}}",
+            "'headers' may not set 'Host': the http/https adapter sets it",
+        ),
+        (
+            "{endpoint: 'http://h', connect_timeout: 0}",
+            "'connect_timeout' must be a number of seconds above 0 and at most 600",
+        ),
+        (
+            "{endpoint: 'http://h', connect_timeout: -1}",
+            "'connect_timeout' must be a number of seconds above 0",
+        ),
+        (
+            "{endpoint: 'http://h', connect_timeout: .nan}",
+            "'connect_timeout' must be a number of seconds above 0",
+        ),
+        (
+            "{endpoint: 'http://h', connect_timeout: 601}",
+            "'connect_timeout' must be a number of seconds above 0",
+        ),
         ("{endpoint: 'http://h', connect_timeout: soon}", "connect_timeout"),
-        ("{endpoint: 'http://h', max_message_bytes: 10}", "'max_message_bytes' must be a whole number of bytes from 1024"),
+        (
+            "{endpoint: 'http://h', max_message_bytes: 10}",
+            "'max_message_bytes' must be a whole number of bytes from 1024",
+        ),
         ("{endpoint: 'http://h', max_message_bytes: 2048.5}", "max_message_bytes"),
-        ("{endpoint: 'https://h', verify: false, ca_bundle: ca.pem}", "'ca_bundle' has no effect with 'verify: false'"),
+        (
+            "{endpoint: 'https://h', verify: false, ca_bundle: ca.pem}",
+            "'ca_bundle' has no effect with 'verify: false'",
+        ),
         ("{endpoint: 'http://h', stream: sometimes}", "stream"),
         ("{endpoint: 'http://h', streaming: true}", "streaming"),
     ],
 )
-def test_bad_settings_are_located_when_the_suite_loads(tmp_path: Path, plugins: Plugins, settings: str, message: str) -> None:
+def test_bad_settings_are_located_when_the_suite_loads(
+    tmp_path: Path, plugins: Plugins, settings: str, message: str
+) -> None:
     if settings.startswith("{"):
         entry = "  - {name: agent, type: http, " + settings[1:] + "\n"
     else:

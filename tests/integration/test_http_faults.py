@@ -21,14 +21,29 @@ from tests.conftest import ATP, write
 
 
 def event(task_id: str, sequence: int) -> bytes:
-    return json.dumps({"version": "1.0", "task_id": task_id, "timestamp": "2026-01-01T00:00:00Z",
-                       "sequence": sequence, "event_type": "progress", "payload": {"message": f"step {sequence}"}}
-                      ).encode()
+    return json.dumps(
+        {
+            "version": "1.0",
+            "task_id": task_id,
+            "timestamp": "2026-01-01T00:00:00Z",
+            "sequence": sequence,
+            "event_type": "progress",
+            "payload": {"message": f"step {sequence}"},
+        }
+    ).encode()
 
 
 def response(task_id: str, **changes: Any) -> bytes:
-    return json.dumps({"version": "1.0", "task_id": task_id, "status": "completed", "artifacts": [],
-                       "metrics": {}, **changes}).encode()
+    return json.dumps(
+        {
+            "version": "1.0",
+            "task_id": task_id,
+            "status": "completed",
+            "artifacts": [],
+            "metrics": {},
+            **changes,
+        }
+    ).encode()
 
 
 class FaultyAgent:
@@ -59,7 +74,10 @@ class FaultyAgent:
         try:
             while True:
                 head = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1").split("\r\n")
-                headers = {k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in head[1:] if line)}
+                headers = {
+                    k.strip().lower(): v.strip()
+                    for k, _, v in (line.partition(":") for line in head[1:] if line)
+                }
                 self.headers.append(headers)
                 body = json.loads(await reader.readexactly(int(headers.get("content-length", "0"))))
                 if not await self._answer(body, reader, writer):
@@ -69,15 +87,19 @@ class FaultyAgent:
         finally:
             writer.close()
 
-    async def _answer(self, request: dict[str, Any], reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
+    async def _answer(
+        self, request: dict[str, Any], reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> bool:
         """Answer one request; False when the connection is to be dropped."""
         task_id = request["task_id"]
         word, _, count = request["task"]["description"].partition(" ")
         events = int(count or 3)
 
         def plain(status: str, data: bytes, kind: str = "application/json") -> None:
-            writer.write(f"HTTP/1.1 {status}\r\ncontent-type: {kind}\r\ncontent-length: {len(data)}\r\n\r\n"
-                         .encode() + data)
+            writer.write(
+                f"HTTP/1.1 {status}\r\ncontent-type: {kind}\r\ncontent-length: {len(data)}\r\n\r\n".encode()
+                + data
+            )
 
         def chunk(data: bytes) -> None:
             writer.write(b"%x\r\n%s\r\n" % (len(data), data))
@@ -85,7 +107,10 @@ class FaultyAgent:
         if word == "ok":
             plain("200 OK", response(task_id))
         elif word == "refused":
-            plain("422 Unprocessable Entity", b'{"error": "the description is too vague", "error_code": "INVALID_REQUEST"}')
+            plain(
+                "422 Unprocessable Entity",
+                b'{"error": "the description is too vague", "error_code": "INVALID_REQUEST"}',
+            )
         elif word == "broken":
             plain("503 Service Unavailable", b"upstream busy, try later", "text/plain")
         elif word == "notresponse":
@@ -95,9 +120,13 @@ class FaultyAgent:
         elif word == "huge":
             plain("200 OK", response(task_id, error="x" * 2_000_000))
         elif word == "redirect":
-            writer.write(b"HTTP/1.1 302 Found\r\nlocation: http://elsewhere.invalid/\r\ncontent-length: 0\r\n\r\n")
+            writer.write(
+                b"HTTP/1.1 302 Found\r\nlocation: http://elsewhere.invalid/\r\ncontent-length: 0\r\n\r\n"
+            )
         else:  # Server-Sent Events, in chunks
-            writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n")
+            writer.write(
+                b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
+            )
             for sequence in range(events):
                 chunk(b"data: " + event(task_id, sequence) + b"\n\n")
             await writer.drain()
@@ -125,8 +154,14 @@ def agent() -> Iterator[FaultyAgent]:
 
 
 def atp(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([ATP, *args], cwd=cwd, env={**os.environ, "NO_COLOR": "1", "AGENT_TOKEN": "tok-3f9a7c1e5d"},
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [ATP, *args],
+        cwd=cwd,
+        env={**os.environ, "NO_COLOR": "1", "AGENT_TOKEN": "tok-3f9a7c1e5d"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 FAULTS = {
@@ -148,13 +183,18 @@ def test_every_fault_fails_its_own_run_and_the_others_go_on(agent: FaultyAgent, 
     tests = "".join(
         f"  - id: t{index}\n    task: {{description: '{fault}'}}\n" for index, fault in enumerate(FAULTS)
     )
-    write(tmp_path / "suite.yaml", (
-        "test_suite: faults\nagents:\n"
-        f"  - {{name: a, type: http, endpoint: 'http://127.0.0.1:{agent.port}', max_message_bytes: 1048576,\n"
-        "     headers: {Authorization: 'Bearer ${AGENT_TOKEN}'}}\n"
-        f"tests:\n{tests}"
-    ))
-    result = atp("test", "--suite=suite.yaml", "--parallel=4", "--output=json", "--output-file=r.json", cwd=tmp_path)
+    write(
+        tmp_path / "suite.yaml",
+        (
+            "test_suite: faults\nagents:\n"
+            f"  - {{name: a, type: http, endpoint: 'http://127.0.0.1:{agent.port}', max_message_bytes: 1048576,\n"
+            "     headers: {Authorization: 'Bearer ${AGENT_TOKEN}'}}\n"
+            f"tests:\n{tests}"
+        ),
+    )
+    result = atp(
+        "test", "--suite=suite.yaml", "--parallel=4", "--output=json", "--output-file=r.json", cwd=tmp_path
+    )
     assert result.returncode == 1, result.stdout + result.stderr
     assert "Traceback" not in result.stdout + result.stderr
     runs = {test["id"]: test["runs"][0] for test in json.loads((tmp_path / "r.json").read_text())["tests"]}
@@ -179,12 +219,15 @@ def test_every_fault_fails_its_own_run_and_the_others_go_on(agent: FaultyAgent, 
 
 
 def test_a_stream_that_goes_silent_times_out_with_its_events_kept(agent: FaultyAgent, tmp_path: Path) -> None:
-    write(tmp_path / "suite.yaml", (
-        "test_suite: silent\nagents:\n"
-        f"  - {{name: a, type: http, endpoint: 'http://127.0.0.1:{agent.port}', stream: true}}\n"
-        "tests:\n  - id: quiet\n    task: {description: 'silence 5'}\n    constraints: {timeout_seconds: 1}\n"
-        "  - id: fine\n    task: {description: ok}\n"
-    ))
+    write(
+        tmp_path / "suite.yaml",
+        (
+            "test_suite: silent\nagents:\n"
+            f"  - {{name: a, type: http, endpoint: 'http://127.0.0.1:{agent.port}', stream: true}}\n"
+            "tests:\n  - id: quiet\n    task: {description: 'silence 5'}\n    constraints: {timeout_seconds: 1}\n"
+            "  - id: fine\n    task: {description: ok}\n"
+        ),
+    )
     result = atp("test", "--suite=suite.yaml", "--output=json", "--output-file=r.json", cwd=tmp_path)
     assert result.returncode == 1, result.stdout + result.stderr
     runs = {test["id"]: test["runs"][0] for test in json.loads((tmp_path / "r.json").read_text())["tests"]}
@@ -199,15 +242,24 @@ def test_an_agent_that_cannot_be_reached_is_an_error_naming_the_endpoint(tmp_pat
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         down = sock.getsockname()[1]
-    write(tmp_path / "suite.yaml", (
-        "test_suite: down\nagents:\n"
-        f"  - {{name: refused, type: http, endpoint: 'http://127.0.0.1:{down}'}}\n"
-        "  - {name: nowhere, type: http, endpoint: 'http://agent.invalid:8000', connect_timeout: 5}\n"
-        "tests:\n  - id: t\n    task: {description: ok}\n"
-    ))
+    write(
+        tmp_path / "suite.yaml",
+        (
+            "test_suite: down\nagents:\n"
+            f"  - {{name: refused, type: http, endpoint: 'http://127.0.0.1:{down}'}}\n"
+            "  - {name: nowhere, type: http, endpoint: 'http://agent.invalid:8000', connect_timeout: 5}\n"
+            "tests:\n  - id: t\n    task: {description: ok}\n"
+        ),
+    )
     for name, words in (("refused", f"127.0.0.1:{down}"), ("nowhere", "agent.invalid")):
-        result = atp("test", "--suite=suite.yaml", f"--agent={name}", "--output=json", "--output-file=r.json",
-                     cwd=tmp_path)
+        result = atp(
+            "test",
+            "--suite=suite.yaml",
+            f"--agent={name}",
+            "--output=json",
+            "--output-file=r.json",
+            cwd=tmp_path,
+        )
         assert result.returncode == 1, result.stdout + result.stderr
         [test] = json.loads((tmp_path / "r.json").read_text())["tests"]
         run = test["runs"][0]

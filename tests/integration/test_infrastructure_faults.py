@@ -127,23 +127,38 @@ def run(adapter: Any, description: str = "hello") -> Any:
 
 
 def http(endpoint: str, stream: bool | str = False) -> Any:
-    return run(HttpAdapter(msgspec.convert({"endpoint": endpoint, "stream": stream}, HttpSettings), name="agent", base_dir=Path(".")))
+    return run(
+        HttpAdapter(
+            msgspec.convert({"endpoint": endpoint, "stream": stream}, HttpSettings),
+            name="agent",
+            base_dir=Path("."),
+        )
+    )
 
 
 # --- http -------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("stream", "path"), [(False, "/execute"), (True, "/execute/stream"), ("auto", "/execute/stream")])
-def test_a_503_with_retry_after_is_a_retryable_fault_with_its_wait(agent: Agent, stream: bool | str, path: str) -> None:
+@pytest.mark.parametrize(
+    ("stream", "path"), [(False, "/execute"), (True, "/execute/stream"), ("auto", "/execute/stream")]
+)
+def test_a_503_with_retry_after_is_a_retryable_fault_with_its_wait(
+    agent: Agent, stream: bool | str, path: str
+) -> None:
     url = agent.reply("busy", 503, b"upstream busy", Retry_After="2")
     fault = http(url, stream)
     assert type(fault) is AdapterError, fault
     assert fault.retryable is True and fault.retry_after == 2.0
-    assert str(fault) == f"agent 'agent': POST {url}{path} answered 503 Service Unavailable (retry after 2 s): upstream busy"
+    assert (
+        str(fault)
+        == f"agent 'agent': POST {url}{path} answered 503 Service Unavailable (retry after 2 s): upstream busy"
+    )
 
 
 def test_a_429_with_an_http_date_waits_until_that_date(agent: Agent) -> None:
-    url = agent.reply("limited", 429, b'{"error": "slow down"}', Retry_After=formatdate(time.time() + 30, usegmt=True))
+    url = agent.reply(
+        "limited", 429, b'{"error": "slow down"}', Retry_After=formatdate(time.time() + 30, usegmt=True)
+    )
     fault = http(url)
     assert type(fault) is AdapterError and fault.retryable
     assert fault.retry_after is not None and 25 <= fault.retry_after <= 30
@@ -152,15 +167,22 @@ def test_a_429_with_an_http_date_waits_until_that_date(agent: Agent) -> None:
     past = agent.reply("limited-past", 429, Retry_After="Wed, 21 Oct 2015 07:28:00 GMT")
     fault = http(past)
     assert type(fault) is AdapterError and fault.retry_after == 0.0
-    assert str(fault) == f"agent 'agent': POST {past}/execute answered 429 Too Many Requests (retry after 0 s)"
+    assert (
+        str(fault) == f"agent 'agent': POST {past}/execute answered 429 Too Many Requests (retry after 0 s)"
+    )
 
 
 @pytest.mark.parametrize(("status", "phrase"), [(502, "Bad Gateway"), (504, "Gateway Timeout")])
 def test_a_gateway_fault_without_retry_after_has_no_wait(agent: Agent, status: int, phrase: str) -> None:
-    url = agent.reply(f"gateway{status}", status, b"<html><body>upstream</body></html>", Content_Type="text/html")
+    url = agent.reply(
+        f"gateway{status}", status, b"<html><body>upstream</body></html>", Content_Type="text/html"
+    )
     fault = http(url)
     assert type(fault) is AdapterError and fault.retryable and fault.retry_after is None
-    assert str(fault) == f"agent 'agent': POST {url}/execute answered {status} {phrase}: <html><body>upstream</body></html>"
+    assert (
+        str(fault)
+        == f"agent 'agent': POST {url}/execute answered {status} {phrase}: <html><body>upstream</body></html>"
+    )
 
 
 def test_a_502_of_the_faulty_agent_is_a_fault_in_both_modes() -> None:
@@ -168,7 +190,12 @@ def test_a_502_of_the_faulty_agent_is_a_fault_in_both_modes() -> None:
 
     with FaultyAgent() as server:
         for stream, path in ((True, "/execute/stream"), (False, "/execute")):
-            fault = run(HttpAdapter(HttpSettings(endpoint=server.url, stream=stream), name="agent", base_dir=Path(".")), "fail_text")
+            fault = run(
+                HttpAdapter(
+                    HttpSettings(endpoint=server.url, stream=stream), name="agent", base_dir=Path(".")
+                ),
+                "fail_text",
+            )
             assert type(fault) is AdapterError and fault.retryable and fault.retry_after is None
             assert str(fault) == (
                 f"agent 'agent': POST {server.url}{path} answered 502 Bad Gateway: <html><body>Bad Gateway</body></html>"
@@ -205,7 +232,9 @@ def test_a_refused_connection_is_a_retryable_fault() -> None:
 
 def test_agent_interface_a2a_message_answered_503_is_a_retryable_fault(agent: Agent) -> None:
     url = agent.reply("a2a", 503, b'{"error": "overloaded"}', Retry_After="1.5")
-    adapter = AgentInterfaceAdapter(msgspec.convert({"endpoint": url}, AgentInterfaceSettings), name="agent", base_dir=Path("."))
+    adapter = AgentInterfaceAdapter(
+        msgspec.convert({"endpoint": url}, AgentInterfaceSettings), name="agent", base_dir=Path(".")
+    )
     fault = run(adapter)
     assert type(fault) is AdapterError and fault.retryable and fault.retry_after == 1.5
     assert str(fault) == (
@@ -216,12 +245,16 @@ def test_agent_interface_a2a_message_answered_503_is_a_retryable_fault(agent: Ag
 
 def test_agent_interface_tool_call_answered_429_is_a_retryable_fault(agent: Agent) -> None:
     url = agent.reply("mcp", 429, Retry_After_Ms="250")
-    adapter = AgentInterfaceAdapter(msgspec.convert({"endpoint": url}, AgentInterfaceSettings), name="agent", base_dir=Path("."))
+    adapter = AgentInterfaceAdapter(
+        msgspec.convert({"endpoint": url}, AgentInterfaceSettings), name="agent", base_dir=Path(".")
+    )
 
     async def body() -> Any:
         await adapter.start()
         try:
-            task = ATPRequest(version="1.0", task_id="t", task=Task(description="x", input_data={"mcp_tool": "search"}))
+            task = ATPRequest(
+                version="1.0", task_id="t", task=Task(description="x", input_data={"mcp_tool": "search"})
+            )
             return await adapter.execute(task, Sink())
         except Exception as exc:
             return exc
@@ -230,12 +263,17 @@ def test_agent_interface_tool_call_answered_429_is_a_retryable_fault(agent: Agen
 
     fault = anyio.run(body)
     assert type(fault) is AdapterError and fault.retryable and fault.retry_after == 0.25
-    assert str(fault) == f"agent 'agent': POST {url}/mcp/execute/search answered 429 Too Many Requests (retry after 0.25 s)"
+    assert (
+        str(fault)
+        == f"agent 'agent': POST {url}/mcp/execute/search answered 429 Too Many Requests (retry after 0.25 s)"
+    )
 
 
 def test_agent_interface_other_statuses_stay_the_agents_answer(agent: Agent) -> None:
     url = agent.reply("a2a-refuses", 422, b'{"error": "what?"}')
-    adapter = AgentInterfaceAdapter(msgspec.convert({"endpoint": url}, AgentInterfaceSettings), name="agent", base_dir=Path("."))
+    adapter = AgentInterfaceAdapter(
+        msgspec.convert({"endpoint": url}, AgentInterfaceSettings), name="agent", base_dir=Path(".")
+    )
     fault = run(adapter)
     assert isinstance(fault, AgentRefused) and fault.status == 422
 
@@ -255,7 +293,13 @@ def test_a_websocket_handshake_answered_503_is_a_retryable_fault(agent: Agent) -
         f"agent 'agent': GET {endpoint} (WebSocket handshake) answered 503 Service Unavailable (retry after 4 s): try later"
     )
     agent.reply("ws-refuses", 403, b"no")
-    refused = run(WebSocketAdapter(WebSocketSettings(endpoint=endpoint.replace("ws-busy", "ws-refuses")), name="agent", base_dir=Path(".")))
+    refused = run(
+        WebSocketAdapter(
+            WebSocketSettings(endpoint=endpoint.replace("ws-busy", "ws-refuses")),
+            name="agent",
+            base_dir=Path("."),
+        )
+    )
     assert isinstance(refused, AgentRefused) and refused.status == 403
 
 
@@ -345,11 +389,16 @@ def grpc_agent() -> Iterator[int]:
 def grpc_run(endpoint: str, description: str, stream: bool) -> Any:
     from atp.adapters.grpc import GrpcAdapter, GrpcSettings
 
-    return run(GrpcAdapter(GrpcSettings(endpoint=endpoint, stream=stream), name="agent", base_dir=Path(".")), description)
+    return run(
+        GrpcAdapter(GrpcSettings(endpoint=endpoint, stream=stream), name="agent", base_dir=Path(".")),
+        description,
+    )
 
 
 @pytest.mark.parametrize(("stream", "rpc"), [(True, "ExecuteStream"), (False, "Execute")])
-def test_grpc_unavailable_and_resource_exhausted_are_retryable_faults(grpc_agent: int, stream: bool, rpc: str) -> None:
+def test_grpc_unavailable_and_resource_exhausted_are_retryable_faults(
+    grpc_agent: int, stream: bool, rpc: str
+) -> None:
     endpoint = f"grpc://127.0.0.1:{grpc_agent}"
     fault = grpc_run(endpoint, "UNAVAILABLE grpc-retry-pushback-ms=1500", stream)
     assert type(fault) is AdapterError and fault.retryable and fault.retry_after == 1.5, fault
@@ -382,7 +431,10 @@ def test_a_cli_program_that_does_not_exist_is_not_retryable(tmp_path: Path) -> N
     adapter = CliAdapter(CliSettings(command=["/nonexistent/agent-binary"]), name="agent", base_dir=tmp_path)
     fault = run(adapter)  # (start refuses it)
     assert type(fault) is AdapterError and fault.retryable is False
-    assert str(fault) == "agent 'agent': cannot start '/nonexistent/agent-binary': /nonexistent/agent-binary does not exist"
+    assert (
+        str(fault)
+        == "agent 'agent': cannot start '/nonexistent/agent-binary': /nonexistent/agent-binary does not exist"
+    )
 
     async def unstarted() -> Any:  # (a run that starts it anyway: the system refuses it)
         try:

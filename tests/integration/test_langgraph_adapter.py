@@ -114,7 +114,9 @@ def request(description: str = "add 2 and 3, multiply 4 and 5", **task: Any) -> 
     )
 
 
-def execute(target: LangGraphAdapter, req: ATPRequest | None = None, sink: Sink | None = None) -> tuple[ATPResponse, Sink]:
+def execute(
+    target: LangGraphAdapter, req: ATPRequest | None = None, sink: Sink | None = None
+) -> tuple[ATPResponse, Sink]:
     sink = sink or Sink()
 
     async def go() -> ATPResponse:
@@ -166,7 +168,13 @@ def test_a_react_graph_becomes_state_changes_tool_calls_and_llm_requests(graph: 
     changes = [(change.from_state, change.to_state) for change in sink.of(StateChangeEvent)]
     assert changes == [("__start__", "agent"), ("agent", "tools"), ("tools", "agent"), ("agent", "__end__")]
     add, multiply = sorted(sink.of(ToolCallEvent), key=lambda call: call.tool)
-    assert (add.tool, add.input, add.output, add.status, add.error) == ("add", {"a": 2.0, "b": 3.0}, "5.0", "success", None)
+    assert (add.tool, add.input, add.output, add.status, add.error) == (
+        "add",
+        {"a": 2.0, "b": 3.0},
+        "5.0",
+        "success",
+        None,
+    )
     assert (multiply.input, multiply.output, multiply.status) == ({"a": 4.0, "b": 5.0}, "20.0", "success")
     assert add.duration_ms is not None and 0 <= add.duration_ms < 5000
     first, last = sink.of(LLMRequestEvent)
@@ -189,7 +197,9 @@ def test_a_react_graph_becomes_state_changes_tool_calls_and_llm_requests(graph: 
 
 def test_a_factory_is_called_once_per_atp_test_with_the_config_when_it_takes_it() -> None:
     before = len(agents.FACTORY_CALLS)
-    target = adapter("make_graph_with_config", config={"recursion_limit": 30, "configurable": {"model": "small"}})
+    target = adapter(
+        "make_graph_with_config", config={"recursion_limit": 30, "configurable": {"model": "small"}}
+    )
 
     async def go() -> list[ATPResponse]:
         await target.start()
@@ -204,7 +214,12 @@ def test_a_file_a_tool_reads_is_its_output(tmp_path: Path) -> None:
     notes = write(tmp_path / "notes.txt", "the meeting is at noon\n")
     response, sink = execute(adapter(), request(f"read {notes}"))
     (call,) = sink.of(ToolCallEvent)
-    assert (call.tool, call.input, call.output, call.status) == ("read_file", {"path": str(notes)}, "the meeting is at noon\n", "success")
+    assert (call.tool, call.input, call.output, call.status) == (
+        "read_file",
+        {"path": str(notes)},
+        "the meeting is at noon\n",
+        "success",
+    )
     assert "- read_file: the meeting is at noon" in artifacts(response)["answer.md"]
 
 
@@ -213,7 +228,10 @@ def test_a_tool_error_the_graph_handles_is_a_failed_tool_call_and_the_run_goes_o
     assert response.status == "completed"
     (call,) = sink.of(ToolCallEvent)
     assert (call.tool, call.input, call.status, call.error) == (
-        "divide", {"a": 1.0, "b": 0.0}, "error", "ZeroDivisionError: float division by zero"
+        "divide",
+        {"a": 1.0, "b": 0.0},
+        "error",
+        "ZeroDivisionError: float division by zero",
     )
     assert call.output is None and sink.of(ErrorEvent) == []
     assert artifacts(response)["answer.md"].startswith("Some tools failed.")
@@ -229,17 +247,27 @@ def test_a_graph_that_raises_fails_its_run_with_an_error_event_and_the_traceback
     (error,) = sink.of(ErrorEvent)
     assert (error.error_type, error.message, error.recoverable) == ("ValueError", message, False)
     assert [change.to_state for change in sink.of(StateChangeEvent)] == ["agent", "crash"]  # no __end__
-    assert (response.metrics.total_steps, response.metrics.llm_calls, response.metrics.input_tokens) == (2, 1, 12)
+    assert (response.metrics.total_steps, response.metrics.llm_calls, response.metrics.input_tokens) == (
+        2,
+        1,
+        12,
+    )
     assert [message["type"] for message in artifacts(response)["state"]["messages"]] == ["human", "ai"]
     assert sink.lines[0] == "Traceback (most recent call last):"
-    assert sink.lines[-2:] == ["ValueError: the model said no", "During task with name 'crash' and id " + sink.lines[-1].rsplit("id ", 1)[1]]
+    assert sink.lines[-2:] == [
+        "ValueError: the model said no",
+        "During task with name 'crash' and id " + sink.lines[-1].rsplit("id ", 1)[1],
+    ]
 
 
 def test_a_tool_error_the_graph_does_not_handle_fails_the_run_naming_the_tools_node() -> None:
     response, sink = execute(adapter("strict_tools_graph"), request("divide 6 by 0"))
     line = line_of("    return a / b  # b == 0 raises ZeroDivisionError")
     assert response.status == "failed"
-    assert response.error == f"the graph raised ZeroDivisionError: float division by zero in node 'tools' (at {AGENT_FILE}:{line})"
+    assert (
+        response.error
+        == f"the graph raised ZeroDivisionError: float division by zero in node 'tools' (at {AGENT_FILE}:{line})"
+    )
     assert [event.event_type for event in sink.got][-2:] == ["tool_call", "error"]
     assert sink.of(ToolCallEvent)[0].status == "error"
 
@@ -283,7 +311,9 @@ def test_a_checkpointer_keeps_runs_apart_by_their_task_id() -> None:
 # --- time limits and parallel runs -----------------------------------------------------------
 
 
-def test_the_time_limit_cancels_the_graph_and_keeps_the_events_so_far(tmp_path: Path, plugins: Plugins) -> None:
+def test_the_time_limit_cancels_the_graph_and_keeps_the_events_so_far(
+    tmp_path: Path, plugins: Plugins
+) -> None:
     settings = f"    module: {MODULE}\n    graph: slow_graph\n    path: [{ROOT}]\n"
     tests = """
   - id: slow
@@ -310,7 +340,9 @@ def test_a_plain_def_node_outliving_its_run_stops_at_its_next_model_call() -> No
 
     agents.RELEASE.clear()
     anyio.run(go)
-    assert [warning.split(":")[0] for warning in sink.warnings] == ["the run ended while node 'stuck' was running"]
+    assert [warning.split(":")[0] for warning in sink.warnings] == [
+        "the run ended while node 'stuck' was running"
+    ]
     agents.RELEASE.set()
     for _ in range(200):
         if agents.LATE:
@@ -343,7 +375,11 @@ def test_runs_in_parallel_keep_their_events_apart() -> None:
         assert {event.task_id for event in sink.got} == {requests[description].task_id}
         assert [call.tool for call in sink.of(ToolCallEvent)] == [tool]
         assert [event.sequence for event in sink.got] == list(range(len(sink.got)))
-        assert (response.metrics.tool_calls, response.metrics.llm_calls, response.metrics.total_steps) == (1, 2, 4)
+        assert (response.metrics.tool_calls, response.metrics.llm_calls, response.metrics.total_steps) == (
+            1,
+            2,
+            4,
+        )
 
 
 def test_a_flood_of_events_fails_the_run() -> None:
@@ -361,9 +397,17 @@ def test_input_key_puts_the_description_and_input_data_in_the_state() -> None:
     assert response.status == "completed"
     found = artifacts(response)
     assert "answer.md" not in found  # no messages: no AI message to take the answer from
-    assert found["state"] == {"question": "the sum", "numbers": [1, 2, 3], "answer": "the sum: 6"}  # the lock left out
+    assert found["state"] == {
+        "question": "the sum",
+        "numbers": [1, 2, 3],
+        "answer": "the sum: 6",
+    }  # the lock left out
     assert [event.event_type for event in sink.got] == ["state_change", "tool_call", "state_change"]
-    assert (response.metrics.tool_calls, response.metrics.llm_calls, response.metrics.input_tokens) == (1, 0, None)
+    assert (response.metrics.tool_calls, response.metrics.llm_calls, response.metrics.input_tokens) == (
+        1,
+        0,
+        None,
+    )
 
 
 @pytest.mark.parametrize("mapper", ["to_input", "to_input_async"])
@@ -391,16 +435,24 @@ def test_an_output_mapper_may_return_a_list_of_artifacts() -> None:
 @pytest.mark.parametrize(
     ("settings", "message"),
     [
-        ({"output_mapper": f"{MODULE}:to_garbage"},
-         f"the output_mapper {MODULE}:to_garbage returned int, not artifacts: return a list of artifacts, "
-         "or a dict of name: text or data"),
-        ({"output_mapper": f"{MODULE}:to_bad_artifacts"},
-         f"the output_mapper {MODULE}:to_bad_artifacts returned what are not valid ATP artifacts "
-         "(Object missing required field `path` - at `$[0]`)"),
-        ({"input_mapper": f"{MODULE}:mapper_raises"},
-         f"the input_mapper {MODULE}:mapper_raises raised KeyError: 'numbers' (at {AGENT_FILE}:LINE)"),
-        ({"output_mapper": f"{MODULE}:mapper_raises"},
-         f"the output_mapper {MODULE}:mapper_raises raised KeyError: 'numbers' (at {AGENT_FILE}:LINE)"),
+        (
+            {"output_mapper": f"{MODULE}:to_garbage"},
+            f"the output_mapper {MODULE}:to_garbage returned int, not artifacts: return a list of artifacts, "
+            "or a dict of name: text or data",
+        ),
+        (
+            {"output_mapper": f"{MODULE}:to_bad_artifacts"},
+            f"the output_mapper {MODULE}:to_bad_artifacts returned what are not valid ATP artifacts "
+            "(Object missing required field `path` - at `$[0]`)",
+        ),
+        (
+            {"input_mapper": f"{MODULE}:mapper_raises"},
+            f"the input_mapper {MODULE}:mapper_raises raised KeyError: 'numbers' (at {AGENT_FILE}:LINE)",
+        ),
+        (
+            {"output_mapper": f"{MODULE}:mapper_raises"},
+            f"the output_mapper {MODULE}:mapper_raises raised KeyError: 'numbers' (at {AGENT_FILE}:LINE)",
+        ),
     ],
 )
 def test_a_mapper_that_fails_fails_the_run(settings: dict[str, Any], message: str) -> None:
@@ -416,10 +468,16 @@ def test_a_mapper_that_fails_fails_the_run(settings: dict[str, Any], message: st
 @pytest.mark.parametrize(
     ("settings", "message"),
     [
-        ({"module": "agents/my_agent.py"}, "'module' names a module, not a file: 'agents/my_agent.py' is a path. "
-                                           "Write the module's name (my_agent) and put its folder in 'path'"),
-        ({"module": "my_agent:graph"}, "'module' is the module's name alone, not 'my_agent:graph': write "
-                                       "module: my_agent and graph: graph"),
+        (
+            {"module": "agents/my_agent.py"},
+            "'module' names a module, not a file: 'agents/my_agent.py' is a path. "
+            "Write the module's name (my_agent) and put its folder in 'path'",
+        ),
+        (
+            {"module": "my_agent:graph"},
+            "'module' is the module's name alone, not 'my_agent:graph': write "
+            "module: my_agent and graph: graph",
+        ),
         ({"module": "my agent"}, "'module' 'my agent' is not a module name"),
         ({"graph": "graph()"}, "'graph' 'graph()' is not an attribute name"),
         ({"input_mapper": "my_agent.to_input"}, "'input_mapper' must be 'module:attribute'"),
@@ -438,7 +496,10 @@ def test_settings_are_checked_when_the_suite_loads(settings: dict[str, Any], mes
 
 
 def test_a_settings_error_in_a_suite_is_located(tmp_path: Path, plugins: Plugins) -> None:
-    suite = load_suite(write(tmp_path / "suite.yaml", """
+    suite = load_suite(
+        write(
+            tmp_path / "suite.yaml",
+            """
         test_suite: s
         agents:
           - name: g
@@ -447,39 +508,78 @@ def test_a_settings_error_in_a_suite_is_located(tmp_path: Path, plugins: Plugins
         tests:
           - id: t
             task: {description: x}
-        """), plugins.evaluators)
+        """,
+        ),
+        plugins.evaluators,
+    )
     with pytest.raises(SuiteError) as caught:
         resolve_agent(agent_definitions(load_config(cwd=tmp_path), suite)["g"], plugins.adapters)
-    assert f"{tmp_path / 'suite.yaml'}:3: at agents[0]: 'module' names a module, not a file" in str(caught.value)
+    assert f"{tmp_path / 'suite.yaml'}:3: at agents[0]: 'module' names a module, not a file" in str(
+        caught.value
+    )
 
 
 @pytest.mark.parametrize(
     ("graph", "settings", "message"),
     [
-        ("graph", {"module": "no_such_graph_module"},
-         "agent 'my-graph': cannot import 'no_such_graph_module:graph': no module named 'no_such_graph_module'"),
-        ("grahp", {}, f"agent 'my-graph': cannot import '{MODULE}:grahp': module '{MODULE}' ({AGENT_FILE}) has "
-                      "no attribute 'grahp'; did you mean 'graph'?"),
-        ("NOT_A_GRAPH", {}, f"agent 'my-graph': {MODULE}:NOT_A_GRAPH is int 42, not a LangGraph graph: name a "
-                            "compiled graph (builder.compile()) or a function that returns one"),
+        (
+            "graph",
+            {"module": "no_such_graph_module"},
+            "agent 'my-graph': cannot import 'no_such_graph_module:graph': no module named 'no_such_graph_module'",
+        ),
+        (
+            "grahp",
+            {},
+            f"agent 'my-graph': cannot import '{MODULE}:grahp': module '{MODULE}' ({AGENT_FILE}) has "
+            "no attribute 'grahp'; did you mean 'graph'?",
+        ),
+        (
+            "NOT_A_GRAPH",
+            {},
+            f"agent 'my-graph': {MODULE}:NOT_A_GRAPH is int 42, not a LangGraph graph: name a "
+            "compiled graph (builder.compile()) or a function that returns one",
+        ),
         ("Meeting", {}, f"agent 'my-graph': {MODULE}:Meeting is the class Meeting, not a LangGraph graph"),
-        ("make_nothing", {}, f"agent 'my-graph': the graph factory {MODULE}:make_nothing returned dict "
-                             "{'not': 'a graph'}, not a LangGraph graph (return builder.compile())"),
-        ("make_broken", {}, f"agent 'my-graph': the graph factory {MODULE}:make_broken raised RuntimeError: no "
-                            f"model configured (at {AGENT_FILE}:LINE)"),
-        ("question_graph", {}, f"agent 'my-graph': the input of graph {MODULE}:question_graph has no key "
-                               "'messages' (its keys: question, numbers, answer, opened); set 'input_key' to the "
-                               "key the task's description goes to, or write an 'input_mapper'"),
-        ("graph", {"output_mapper": f"{MODULE}:to_nothing"},
-         f"agent 'my-graph': cannot import '{MODULE}:to_nothing': module '{MODULE}' ({AGENT_FILE}) has no "
-         "attribute 'to_nothing'"),
-        ("graph", {"input_mapper": f"{MODULE}:NOT_A_GRAPH"},
-         f"agent 'my-graph': input_mapper '{MODULE}:NOT_A_GRAPH' is int 42, not a function"),
-        ("graph", {"path": ["no-such-folder"]},
-         f"agent 'my-graph': its 'path' folder {ROOT / 'no-such-folder'} does not exist"),
+        (
+            "make_nothing",
+            {},
+            f"agent 'my-graph': the graph factory {MODULE}:make_nothing returned dict "
+            "{'not': 'a graph'}, not a LangGraph graph (return builder.compile())",
+        ),
+        (
+            "make_broken",
+            {},
+            f"agent 'my-graph': the graph factory {MODULE}:make_broken raised RuntimeError: no "
+            f"model configured (at {AGENT_FILE}:LINE)",
+        ),
+        (
+            "question_graph",
+            {},
+            f"agent 'my-graph': the input of graph {MODULE}:question_graph has no key "
+            "'messages' (its keys: question, numbers, answer, opened); set 'input_key' to the "
+            "key the task's description goes to, or write an 'input_mapper'",
+        ),
+        (
+            "graph",
+            {"output_mapper": f"{MODULE}:to_nothing"},
+            f"agent 'my-graph': cannot import '{MODULE}:to_nothing': module '{MODULE}' ({AGENT_FILE}) has no "
+            "attribute 'to_nothing'",
+        ),
+        (
+            "graph",
+            {"input_mapper": f"{MODULE}:NOT_A_GRAPH"},
+            f"agent 'my-graph': input_mapper '{MODULE}:NOT_A_GRAPH' is int 42, not a function",
+        ),
+        (
+            "graph",
+            {"path": ["no-such-folder"]},
+            f"agent 'my-graph': its 'path' folder {ROOT / 'no-such-folder'} does not exist",
+        ),
     ],
 )
-def test_what_keeps_a_graph_from_starting_is_an_adapter_error(graph: str, settings: dict[str, Any], message: str) -> None:
+def test_what_keeps_a_graph_from_starting_is_an_adapter_error(
+    graph: str, settings: dict[str, Any], message: str
+) -> None:
     message = message.replace("LINE", str(line_of('    raise RuntimeError("no model configured")')))
     assert start_error(graph, **settings).startswith(message)
 
@@ -488,7 +588,9 @@ def test_without_langgraph_the_error_says_what_to_install(monkeypatch: pytest.Mo
     monkeypatch.setitem(sys.modules, "langgraph", None)
     with pytest.raises(MissingDependencyError) as caught:
         anyio.run(adapter().start)
-    assert str(caught.value).startswith("the langgraph adapter needs the Python package 'langgraph', which is not installed")
+    assert str(caught.value).startswith(
+        "the langgraph adapter needs the Python package 'langgraph', which is not installed"
+    )
     assert str(caught.value).endswith("install it with: pip install 'atp-adapters[langgraph]'")
 
 
@@ -595,8 +697,15 @@ def test_plain_converts_a_shared_value_once_and_keeps_to_its_budget() -> None:
     assert len(encoded) < MAX_BYTES + 100_000
     assert b"<truncated: " in encoded
     small = [1, 2]
-    assert _plain({"a": small, "b": small, "c": [small, small]}) == {"a": [1, 2], "b": [1, 2], "c": [[1, 2], [1, 2]]}
-    assert re.fullmatch(r"<truncated: \d more items left out, past ATP's budget .*>", _plain([list(range(MAX_ITEMS + 5))])[0][-1])
+    assert _plain({"a": small, "b": small, "c": [small, small]}) == {
+        "a": [1, 2],
+        "b": [1, 2],
+        "c": [[1, 2], [1, 2]],
+    }
+    assert re.fullmatch(
+        r"<truncated: \d more items left out, past ATP's budget .*>",
+        _plain([list(range(MAX_ITEMS + 5))])[0][-1],
+    )
 
 
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # LangGraph's coroutines
@@ -607,10 +716,16 @@ def test_plain_converts_a_shared_value_once_and_keeps_to_its_budget() -> None:
         ("exiting_graph", "the graph called sys.exit(3)", "SystemExit"),
         ("async_exiting_graph", "the graph called sys.exit(4)", "SystemExit"),
         ("generator_exit_graph", "the graph raised GeneratorExit: closing", "GeneratorExit"),
-        ("keyboard_interrupt_graph", "the graph raised KeyboardInterrupt: in an async node", "KeyboardInterrupt"),
+        (
+            "keyboard_interrupt_graph",
+            "the graph raised KeyboardInterrupt: in an async node",
+            "KeyboardInterrupt",
+        ),
     ],
 )
-def test_sys_exit_generator_exit_and_keyboard_interrupt_in_a_node_fail_the_run_only(graph: str, error: str, error_type: str) -> None:
+def test_sys_exit_generator_exit_and_keyboard_interrupt_in_a_node_fail_the_run_only(
+    graph: str, error: str, error_type: str
+) -> None:
     target = adapter(graph)
     sinks = [Sink(), Sink()]
 
@@ -641,7 +756,9 @@ def test_an_async_node_blocking_in_sync_code_times_out_without_holding_up_atp() 
         assert anyio.run(go) < 1.2  # the time limit and a short grace
     finally:
         agents.UNBLOCK.set()
-    assert [warning.split(":")[0] for warning in sink.warnings] == ["the run ended while node 'node' was running"]
+    assert [warning.split(":")[0] for warning in sink.warnings] == [
+        "the run ended while node 'node' was running"
+    ]
 
 
 def test_abandoned_plain_def_nodes_do_not_use_up_the_threads_of_later_runs() -> None:
@@ -670,7 +787,9 @@ def test_abandoned_plain_def_nodes_do_not_use_up_the_threads_of_later_runs() -> 
     assert artifacts(response)["answer.md"] == "fine"
 
 
-def test_langchain_does_not_warn_of_the_failures_the_handler_raises_on_purpose(caplog: pytest.LogCaptureFixture) -> None:
+def test_langchain_does_not_warn_of_the_failures_the_handler_raises_on_purpose(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     with caplog.at_level(logging.WARNING, logger="langchain_core.callbacks.manager"):
         with pytest.raises(AgentError, match="agent flooded ATP with events"):
             execute(adapter(), sink=Sink(fail_after=2))

@@ -29,7 +29,9 @@ REPORT = "# Video calls in 2024\n\nZoom leads with 40%; Teams follows with 30%.\
 def context(files: dict[str, str] | None = None, task: str = TASK) -> EvalContext:
     test = make_test(description=task)
     resp = response(files=files if files is not None else {"report.md": REPORT})
-    request = ATPRequest(version=PROTOCOL_VERSION, task_id=resp.task_id, task=test.task, constraints=test.constraints)
+    request = ATPRequest(
+        version=PROTOCOL_VERSION, task_id=resp.task_id, task=test.task, constraints=test.constraints
+    )
     return EvalContext(test=test, request=request, response=resp, trace=Trace.of(()))
 
 
@@ -38,7 +40,9 @@ def evaluator(server: JudgeServer, tmp_path: Path, **settings: Any) -> LlmEval:
     return LlmEval({**base, **settings})
 
 
-def judge(instance: LlmEval, config: dict[str, Any], ctx: EvalContext | None = None) -> tuple[list[Check], EvalContext]:
+def judge(
+    instance: LlmEval, config: dict[str, Any], ctx: EvalContext | None = None
+) -> tuple[list[Check], EvalContext]:
     ctx = ctx or context()
     made = ctx
 
@@ -54,7 +58,9 @@ def judge(instance: LlmEval, config: dict[str, Any], ctx: EvalContext | None = N
 def test_a_judgement_over_the_threshold_passes_with_its_evidence_and_the_judges_usage(tmp_path: Path) -> None:
     with JudgeServer() as server:
         server.script.append(judgement(0.85, "Accurate figures.", issues=["no sources"], strengths=["clear"]))
-        (check,), ctx = judge(evaluator(server, tmp_path), {"criteria": "factual_accuracy", "artifact": "report.md"})
+        (check,), ctx = judge(
+            evaluator(server, tmp_path), {"criteria": "factual_accuracy", "artifact": "report.md"}
+        )
     assert check.passed and check.skipped is None
     assert check.name == "llm_eval:factual_accuracy"
     assert check.score == 0.85
@@ -65,11 +71,17 @@ def test_a_judgement_over_the_threshold_passes_with_its_evidence_and_the_judges_
     assert details["judged"] == ["report.md"] and details["threshold"] == 0.7 and details["cached"] == 0
     (request,) = server.requests
     assert request["model"] == "claude-sonnet-4-6" and "temperature" not in request
-    assert request["tool_choice"] == {"type": "tool", "name": "record_judgement", "disable_parallel_tool_use": True}
+    assert request["tool_choice"] == {
+        "type": "tool",
+        "name": "record_judgement",
+        "disable_parallel_tool_use": True,
+    }
     assert request["tools"][0]["input_schema"]["required"] == ["score", "explanation", "issues", "strengths"]
     assert server.key_of(0) == KEY
     assert ctx.usage == {
-        "llm_eval/claude-sonnet-4-6": Usage(calls=1, input_tokens=120, output_tokens=40, cost_usd=(120 * 3 + 40 * 15) / 1e6)
+        "llm_eval/claude-sonnet-4-6": Usage(
+            calls=1, input_tokens=120, output_tokens=40, cost_usd=(120 * 3 + 40 * 15) / 1e6
+        )
     }
 
 
@@ -107,21 +119,33 @@ def test_an_answer_that_is_not_a_judgement_is_corrected_once(tmp_path: Path) -> 
     assert user == first["messages"][0]
     assert assistant["role"] == "assistant" and assistant["content"][0]["input"]["score"] == 1.4
     (result,) = correction["content"]
-    assert result["type"] == "tool_result" and result["is_error"] is True and result["tool_use_id"] == "toolu_test"
+    assert (
+        result["type"] == "tool_result"
+        and result["is_error"] is True
+        and result["tool_use_id"] == "toolu_test"
+    )
     assert "'score' is 1.4, outside 0-1" in result["content"]
     assert ctx.usage["llm_eval/claude-sonnet-4-6"].calls == 2
 
 
-def test_prose_around_the_json_then_a_missing_field_fails_the_check_showing_both_answers(tmp_path: Path) -> None:
+def test_prose_around_the_json_then_a_missing_field_fails_the_check_showing_both_answers(
+    tmp_path: Path,
+) -> None:
     with JudgeServer() as server:
-        server.script.extend([
-            text('Sure! Here is my judgement: {"score": 0.9, "explanation": "x", "issues": [], "strengths": []}'),
-            tool_input({"score": 0.9, "explanation": "no lists"}),
-        ])
+        server.script.extend(
+            [
+                text(
+                    'Sure! Here is my judgement: {"score": 0.9, "explanation": "x", "issues": [], "strengths": []}'
+                ),
+                tool_input({"score": 0.9, "explanation": "no lists"}),
+            ]
+        )
         with pytest.raises(CannotEvaluate) as raised:
             judge(evaluator(server, tmp_path), {"criteria": "coherence"})
     message = str(raised.value)
-    assert message.startswith("llm_eval:coherence: the judge answered twice with something that is not a judgement")
+    assert message.startswith(
+        "llm_eval:coherence: the judge answered twice with something that is not a judgement"
+    )
     details = raised.value.details
     assert details["answers"][0].startswith("Sure! Here is my judgement")
     assert details["answers"][1] == '{"score": 0.9, "explanation": "no lists"}'
@@ -135,7 +159,9 @@ def test_prose_around_the_json_then_a_missing_field_fails_the_check_showing_both
 
 def test_a_bare_json_text_answer_is_read(tmp_path: Path) -> None:
     with JudgeServer() as server:
-        server.script.append(text(' {"score": 0.9, "explanation": "ok", "issues": [], "strengths": ["short"]}\n'))
+        server.script.append(
+            text(' {"score": 0.9, "explanation": "ok", "issues": [], "strengths": ["short"]}\n')
+        )
         (check,), _ = judge(evaluator(server, tmp_path), {"criteria": "relevance"})
     assert check.passed and check.score == 0.9
 
@@ -160,12 +186,18 @@ def test_500_then_success_is_retried_with_backoff(tmp_path: Path) -> None:
 def test_retries_end_and_a_refusal_is_not_retried(tmp_path: Path) -> None:
     with JudgeServer() as server:
         server.default = lambda body: error(503, "overloaded_error", "busy", retry_after=0)
-        with pytest.raises(CannotEvaluate, match=r"did not answer after 3 attempts: the Messages API answered HTTP 503: overloaded_error: busy"):
+        with pytest.raises(
+            CannotEvaluate,
+            match=r"did not answer after 3 attempts: the Messages API answered HTTP 503: overloaded_error: busy",
+        ):
             judge(evaluator(server, tmp_path, max_retries=2), {"criteria": "relevance"})
         assert len(server.requests) == 3
     with JudgeServer() as server:
         server.default = lambda body: error(401, "authentication_error", "invalid x-api-key")
-        with pytest.raises(CannotEvaluate, match="cannot answer: the Messages API answered HTTP 401: authentication_error: invalid x-api-key"):
+        with pytest.raises(
+            CannotEvaluate,
+            match="cannot answer: the Messages API answered HTTP 401: authentication_error: invalid x-api-key",
+        ):
             judge(evaluator(server, tmp_path), {"criteria": "relevance"})
         assert len(server.requests) == 1
 
@@ -186,7 +218,9 @@ def test_a_second_run_of_an_unchanged_artifact_is_answered_from_the_cache(tmp_pa
         assert len(server.requests) == 12
 
 
-def test_without_an_api_key_the_checks_are_skipped_not_passed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_without_an_api_key_the_checks_are_skipped_not_passed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     with JudgeServer() as server:
         instance = LlmEval({"base_url": server.url, "cache_dir": str(tmp_path)})
@@ -216,7 +250,7 @@ def test_an_artifact_posing_as_instructions_stays_inside_its_delimiters(tmp_path
         judge(evaluator(server, tmp_path), {"criteria": "factual_accuracy"}, context({"report.md": attack}))
         prompt = server.prompt_of()
     opening = prompt.index("ARTIFACT:\n<artifact-")
-    tag = prompt[opening + len("ARTIFACT:\n<artifact-"):].split(">", 1)[0]
+    tag = prompt[opening + len("ARTIFACT:\n<artifact-") :].split(">", 1)[0]
     assert len(tag) == 16 and tag != "0000000000000000"
     block = prompt.split(f"<artifact-{tag}>\n", 1)[1].split(f"\n</artifact-{tag}>", 1)
     assert block[0] == attack  # the attack is all inside, whole
@@ -241,10 +275,16 @@ def test_nothing_to_judge_fails_and_the_artifact_is_chosen_by_path_or_name(tmp_p
 
 def test_custom_criteria_use_the_suites_prompt(tmp_path: Path) -> None:
     with JudgeServer() as server:
-        (check,), _ = judge(evaluator(server, tmp_path), {"criteria": "custom", "prompt": "Is the tone formal?"})
+        (check,), _ = judge(
+            evaluator(server, tmp_path), {"criteria": "custom", "prompt": "Is the tone formal?"}
+        )
         prompt = server.prompt_of()
     assert check.name == "llm_eval:custom"
-    assert prompt.rsplit("</artifact-", 1)[1].split("\n", 2)[2].startswith("CRITERION: custom\nIs the tone formal?\n")
+    assert (
+        prompt.rsplit("</artifact-", 1)[1]
+        .split("\n", 2)[2]
+        .startswith("CRITERION: custom\nIs the tone formal?\n")
+    )
     with pytest.raises(msgspec.ValidationError, match="needs a 'prompt'"):
         msgspec.convert({"criteria": "custom"}, LlmEvalConfig)
     with pytest.raises(msgspec.ValidationError, match="unknown criterion 'accuracy'"):
@@ -264,21 +304,36 @@ class KeylessJudge(JudgeBackend):
         KeylessJudge.calls.append(call)
         if len(KeylessJudge.calls) == 1:
             raise TransientJudgeError("busy", retry_after=0.0)
-        return JudgeReply(tool_input=None, text='{"score": 0.6, "explanation": "by length", "issues": [], "strengths": []}',
-                          content=[{"type": "text", "text": "..."}], tool_use_id=None, input_tokens=10, output_tokens=5)
+        return JudgeReply(
+            tool_input=None,
+            text='{"score": 0.6, "explanation": "by length", "issues": [], "strengths": []}',
+            content=[{"type": "text", "text": "..."}],
+            tool_use_id=None,
+            input_tokens=10,
+            output_tokens=5,
+        )
 
 
-def test_a_plugins_back_end_is_chosen_by_the_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_plugins_back_end_is_chosen_by_the_settings(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     KeylessJudge.calls = []
-    instance = LlmEval({"backend": "tests.integration.test_llm_judge:KeylessJudge", "cache": False, "model": "local-7b"})
+    instance = LlmEval(
+        {"backend": "tests.integration.test_llm_judge:KeylessJudge", "cache": False, "model": "local-7b"}
+    )
     (check,), ctx = judge(instance, {"criteria": "clarity", "threshold": 0.5})
     assert check.passed and check.score == 0.6 and (check.details or {})["retries"] == 1
     assert [c.model for c in KeylessJudge.calls] == ["local-7b", "local-7b"]
-    assert ctx.usage == {"llm_eval/local-7b": Usage(calls=2, input_tokens=10, output_tokens=5)}  # no known price
+    assert ctx.usage == {
+        "llm_eval/local-7b": Usage(calls=2, input_tokens=10, output_tokens=5)
+    }  # no known price
     from atp.core.errors import ConfigError
 
-    for name, problem in (("nope", "no judge back end named 'nope'"), ("atp.core.text:shorten", "is not a JudgeBackend subclass")):
+    for name, problem in (
+        ("nope", "no judge back end named 'nope'"),
+        ("atp.core.text:shorten", "is not a JudgeBackend subclass"),
+    ):
         with pytest.raises(ConfigError, match=problem):
             judge(LlmEval({"backend": name}), {"criteria": "clarity"})
 
@@ -316,11 +371,22 @@ def test_a_server_that_trickles_its_answer_is_cut_off_at_the_request_timeout(tmp
     thread.start()
     url = f"http://127.0.0.1:{listener.getsockname()[1]}"
     try:
-        instance = LlmEval({"base_url": url, "api_key": KEY, "cache": False, "request_timeout_seconds": 0.6, "max_retries": 1})
+        instance = LlmEval(
+            {
+                "base_url": url,
+                "api_key": KEY,
+                "cache": False,
+                "request_timeout_seconds": 0.6,
+                "max_retries": 1,
+            }
+        )
         import time
 
         began = time.monotonic()
-        with pytest.raises(CannotEvaluate, match=r"did not answer after 2 attempts: no answer within 0.6 s \(request_timeout_seconds\)"):
+        with pytest.raises(
+            CannotEvaluate,
+            match=r"did not answer after 2 attempts: no answer within 0.6 s \(request_timeout_seconds\)",
+        ):
             judge(instance, {"criteria": "clarity"})
         assert time.monotonic() - began < 5
     finally:
@@ -329,14 +395,28 @@ def test_a_server_that_trickles_its_answer_is_cut_off_at_the_request_timeout(tmp
         listener.close()
 
 
-def test_calls_to_other_tools_or_several_calls_are_corrected_with_a_result_for_every_call(tmp_path: Path) -> None:
+def test_calls_to_other_tools_or_several_calls_are_corrected_with_a_result_for_every_call(
+    tmp_path: Path,
+) -> None:
     from tests.judge_server import message
 
     other = message([{"type": "tool_use", "id": "toolu_a", "name": "web_search", "input": {"q": "x"}}])
-    twice = message([
-        {"type": "tool_use", "id": "toolu_1", "name": "record_judgement", "input": {"score": 0.1, "explanation": "", "issues": [], "strengths": []}},
-        {"type": "tool_use", "id": "toolu_2", "name": "record_judgement", "input": {"score": 0.9, "explanation": "", "issues": [], "strengths": []}},
-    ])
+    twice = message(
+        [
+            {
+                "type": "tool_use",
+                "id": "toolu_1",
+                "name": "record_judgement",
+                "input": {"score": 0.1, "explanation": "", "issues": [], "strengths": []},
+            },
+            {
+                "type": "tool_use",
+                "id": "toolu_2",
+                "name": "record_judgement",
+                "input": {"score": 0.9, "explanation": "", "issues": [], "strengths": []},
+            },
+        ]
+    )
     with JudgeServer() as server:
         server.script.extend([other, judgement(0.8), twice, judgement(0.7)])
         (first,), _ = judge(evaluator(server, tmp_path), {"criteria": "clarity"})
@@ -344,7 +424,9 @@ def test_calls_to_other_tools_or_several_calls_are_corrected_with_a_result_for_e
     assert first.score == 0.8 and second.score == 0.7
     results = server.requests[1]["messages"][2]["content"]
     assert [r["tool_use_id"] for r in results] == ["toolu_a"]
-    assert "the answer calls the tool 'web_search'; only record_judgement may be called" in results[0]["content"]
+    assert (
+        "the answer calls the tool 'web_search'; only record_judgement may be called" in results[0]["content"]
+    )
     results = server.requests[3]["messages"][2]["content"]
     assert [r["tool_use_id"] for r in results] == ["toolu_1", "toolu_2"]
     assert "the answer calls record_judgement 2 times; call it once" in results[0]["content"]
@@ -360,7 +442,10 @@ def test_duplicate_keys_lone_surrogates_and_deep_nesting_are_not_judgements(tmp_
     with JudgeServer() as server:
         for answer in answers:
             server.script.extend([answer, judgement(0.75)])
-            (check,), _ = judge(evaluator(server, tmp_path, cache=True), {"criteria": "clarity", "prompt": f"case {len(server.requests)}"})
+            (check,), _ = judge(
+                evaluator(server, tmp_path, cache=True),
+                {"criteria": "clarity", "prompt": f"case {len(server.requests)}"},
+            )
             assert check.score == 0.75
         problems = [r["messages"][2]["content"] for r in server.requests[1::2]]
     assert "the answer gives 'score' twice" in problems[0]
@@ -368,15 +453,25 @@ def test_duplicate_keys_lone_surrogates_and_deep_nesting_are_not_judgements(tmp_
     assert "nested too deeply" in problems[2] or "not the JSON object alone" in problems[2]
 
 
-def test_a_plugin_back_end_raising_its_own_errors_is_retried_or_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_plugin_back_end_raising_its_own_errors_is_retried_or_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     KeylessJudge.calls = []
     Raising.errors = [ConnectionRefusedError(111, "Connection refused")]
-    (check,), _ = judge(LlmEval({"backend": "tests.integration.test_llm_judge:Raising", "cache": False}), {"criteria": "clarity"})
+    (check,), _ = judge(
+        LlmEval({"backend": "tests.integration.test_llm_judge:Raising", "cache": False}),
+        {"criteria": "clarity"},
+    )
     assert check.passed and (check.details or {})["retries"] == 1
     Raising.errors = [KeyError("judgement")]
-    with pytest.raises(CannotEvaluate, match="the judge cannot answer: the raising back end raised KeyError: 'judgement'"):
-        judge(LlmEval({"backend": "tests.integration.test_llm_judge:Raising", "cache": False}), {"criteria": "clarity"})
+    with pytest.raises(
+        CannotEvaluate, match="the judge cannot answer: the raising back end raised KeyError: 'judgement'"
+    ):
+        judge(
+            LlmEval({"backend": "tests.integration.test_llm_judge:Raising", "cache": False}),
+            {"criteria": "clarity"},
+        )
 
 
 class Raising(KeylessJudge):
@@ -386,8 +481,12 @@ class Raising(KeylessJudge):
     async def send(self, call: JudgeCall) -> JudgeReply:
         if Raising.errors:
             raise Raising.errors.pop(0)
-        return JudgeReply(tool_input={"score": 0.9, "explanation": "", "issues": [], "strengths": []}, text="",
-                          content=[], tool_use_id=None)
+        return JudgeReply(
+            tool_input={"score": 0.9, "explanation": "", "issues": [], "strengths": []},
+            text="",
+            content=[],
+            tool_use_id=None,
+        )
 
 
 def test_the_cache_key_holds_the_server_and_a_planted_fifo_is_a_miss(tmp_path: Path) -> None:
@@ -412,7 +511,9 @@ def test_the_mean_at_the_threshold_passes_and_a_failed_judgement_still_costs(tmp
         ctx = context()
         with pytest.raises(CannotEvaluate):
             judge(evaluator(server, tmp_path), {"criteria": "clarity"}, ctx)
-    assert ctx.usage["llm_eval/claude-sonnet-4-6"] == Usage(calls=2, input_tokens=240, output_tokens=80, cost_usd=(240 * 3 + 80 * 15) / 1e6)
+    assert ctx.usage["llm_eval/claude-sonnet-4-6"] == Usage(
+        calls=2, input_tokens=240, output_tokens=80, cost_usd=(240 * 3 + 80 * 15) / 1e6
+    )
 
 
 def test_many_large_artifacts_are_read_only_as_far_as_the_judge_needs(tmp_path: Path) -> None:
@@ -423,11 +524,15 @@ def test_many_large_artifacts_are_read_only_as_far_as_the_judge_needs(tmp_path: 
     ctx = context({})
     ctx.response.artifacts.extend(FileArtifact(path=str(big)) for _ in range(40))
     with JudgeServer() as server:
-        (check,), _ = judge(evaluator(server, tmp_path, max_artifact_chars=1000), {"criteria": "clarity"}, ctx)
+        (check,), _ = judge(
+            evaluator(server, tmp_path, max_artifact_chars=1000), {"criteria": "clarity"}, ctx
+        )
         prompt = server.prompt_of()
     notes = (check.details or {})["notes"]
     assert "39 more artifacts not read: the judge's limit was reached" in notes
-    assert any(n.startswith("the artifact text is ") and n.endswith("the judge saw the first 1000") for n in notes)
+    assert any(
+        n.startswith("the artifact text is ") and n.endswith("the judge saw the first 1000") for n in notes
+    )
     assert len(prompt) < 5000 and "more characters not shown" in prompt
 
 
@@ -438,7 +543,9 @@ def test_a_judge_that_cannot_be_reached_is_not_waited_for_again(tmp_path: Path) 
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]  # closed once the block ends: connections are refused
-    instance = LlmEval({"base_url": f"http://127.0.0.1:{port}", "api_key": KEY, "cache": False, "max_retries": 2})
+    instance = LlmEval(
+        {"base_url": f"http://127.0.0.1:{port}", "api_key": KEY, "cache": False, "max_retries": 2}
+    )
     ctx = context()
     began = time.monotonic()
 
@@ -453,7 +560,11 @@ def test_a_judge_that_cannot_be_reached_is_not_waited_for_again(tmp_path: Path) 
         return messages
 
     first, second = anyio.run(both)
-    assert first.startswith("llm_eval:clarity: the judge did not answer after 3 attempts: the Messages API could not be reached")
-    assert second.startswith("llm_eval:coherence: the judge could not be reached earlier in this run, so it is not asked again")
+    assert first.startswith(
+        "llm_eval:clarity: the judge did not answer after 3 attempts: the Messages API could not be reached"
+    )
+    assert second.startswith(
+        "llm_eval:coherence: the judge could not be reached earlier in this run, so it is not asked again"
+    )
     assert time.monotonic() - began < 4  # one round of backoff (0.5 s + 1 s), not two
     assert ctx.usage["llm_eval/claude-sonnet-4-6"].calls == 3

@@ -81,9 +81,15 @@ def all_gone(pids: list[int], within: float = 5.0) -> bool:
 def comparable(results: SuiteResults) -> list[tuple[Any, ...]]:
     """What a run's result says, without what differs from one run to the next."""
     return [
-        (test.id, run.outcome, run.status, run.score,
-         [{k: v for k, v in a.data.items() if k != "pid"} for a in run.artifacts],
-         [(c.name, c.passed) for c in run.checks], run.trace.by_type)
+        (
+            test.id,
+            run.outcome,
+            run.status,
+            run.score,
+            [{k: v for k, v in a.data.items() if k != "pid"} for a in run.artifacts],
+            [(c.name, c.passed) for c in run.checks],
+            run.trace.by_type,
+        )
         for test in results.tests
         for run in test.runs
     ]
@@ -116,7 +122,9 @@ def test_an_agent_that_crashes_on_one_request_fails_that_run_and_a_new_process_s
     outcomes = [(r.outcome, r.error) for r in runs(results)]
     assert [o for o, _ in outcomes] == ["passed", "passed", "failed", "passed", "passed"]
     error = outcomes[2][1]
-    assert error.startswith("agent exited with code 3 after 2 runs without writing a response on stdout"), error
+    assert error.startswith("agent exited with code 3 after 2 runs without writing a response on stdout"), (
+        error
+    )
     assert "about to crash" in error
     first, second = started(pids)
     assert all_gone([first, second])
@@ -170,7 +178,8 @@ def test_an_agent_that_answers_once_and_exits_still_works_with_a_warning(
     assert len(warnings) == 2, warnings
     assert all(
         "exited with code 0 while it waited for its next request (after 1 run)" in w
-        or "exited with code 0 after 1 run without a word about this request; ATP sent it to a new process" in w
+        or "exited with code 0 after 1 run without a word about this request; ATP sent it to a new process"
+        in w
         for w in warnings
     ), warnings
 
@@ -203,7 +212,9 @@ def test_a_process_that_ignores_the_end_of_stdin_is_stopped_at_the_end_of_the_su
     assert time.monotonic() - began < 6  # grace_seconds: 1, then SIGTERM
 
 
-def test_without_the_flag_the_agent_serves_one_request_per_process(tmp_path: Path, plugins: Plugins, pids: Path) -> None:
+def test_without_the_flag_the_agent_serves_one_request_per_process(
+    tmp_path: Path, plugins: Plugins, pids: Path
+) -> None:
     results, _ = run_suite(tmp_path, plugins, ["a", "b", "c"], settings="")
     assert results.summary.passed == 3
     assert len(started(pids)) == 3

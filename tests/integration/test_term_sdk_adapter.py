@@ -57,7 +57,9 @@ def request(description: str = "complete: say hello", **constraints: Any) -> ATP
     )
 
 
-def execute(options: dict[str, Any], description: str = "complete: say hello", **constraints: Any) -> tuple[Any, LogSink, float]:
+def execute(
+    options: dict[str, Any], description: str = "complete: say hello", **constraints: Any
+) -> tuple[Any, LogSink, float]:
     """One run's answer (or the exception it raised), its sink and how long it took."""
     sink = LogSink()
 
@@ -76,7 +78,9 @@ def execute(options: dict[str, Any], description: str = "complete: say hello", *
     return answer, sink, time.perf_counter() - started
 
 
-def run_suite(tmp_path: Path, plugins: Plugins, yaml_settings: str, tests: str, **options: Any) -> tuple[SuiteResults, RunStore]:
+def run_suite(
+    tmp_path: Path, plugins: Plugins, yaml_settings: str, tests: str, **options: Any
+) -> tuple[SuiteResults, RunStore]:
     return run_agent_suite("term-sdk", tmp_path, plugins, yaml_settings, tests, **options)
 
 
@@ -120,11 +124,15 @@ def test_a_completed_task_gives_shell_tool_calls_artifacts_and_metrics(tmp_path:
     assert calls[3].output == {"output": "", "exit_code": 1} and calls[3].status == "error"
     assert calls[3].error == "exit code 1"
     assert sink.sequences() == list(range(len(sink.seen)))
-    changes = [(e.payload.from_state, e.payload.to_state) for e in sink.seen if e.event_type == "state_change"]
+    changes = [
+        (e.payload.from_state, e.payload.to_state) for e in sink.seen if e.event_type == "state_change"
+    ]
     assert changes[0] == ("idle", "started") and changes[-1][1] == "completed"
     # the file the agent wrote in its (temporary) folder, its content kept as the folder is gone
     [artifact] = answer.artifacts
-    assert artifact.path == "hello.txt" and artifact.size_bytes == 14 and artifact.content == "Hello, World!\n"
+    assert (
+        artifact.path == "hello.txt" and artifact.size_bytes == 14 and artifact.content == "Hello, World!\n"
+    )
     assert artifact.content_hash == "sha256:c98c24b677eff44860afea6f493bbaec5bb1c4cbb209c6fc2bbb47f66ff2ad31"
     assert answer.metrics.total_steps == 4 and answer.metrics.tool_calls == 4
     assert 0 < answer.metrics.wall_time_seconds < 10
@@ -164,9 +172,15 @@ def test_the_instruction_carries_input_data_and_the_constraints(tmp_path: Path) 
     answer, _, _ = execute(settings("echo"), "echo the task", max_steps=7, timeout_seconds=42)
     [artifact] = answer.artifacts
     assert artifact.path == "start.json"
-    assert json.loads(artifact.content) == {"instruction": "echo the task", "max_steps": 7, "timeout_secs": 42}
+    assert json.loads(artifact.content) == {
+        "instruction": "echo the task",
+        "max_steps": 7,
+        "timeout_secs": 42,
+    }
     # without max_steps: the setting's (200 by default); input_data rendered after the description
-    task = ATPRequest(version="1.0", task_id="t", task=Task(description="Sum them", input_data={"numbers": [1, 2]}))
+    task = ATPRequest(
+        version="1.0", task_id="t", task=Task(description="Sum them", input_data={"numbers": [1, 2]})
+    )
     assert instruction(task) == 'Sum them\n\nInput data (JSON):\n{\n  "numbers": [\n    1,\n    2\n  ]\n}'
     answer, _, _ = execute(settings("echo", max_steps=12), "echo again")
     assert json.loads(answer.artifacts[0].content)["max_steps"] == 12
@@ -182,7 +196,9 @@ def test_a_slow_start_is_waited_through(tmp_path: Path) -> None:
 
 
 def test_a_failed_task_fails_the_run_with_the_agents_error(tmp_path: Path, plugins: Plugins) -> None:
-    results, store = run_suite(tmp_path, plugins, yaml_settings(), '  - id: f\n    task: {description: "fail now"}\n')
+    results, store = run_suite(
+        tmp_path, plugins, yaml_settings(), '  - id: f\n    task: {description: "fail now"}\n'
+    )
     run = results.tests[0].runs[0]
     assert run.outcome == "failed" and run.status == "failed"
     assert run.error == "RuntimeError: max steps exceeded"
@@ -192,16 +208,22 @@ def test_a_failed_task_fails_the_run_with_the_agents_error(tmp_path: Path, plugi
 
 
 @pytest.mark.parametrize("mode", ["unhealthy", "deaf"])
-def test_an_agent_that_never_becomes_healthy_is_stopped_after_the_health_timeout(tmp_path: Path, mode: str) -> None:
+def test_an_agent_that_never_becomes_healthy_is_stopped_after_the_health_timeout(
+    tmp_path: Path, mode: str
+) -> None:
     pidfile = tmp_path / "pid"
     answer, _, seconds = execute(settings(mode, health_timeout=1, env={"TERM_AGENT_PIDFILE": str(pidfile)}))
     assert isinstance(answer, AgentError) and not isinstance(answer, AgentRefused)
-    assert answer.message.startswith("the agent did not become healthy within 1 s (health_timeout): GET http://127.0.0.1:")
+    assert answer.message.startswith(
+        "the agent did not become healthy within 1 s (health_timeout): GET http://127.0.0.1:"
+    )
     if mode == "unhealthy":
         assert answer.message.endswith("/health last answered HTTP 503 Service Unavailable, saying")
         assert json.loads(answer.evidence) == {"status": "starting"}
     else:
-        assert answer.message.endswith("/health last answered connection refused (is the agent running and listening there?)")
+        assert answer.message.endswith(
+            "/health last answered connection refused (is the agent running and listening there?)"
+        )
     assert 1.0 <= seconds < 4.0
     assert gone(pid_of(pidfile))
 
@@ -209,7 +231,10 @@ def test_an_agent_that_never_becomes_healthy_is_stopped_after_the_health_timeout
 def test_an_agent_that_exits_at_start_is_reported_at_once_with_its_output(tmp_path: Path) -> None:
     answer, sink, seconds = execute(settings("crash"))
     assert isinstance(answer, AgentError)
-    assert answer.message == "the agent exited with code 3 before it became healthy (GET /health); its output ends with"
+    assert (
+        answer.message
+        == "the agent exited with code 3 before it became healthy (GET /health); its output ends with"
+    )
     assert answer.evidence == "fatal: no model configured (set LLM_PROXY_URL)"
     assert seconds < 3.0  # not the 15 s health_timeout
     assert sink.lines == ["fatal: no model configured (set LLM_PROXY_URL)"]
@@ -217,7 +242,9 @@ def test_an_agent_that_exits_at_start_is_reported_at_once_with_its_output(tmp_pa
 
 def test_a_409_on_start_names_the_status_and_the_agents_error(tmp_path: Path, plugins: Plugins) -> None:
     # the agent runs a task of its own as soon as it serves: ATP's POST /start is a second one
-    results, _ = run_suite(tmp_path, plugins, yaml_settings("busy"), '  - id: b\n    task: {description: "anything"}\n')
+    results, _ = run_suite(
+        tmp_path, plugins, yaml_settings("busy"), '  - id: b\n    task: {description: "anything"}\n'
+    )
     run = results.tests[0].runs[0]
     assert run.outcome == "failed"
     assert re.fullmatch(
@@ -252,16 +279,21 @@ def test_a_second_start_is_refused_by_the_test_agent(tmp_path: Path) -> None:
         process.wait()
 
 
-@pytest.mark.parametrize(("mode", "status", "error"), [
-    ("reject", "400 Bad Request", "instruction required"),
-    ("internal", "500 Internal Server Error", "runner not initialized"),
-])
+@pytest.mark.parametrize(
+    ("mode", "status", "error"),
+    [
+        ("reject", "400 Bad Request", "instruction required"),
+        ("internal", "500 Internal Server Error", "runner not initialized"),
+    ],
+)
 def test_400_and_500_on_start_fail_the_run(mode: str, status: str, error: str) -> None:
     answer, _, _ = execute(settings(), f"{mode} it")
     assert isinstance(answer, AgentError)
     assert isinstance(answer, AgentRefused) == (mode == "reject")
     verb = "refused the request with" if mode == "reject" else "failed with"
-    assert re.fullmatch(rf"POST http://127\.0\.0\.1:\d+/start: the agent {verb} HTTP {status}", answer.message), answer.message
+    assert re.fullmatch(
+        rf"POST http://127\.0\.0\.1:\d+/start: the agent {verb} HTTP {status}", answer.message
+    ), answer.message
     assert answer.evidence == error
 
 
@@ -270,7 +302,9 @@ def test_400_and_500_on_start_fail_the_run(mode: str, status: str, error: str) -
 
 def test_a_timeout_while_running_stops_the_agent(tmp_path: Path, plugins: Plugins) -> None:
     pidfile = tmp_path / "pid"
-    tests = '  - id: slow\n    task: {description: "forever and ever"}\n    constraints: {timeout_seconds: 2}\n'
+    tests = (
+        '  - id: slow\n    task: {description: "forever and ever"}\n    constraints: {timeout_seconds: 2}\n'
+    )
     started = time.perf_counter()
     results, _ = run_suite(tmp_path, plugins, yaml_settings(env={"TERM_AGENT_PIDFILE": str(pidfile)}), tests)
     assert time.perf_counter() - started < 8
@@ -292,7 +326,9 @@ def test_an_agent_that_ignores_sigterm_is_killed_after_the_grace(tmp_path: Path,
     results, _ = run_suite(tmp_path, plugins, options, tests)
     runs = runs_by_test(results)
     assert runs["done"].outcome == "passed", runs["done"].error
-    assert runs["done"].warnings == ["the agent did not exit within 1 s of SIGTERM (stop_grace); ATP killed it"]
+    assert runs["done"].warnings == [
+        "the agent did not exit within 1 s of SIGTERM (stop_grace); ATP killed it"
+    ]
     assert runs["done"].duration_seconds >= 1.0
     assert runs["late"].status == "timeout"
     assert "the agent did not exit within 1 s of SIGTERM (stop_grace); ATP killed it" in runs["late"].warnings
@@ -316,21 +352,31 @@ def test_five_failed_polls_fail_the_run() -> None:
     assert "2 polls in a row failed" in answer.message
 
 
-@pytest.mark.parametrize(("mode", "problem", "evidence"), [
-    ("garbage", "(JSON is malformed: invalid character (byte 4))", b"this is not JSON {"),
-    ("badshape", "(Expected `array`, got `str` - at `$.history`)", b'"history": "everything is fine"'),
-])
-def test_an_answer_that_is_not_the_sdks_json_fails_the_run_with_evidence(mode: str, problem: str, evidence: bytes) -> None:
+@pytest.mark.parametrize(
+    ("mode", "problem", "evidence"),
+    [
+        ("garbage", "(JSON is malformed: invalid character (byte 4))", b"this is not JSON {"),
+        ("badshape", "(Expected `array`, got `str` - at `$.history`)", b'"history": "everything is fine"'),
+    ],
+)
+def test_an_answer_that_is_not_the_sdks_json_fails_the_run_with_evidence(
+    mode: str, problem: str, evidence: bytes
+) -> None:
     answer, _, _ = execute(settings(mode))
     assert isinstance(answer, AgentError)
-    assert answer.message.endswith(f"/status: the agent broke the protocol: its status is not the SDK's JSON {problem}")
+    assert answer.message.endswith(
+        f"/status: the agent broke the protocol: its status is not the SDK's JSON {problem}"
+    )
     assert evidence in answer.evidence
 
 
 def test_an_agent_that_exits_while_running_is_reported_at_once() -> None:
     answer, _, seconds = execute(settings(poll_interval=0.2), "vanish")
     assert isinstance(answer, AgentError)
-    assert answer.message == "the agent exited with code 4 while running the task, after 1 step seen; its output ends with"
+    assert (
+        answer.message
+        == "the agent exited with code 4 while running the task, after 1 step seen; its output ends with"
+    )
     assert answer.evidence.endswith("out of memory, bye")
     assert seconds < 5
 
@@ -347,11 +393,17 @@ def test_steps_missing_from_the_history_are_said_and_counted(tmp_path: Path, plu
     answer, sink, _ = execute(settings("gaps"))
     assert answer.status == "completed"
     assert [e.payload.input["command"] for e in sink.seen if e.event_type == "tool_call"] == [
-        "echo step 3", "echo step 6", "echo step 9",
+        "echo step 3",
+        "echo step 6",
+        "echo step 9",
     ]
-    lost = [e.payload.message for e in sink.seen if e.event_type == "progress" and "history" in e.payload.message]
-    assert lost == [f"steps {a}-{b} are not in the agent's history (it holds the last commands only); ATP did not see them"
-                    for a, b in ((1, 2), (4, 5), (7, 8))]
+    lost = [
+        e.payload.message for e in sink.seen if e.event_type == "progress" and "history" in e.payload.message
+    ]
+    assert lost == [
+        f"steps {a}-{b} are not in the agent's history (it holds the last commands only); ATP did not see them"
+        for a, b in ((1, 2), (4, 5), (7, 8))
+    ]
     assert sink.warnings == [
         "6 of the agent's 9 steps never appeared in its history (steps 1-2, 4-5, 7-8): the history holds only "
         "the last commands, and the agent ran more than that between two polls (poll_interval 0.5 s); they are "
@@ -389,7 +441,9 @@ def test_parallel_runs_have_their_own_ports_and_folders(tmp_path: Path, plugins:
 def test_a_fixed_port_makes_runs_take_turns(tmp_path: Path, plugins: Plugins) -> None:
     port = free_port()
     tests = "".join(f'  - id: r{i}\n    task: {{description: "complete: {i}"}}\n' for i in range(3))
-    results, store = run_suite(tmp_path, plugins, yaml_settings(extra=f"    port: {port}\n"), tests, parallel=3)
+    results, store = run_suite(
+        tmp_path, plugins, yaml_settings(extra=f"    port: {port}\n"), tests, parallel=3
+    )
     for test in results.tests:
         run = test.runs[0]
         assert run.outcome == "passed", run.error  # (a second agent on the port could not listen)
@@ -399,10 +453,14 @@ def test_a_fixed_port_makes_runs_take_turns(tmp_path: Path, plugins: Plugins) ->
     assert durations[2] >= 2.5 * durations[0] and durations[1] >= 1.5 * durations[0], durations
     waited = [test.runs[0].warnings for test in results.tests if test.runs[0].warnings]
     assert len(waited) == 2, waited
-    assert all(warnings == [
-        f"this run waits for its turn: the runs of agent 'agent' share the fixed port {port} and take turns; the "
-        "wait counts against the run's time limit (leave out 'port' and 'cwd' to run in parallel)"
-    ] for warnings in waited), waited
+    assert all(
+        warnings
+        == [
+            f"this run waits for its turn: the runs of agent 'agent' share the fixed port {port} and take turns; the "
+            "wait counts against the run's time limit (leave out 'port' and 'cwd' to run in parallel)"
+        ]
+        for warnings in waited
+    ), waited
 
 
 def test_the_agent_works_in_the_runs_workspace(tmp_path: Path, plugins: Plugins) -> None:
@@ -464,7 +522,9 @@ def test_health_check_starts_the_agent_and_stops_it(tmp_path: Path, mode: str, e
         health = anyio.run(adapter.health)
         assert health.status == ("healthy" if expected else "unhealthy")
         if not expected:
-            assert health.detail.endswith("last answered HTTP 503 Service Unavailable, saying: {\"status\": \"starting\"}")
+            assert health.detail.endswith(
+                'last answered HTTP 503 Service Unavailable, saying: {"status": "starting"}'
+            )
     else:
         assert isinstance(answer, AdapterError)
         assert str(answer) == (
@@ -476,7 +536,9 @@ def test_health_check_starts_the_agent_and_stops_it(tmp_path: Path, mode: str, e
 
 def test_a_command_that_cannot_start_stops_the_suite(tmp_path: Path) -> None:
     adapter = adapter_for({"command": ["./no-such-agent"]}, base_dir=tmp_path)
-    with pytest.raises(AdapterError, match=r"cannot start './no-such-agent': .*/no-such-agent does not exist"):
+    with pytest.raises(
+        AdapterError, match=r"cannot start './no-such-agent': .*/no-such-agent does not exist"
+    ):
         anyio.run(adapter.start)
 
 
@@ -484,22 +546,34 @@ def test_relative_paths_of_the_command_are_the_agents_folder(tmp_path: Path) -> 
     write(tmp_path / "agent.py", "")
     (tmp_path / "pkg").mkdir()
     adapter = adapter_for({"command": "python3 agent.py --flag . other ../x -m pkg"}, base_dir=tmp_path)
-    assert adapter.argv == ["python3", str(tmp_path / "agent.py"), "--flag", ".", "other", "../x", "-m", "pkg"]
+    assert adapter.argv == [
+        "python3",
+        str(tmp_path / "agent.py"),
+        "--flag",
+        ".",
+        "other",
+        "../x",
+        "-m",
+        "pkg",
+    ]
     adapter = adapter_for({"command": ["./bin/agent", "pkg"]}, base_dir=tmp_path)
     assert adapter.argv == [str(tmp_path / "bin" / "agent"), str(tmp_path / "pkg")]
 
 
-@pytest.mark.parametrize(("options", "message"), [
-    ({"command": []}, "'command' is empty"),
-    ({"command": "a", "env": {"AGENT_PORT": "1"}}, "'env' may not set AGENT_PORT"),
-    ({"command": "a", "health_timeout": 0}, "Expected `float` > 0.0 - at `$.health_timeout`"),
-    ({"command": "a", "poll_interval": float("nan")}, "Expected `float` > 0.0 - at `$.poll_interval`"),
-    ({"command": "a", "port": 70000}, "Expected `int` <= 65535 - at `$.port`"),
-    ({"command": "a", "host": "http://x"}, "'host' 'http://x' is not a host name"),
-    ({"command": "a", "max_poll_errors": 0}, "Expected `int` >= 1 - at `$.max_poll_errors`"),
-    ({"command": "a", "stop_grace": -1}, "Expected `float` >= 0.0 - at `$.stop_grace`"),
-    ({"command": "a", "timeout_secs": 3}, "Object contains unknown field `timeout_secs`"),
-])
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"command": []}, "'command' is empty"),
+        ({"command": "a", "env": {"AGENT_PORT": "1"}}, "'env' may not set AGENT_PORT"),
+        ({"command": "a", "health_timeout": 0}, "Expected `float` > 0.0 - at `$.health_timeout`"),
+        ({"command": "a", "poll_interval": float("nan")}, "Expected `float` > 0.0 - at `$.poll_interval`"),
+        ({"command": "a", "port": 70000}, "Expected `int` <= 65535 - at `$.port`"),
+        ({"command": "a", "host": "http://x"}, "'host' 'http://x' is not a host name"),
+        ({"command": "a", "max_poll_errors": 0}, "Expected `int` >= 1 - at `$.max_poll_errors`"),
+        ({"command": "a", "stop_grace": -1}, "Expected `float` >= 0.0 - at `$.stop_grace`"),
+        ({"command": "a", "timeout_secs": 3}, "Object contains unknown field `timeout_secs`"),
+    ],
+)
 def test_settings_are_checked(options: dict[str, Any], message: str) -> None:
     with pytest.raises(msgspec.ValidationError) as raised:
         msgspec.convert(options, TermSdkSettings)
@@ -507,7 +581,9 @@ def test_settings_are_checked(options: dict[str, Any], message: str) -> None:
 
 
 def test_settings_built_in_code_are_checked_too() -> None:
-    with pytest.raises(ValueError, match="'poll_interval' must be a number of seconds above 0 and at most 600"):
+    with pytest.raises(
+        ValueError, match="'poll_interval' must be a number of seconds above 0 and at most 600"
+    ):
         TermSdkSettings(command="a", poll_interval=float("nan"))
     with pytest.raises(ValueError, match="'stop_grace' must be a number of seconds from 0 to 600"):
         TermSdkSettings(command="a", stop_grace=-1)
@@ -518,7 +594,9 @@ def test_settings_in_a_suite_file_are_refused_with_their_line(tmp_path: Path, pl
     from atp.core.errors import SuiteError
     from atp.core.suite import load_suite
 
-    suite = write(tmp_path / "suite.yaml", """
+    suite = write(
+        tmp_path / "suite.yaml",
+        """
         test_suite: s
         agents:
           - name: agent
@@ -527,7 +605,8 @@ def test_settings_in_a_suite_file_are_refused_with_their_line(tmp_path: Path, pl
             poll_interval: -1
         tests:
           - {id: t, task: {description: x}}
-    """)
+    """,
+    )
     loaded = load_suite(suite, plugins.evaluators)
     with pytest.raises(SuiteError, match="poll_interval"):
         resolve_agent(agent_definitions(load_config(cwd=tmp_path), loaded)["agent"], plugins.adapters)
@@ -554,12 +633,16 @@ def test_a_folder_nested_thousands_deep_is_walked_and_removed_without_recursion(
 def test_a_clean_up_that_fails_is_a_warning_not_the_runs_error(monkeypatch: pytest.MonkeyPatch) -> None:
     import atp.adapters.term_sdk as term_sdk
 
-    monkeypatch.setattr(term_sdk, "remove_tree", lambda folder: f"{folder}: 1 thing in it could not be removed (busy)")
+    monkeypatch.setattr(
+        term_sdk, "remove_tree", lambda folder: f"{folder}: 1 thing in it could not be removed (busy)"
+    )
     answer, sink, _ = execute(settings())
     assert not isinstance(answer, BaseException), answer
     assert answer.status == "completed"
     [warning] = sink.warnings
-    assert warning.startswith("the agent's temporary folder could not be removed: ") and warning.endswith("(busy)")
+    assert warning.startswith("the agent's temporary folder could not be removed: ") and warning.endswith(
+        "(busy)"
+    )
 
 
 def test_workspace_files_and_remove_tree_survive_deep_locked_and_linked_folders(tmp_path: Path) -> None:
@@ -644,7 +727,9 @@ def test_step_numbers_are_bounded_by_max_steps_and_what_was_seen() -> None:
     ]
     negative, _, _ = execute(settings("negative"))
     assert isinstance(negative, AgentError)
-    assert "its status is not the SDK's JSON (Expected `int` >= 0 - at `$.history[0].step`)" in negative.message
+    assert (
+        "its status is not the SDK's JSON (Expected `int` >= 0 - at `$.history[0].step`)" in negative.message
+    )
 
 
 def test_a_port_that_still_answers_after_the_stop_is_a_warning(tmp_path: Path) -> None:

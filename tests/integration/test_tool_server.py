@@ -116,21 +116,33 @@ def test_fixed_output_is_answered_and_recorded(tmp_path: Path) -> None:
 
 
 def test_responses_are_chosen_by_input_then_the_default(tmp_path: Path) -> None:
-    config = tools({
-        "name": "lookup",
-        "responses": [
-            {"match": {"input": {"id": 1}}, "output": {"name": "one"}},
-            {"match": {"input": {"filter": {"kind": "a"}, "tags": ["x", "y"]}}, "output": {"name": "nested"}},
-            {"match": {"input": {"flag": True}}, "output": {"name": "flag"}},
-            {"output": {"name": "other"}},
-        ],
-    }, {
-        "name": "strict",
-        "responses": [{"match": {"input": {"id": 1}}, "error": {"code": "TOOL_ERROR", "message": "nope", "status": 422}}],
-    })
+    config = tools(
+        {
+            "name": "lookup",
+            "responses": [
+                {"match": {"input": {"id": 1}}, "output": {"name": "one"}},
+                {
+                    "match": {"input": {"filter": {"kind": "a"}, "tags": ["x", "y"]}},
+                    "output": {"name": "nested"},
+                },
+                {"match": {"input": {"flag": True}}, "output": {"name": "flag"}},
+                {"output": {"name": "other"}},
+            ],
+        },
+        {
+            "name": "strict",
+            "responses": [
+                {
+                    "match": {"input": {"id": 1}},
+                    "error": {"code": "TOOL_ERROR", "message": "nope", "status": 422},
+                }
+            ],
+        },
+    )
 
     async def scenario(server: ToolServer, run_of: Any) -> None:
         async with run_of(config) as run, httpx.AsyncClient() as client:
+
             async def call(tool: str, tool_input: Any) -> httpx.Response:
                 return await client.post(f"{run.endpoint}/tools/{tool}", json=run.body(tool_input))
 
@@ -139,13 +151,17 @@ def test_responses_are_chosen_by_input_then_the_default(tmp_path: Path) -> None:
             nested = {"filter": {"kind": "a", "size": 3}, "tags": ["x", "y"], "id": 2}
             assert (await call("lookup", nested)).json()["output"] == {"name": "nested"}
             # a list matches item by item, with the same length; true is not 1
-            assert (await call("lookup", {"filter": {"kind": "a"}, "tags": ["x"]})).json()["output"] == {"name": "other"}
+            assert (await call("lookup", {"filter": {"kind": "a"}, "tags": ["x"]})).json()["output"] == {
+                "name": "other"
+            }
             assert (await call("lookup", {"flag": 1})).json()["output"] == {"name": "other"}
             assert (await call("lookup", {"flag": True})).json()["output"] == {"name": "flag"}
             assert (await call("lookup", {"id": "1"})).json()["output"] == {"name": "other"}
             matched_error = await call("strict", {"id": 1})
             assert matched_error.status_code == 422
-            assert matched_error.json()["error_code"] == "TOOL_ERROR" and matched_error.json()["error"] == "nope"
+            assert (
+                matched_error.json()["error_code"] == "TOOL_ERROR" and matched_error.json()["error"] == "nope"
+            )
             unmatched = await call("strict", {"id": 2})
             assert unmatched.status_code == 400 and unmatched.json()["error_code"] == "INVALID_REQUEST"
             assert "no response of tool 'strict' matches" in unmatched.json()["error"]
@@ -157,21 +173,32 @@ def test_responses_are_chosen_by_input_then_the_default(tmp_path: Path) -> None:
 
 
 def test_a_sequence_answers_per_call_and_its_last_answer_repeats(tmp_path: Path) -> None:
-    config = tools({
-        "name": "flaky_api",
-        "sequence": [{"error": {"code": "TOOL_ERROR", "message": "busy", "status": 503}}, {"output": {"ok": True}}],
-    }, {"name": "timeouts", "error": {"code": "TIMEOUT", "message": "slow"}})
+    config = tools(
+        {
+            "name": "flaky_api",
+            "sequence": [
+                {"error": {"code": "TOOL_ERROR", "message": "busy", "status": 503}},
+                {"output": {"ok": True}},
+            ],
+        },
+        {"name": "timeouts", "error": {"code": "TIMEOUT", "message": "slow"}},
+    )
 
     async def scenario(server: ToolServer, run_of: Any) -> None:
         async with run_of(config) as run, httpx.AsyncClient() as client:
-            replies = [await client.post(f"{run.endpoint}/tools/flaky_api", json=run.body({"n": n})) for n in range(4)]
+            replies = [
+                await client.post(f"{run.endpoint}/tools/flaky_api", json=run.body({"n": n}))
+                for n in range(4)
+            ]
             fixed = await client.post(f"{run.endpoint}/tools/timeouts", json=run.body())
         assert [r.status_code for r in replies] == [503, 200, 200, 200]
         first = replies[0].json()
         assert first["status"] == "error" and first["error_code"] == "TOOL_ERROR" and first["error"] == "busy"
         assert "duration_ms" in first
         assert [r.json().get("output") for r in replies[1:]] == [{"ok": True}] * 3
-        assert fixed.status_code == 504 and fixed.json()["error_code"] == "TIMEOUT"  # the code's default status
+        assert (
+            fixed.status_code == 504 and fixed.json()["error_code"] == "TIMEOUT"
+        )  # the code's default status
         recorded = [line["payload"] for line in run.recorded()]
         assert recorded[0]["status"] == "error" and recorded[0]["error"] == "TOOL_ERROR: busy"
         assert "output" not in recorded[0]
@@ -239,10 +266,13 @@ def test_a_proxy_calls_the_real_tool_and_records_what_came_back(tmp_path: Path, 
 
     async def scenario(server: ToolServer, run_of: Any) -> None:
         async with run_of(config) as run, httpx.AsyncClient() as client:
+
             async def call(tool: str) -> httpx.Response:
                 return await client.post(f"{run.endpoint}/tools/{tool}", json=run.body({"city": "Oslo"}))
 
-            weather, plain, busy, garbage, down = [await call(t) for t in ("weather", "plain", "busy", "garbage", "down")]
+            weather, plain, busy, garbage, down = [
+                await call(t) for t in ("weather", "plain", "busy", "garbage", "down")
+            ]
         assert weather.status_code == 200 and weather.json()["output"] == {"city": "Oslo", "temp_c": 21}
         assert plain.json()["output"] == {"forecast": "sunny"}  # plain JSON: the output itself
         assert busy.status_code == 503 and busy.json()["error"] == "overloaded"
@@ -250,7 +280,8 @@ def test_a_proxy_calls_the_real_tool_and_records_what_came_back(tmp_path: Path, 
         assert "not JSON" in garbage.json()["error"]
         assert down.status_code == 502 and "could not be reached" in down.json()["error"]
         assert _RealTool.received[0] == {
-            "path": "/weather", "body": {"task_id": run.request.task_id, "input": {"city": "Oslo"}}
+            "path": "/weather",
+            "body": {"task_id": run.request.task_id, "input": {"city": "Oslo"}},
         }
         recorded = {line["payload"]["tool"]: line["payload"] for line in run.recorded()}
         assert recorded["weather"]["output"] == {"city": "Oslo", "temp_c": 21}
@@ -272,7 +303,10 @@ def test_unknown_and_disallowed_tools_are_tool_not_found_and_recorded(tmp_path: 
             allowed = await client.post(f"{limited.endpoint}/tools/web_search", json=limited.body())
         assert unknown.status_code == 404
         assert unknown.json()["error_code"] == "TOOL_NOT_FOUND" and unknown.json()["status"] == "error"
-        assert unknown.json()["error_details"] == {"tool": "database_query", "available_tools": ["web_search", "file_write"]}
+        assert unknown.json()["error_details"] == {
+            "tool": "database_query",
+            "available_tools": ["web_search", "file_write"],
+        }
         assert disallowed.status_code == 404
         assert disallowed.json()["error_details"] == {"tool": "file_write", "available_tools": ["web_search"]}
         assert "allowed_tools" in disallowed.json()["error"]
@@ -302,7 +336,12 @@ def test_malformed_bodies_and_methods_are_invalid_requests_and_recorded(tmp_path
         assert "not valid JSON" in broken.json()["error"]
         assert fine.status_code == 200  # the connection still serves after bad requests
         assert run.trace.summary.tool_calls == {"web_search": 4}
-        assert [line["payload"]["status"] for line in run.recorded()] == ["error", "error", "error", "success"]
+        assert [line["payload"]["status"] for line in run.recorded()] == [
+            "error",
+            "error",
+            "error",
+            "success",
+        ]
 
     serve(tmp_path, scenario)
 
@@ -311,7 +350,9 @@ def test_a_wrong_task_id_is_answered_and_warned_about(tmp_path: Path) -> None:
     async def scenario(server: ToolServer, run_of: Any) -> None:
         async with run_of(tools({"name": "t", "output": "ok"})) as run, httpx.AsyncClient() as client:
             for _ in range(2):
-                reply = await client.post(f"{run.endpoint}/tools/t", json={"task_id": "someone-else", "input": {}})
+                reply = await client.post(
+                    f"{run.endpoint}/tools/t", json={"task_id": "someone-else", "input": {}}
+                )
                 assert reply.status_code == 200
         warnings = [w for w in run.trace.warnings if "task_id" in w]
         assert len(warnings) == 1 and "'someone-else'" in warnings[0] and run.request.task_id in warnings[0]
@@ -321,12 +362,18 @@ def test_a_wrong_task_id_is_answered_and_warned_about(tmp_path: Path) -> None:
 
 def test_parallel_runs_have_separate_addresses_and_recordings(tmp_path: Path) -> None:
     async def scenario(server: ToolServer, run_of: Any) -> None:
-        async with run_of(tools({"name": "a", "sequence": [{"output": 1}, {"output": 2}]})) as first, run_of(
-            tools({"name": "b", "sequence": [{"output": 10}, {"output": 20}]})
-        ) as second, httpx.AsyncClient() as client:
+        async with (
+            run_of(tools({"name": "a", "sequence": [{"output": 1}, {"output": 2}]})) as first,
+            run_of(tools({"name": "b", "sequence": [{"output": 10}, {"output": 20}]})) as second,
+            httpx.AsyncClient() as client,
+        ):
             assert first.endpoint != second.endpoint
+
             async def calls(run: Run, tool: str) -> list[Any]:
-                return [(await client.post(f"{run.endpoint}/tools/{tool}", json=run.body())).json()["output"] for _ in range(3)]
+                return [
+                    (await client.post(f"{run.endpoint}/tools/{tool}", json=run.body())).json()["output"]
+                    for _ in range(3)
+                ]
 
             async with anyio.create_task_group() as group:
                 results: dict[str, list[Any]] = {}
@@ -392,7 +439,9 @@ def test_a_stuck_or_oversized_client_does_not_hold_up_other_runs(tmp_path: Path)
             stuck.write(f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Le".encode())
             # a client announcing a body over the limit
             big_reader, big = await asyncio.open_connection("127.0.0.1", port)
-            big.write(f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Length: {MAX_BODY_BYTES + 1}\r\n\r\n".encode())
+            big.write(
+                f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Length: {MAX_BODY_BYTES + 1}\r\n\r\n".encode()
+            )
             async with httpx.AsyncClient() as client:
                 with anyio.fail_after(5):
                     reply = await client.post(f"{run.endpoint}/tools/t", json=run.body())
@@ -414,7 +463,10 @@ def test_recorded_calls_are_masked(tmp_path: Path) -> None:
     secret = "sk-live-abcdef123456"
 
     async def scenario(server: ToolServer, run_of: Any) -> None:
-        async with run_of(tools({"name": "login", "output": {"token": secret}})) as run, httpx.AsyncClient() as client:
+        async with (
+            run_of(tools({"name": "login", "output": {"token": secret}})) as run,
+            httpx.AsyncClient() as client,
+        ):
             reply = await client.post(f"{run.endpoint}/tools/login", json=run.body({"password": secret}))
             assert reply.json()["output"] == {"token": secret}  # the agent gets the tool's answer
         text = run.path.read_text()
@@ -435,9 +487,13 @@ def test_the_server_binds_loopback_only_and_closes(tmp_path: Path) -> None:
 
 
 def test_delay_ms_holds_the_answer(tmp_path: Path) -> None:
-    config = tools({"name": "slow", "output": "late", "delay_ms": 300}, {
-        "name": "mixed", "sequence": [{"output": "quick", "delay_ms": 0}, {"output": "slow", "delay_ms": 250}]
-    })
+    config = tools(
+        {"name": "slow", "output": "late", "delay_ms": 300},
+        {
+            "name": "mixed",
+            "sequence": [{"output": "quick", "delay_ms": 0}, {"output": "slow", "delay_ms": 250}],
+        },
+    )
 
     async def scenario(server: ToolServer, run_of: Any) -> None:
         async with run_of(config) as run, httpx.AsyncClient() as client:

@@ -115,11 +115,16 @@ def test_the_example_agent_passes_through_the_runner(tmp_path: Path, plugins: Pl
         "# Competitors of Slack\n\n1. Microsoft Teams\n2. Zoom\n3. Google Chat\n4. Discord\n5. Mattermost\n"
     )
     structured = next(a for a in run_.artifacts if not isinstance(a, FileArtifact))
-    assert structured.data == {"company": "Slack", "competitors": ["Microsoft Teams", "Zoom", "Google Chat", "Discord", "Mattermost"]}
+    assert structured.data == {
+        "company": "Slack",
+        "competitors": ["Microsoft Teams", "Zoom", "Google Chat", "Discord", "Mattermost"],
+    }
     assert run_.warnings == []
 
 
-def test_parallel_runs_each_have_their_own_connection(tmp_path: Path, plugins: Plugins, agent: Server) -> None:
+def test_parallel_runs_each_have_their_own_connection(
+    tmp_path: Path, plugins: Plugins, agent: Server
+) -> None:
     tests = "".join(
         f"  - id: t{i}\n    task: {{description: research, input_data: {{company: {name}}}}}\n"
         f"    assertions: [{{type: contains, config: {{path: report.md, pattern: '# Competitors of {name}'}}}}]\n"
@@ -134,7 +139,10 @@ def test_the_agent_refuses_what_it_cannot_take(agent: Server) -> None:
     good = request()
     for bad, problem in [
         (msgspec.structs.replace(good, task=Task(description="")), "the request has no task.description"),
-        (msgspec.structs.replace(good, version="2.0"), "protocol version '2.0' is not supported; this agent speaks 1.x"),
+        (
+            msgspec.structs.replace(good, version="2.0"),
+            "protocol version '2.0' is not supported; this agent speaks 1.x",
+        ),
     ]:
         answer, _ = execute(endpoint, bad)
         assert (answer.status, answer.error_code, answer.error) == ("failed", "INVALID_REQUEST", problem)
@@ -160,8 +168,13 @@ def test_the_agent_calls_the_mock_tools_over_http(agent: Server) -> None:
     class Tools(BaseHTTPRequestHandler):
         def do_POST(self) -> None:
             calls.append((self.path, json.loads(self.rfile.read(int(self.headers["Content-Length"])))))
-            body = json.dumps({"status": "success", "output": {"results": [{"title": "Rocket.Chat"}, {"title": "Zulip"}]},
-                               "duration_ms": 12}).encode()
+            body = json.dumps(
+                {
+                    "status": "success",
+                    "output": {"results": [{"title": "Rocket.Chat"}, {"title": "Zulip"}]},
+                    "duration_ms": 12,
+                }
+            ).encode()
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(body)))
@@ -179,7 +192,9 @@ def test_the_agent_calls_the_mock_tools_over_http(agent: Server) -> None:
     finally:
         tools.shutdown()
         tools.server_close()
-    assert calls == [("/runs/abc/tools/web_search", {"task_id": task.task_id, "input": {"query": "Slack competitors"}})]
+    assert calls == [
+        ("/runs/abc/tools/web_search", {"task_id": task.task_id, "input": {"query": "Slack competitors"}})
+    ]
     call = next(event for event in sink.seen if event.event_type == "tool_call")
     assert call.payload.output == {"results": [{"title": "Rocket.Chat"}, {"title": "Zulip"}]}
     assert answer.status == "completed"
@@ -204,12 +219,17 @@ def test_an_agent_that_cannot_be_reached_is_named(tmp_path: Path, plugins: Plugi
     port = free_port()
     try:
         for endpoint, reason in [
-            (f"ws://127.0.0.1:{port}/agent", "connection refused (is the agent running and listening there?)"),
+            (
+                f"ws://127.0.0.1:{port}/agent",
+                "connection refused (is the agent running and listening there?)",
+            ),
             ("ws://no-such-host.invalid:8765", "the host name 'no-such-host.invalid' cannot be resolved ("),
             (f"ws://127.0.0.1:{silent.port}", "no connection within 1 s (connect_timeout)"),
         ]:
             tests = "  - id: t\n    task: {description: x}\n    constraints: {timeout_seconds: 60}\n"
-            results, _ = run_suite(tmp_path, plugins, f"    endpoint: {endpoint}\n    connect_timeout: 1\n", tests)
+            results, _ = run_suite(
+                tmp_path, plugins, f"    endpoint: {endpoint}\n    connect_timeout: 1\n", tests
+            )
             run_ = results.tests[0].runs[0]
             assert run_.outcome == "error" and run_.status == "failed", run_.error
             assert run_.error.startswith(f"cannot reach agent 'agent' at {endpoint}: {reason}"), run_.error
@@ -222,7 +242,10 @@ def test_a_refused_handshake_shows_its_http_status(faults: Server) -> None:
     where = f"GET ws://127.0.0.1:{faults.port}/status/{{}} (WebSocket handshake)"
     refused, sink = execute(f"ws://127.0.0.1:{faults.port}/status/403", request())
     assert isinstance(refused, AgentRefused) and refused.status == 403
-    assert str(refused) == f"{where.format(403)}: the agent refused the request with HTTP 403 Forbidden (error_code UNAUTHORIZED)"
+    assert (
+        str(refused)
+        == f"{where.format(403)}: the agent refused the request with HTTP 403 Forbidden (error_code UNAUTHORIZED)"
+    )
     assert refused.evidence == "the token is not valid"
     failed, _ = execute(f"ws://127.0.0.1:{faults.port}/status/500", request())
     assert type(failed) is AgentError
@@ -246,29 +269,72 @@ def test_a_port_that_is_not_a_websocket_server(tmp_path: Path, plugins: Plugins)
 
 
 FAULTS_SUITE = [
-    ("garbage", "{where}: the agent broke the protocol in message 2 (after 1 event): ATP response is not valid JSON: ", 1),
-    ("not_response", "{where}: the agent broke the protocol in message 2 (after 1 event): ATP response: Object missing "
-                     "required field `version`: '{{\"task_id\": ", 1),
-    ("version2", "{where}: the agent broke the protocol in message 2 (after 1 event): ATP response: protocol version 2.0 "
-                 "is not supported; ATP speaks version 1.x: '{{\"version\": \"2.0\"", 1),
+    (
+        "garbage",
+        "{where}: the agent broke the protocol in message 2 (after 1 event): ATP response is not valid JSON: ",
+        1,
+    ),
+    (
+        "not_response",
+        "{where}: the agent broke the protocol in message 2 (after 1 event): ATP response: Object missing "
+        'required field `version`: \'{{"task_id": ',
+        1,
+    ),
+    (
+        "version2",
+        "{where}: the agent broke the protocol in message 2 (after 1 event): ATP response: protocol version 2.0 "
+        'is not supported; ATP speaks version 1.x: \'{{"version": "2.0"',
+        1,
+    ),
     ("other_task", "agent answered with task_id 'another-task', ", 1),
-    ("cut", "{where}: the connection was cut after 3 events, before an ATP Response (no close frame received or sent)", 3),
+    (
+        "cut",
+        "{where}: the connection was cut after 3 events, before an ATP Response (no close frame received or sent)",
+        3,
+    ),
     ("cut 5", "{where}: the connection was cut after 5 events, before an ATP Response", 5),
-    ("no_response", "{where}: the agent closed the connection (code 1000, normal closure) after 2 events without an "
-                    "ATP Response", 2),
-    ("internal", "{where}: the agent closed the connection (code 1011, internal error) after 2 events without an ATP "
-                 "Response: 'the model backend exploded'", 2),
-    ("refuse", "{where}: the agent refused the request: it closed the connection with code 1008 (policy violation) "
-               "before any event: 'the task makes no sense'", 0),
-    ("huge", "{where}: the agent sent more than 1048576 bytes in one run (max_message_bytes), after 1 event", 1),
-    ("many", "{where}: the agent sent more than 1048576 bytes in one run (max_message_bytes), after 10 events", 10),
+    (
+        "no_response",
+        "{where}: the agent closed the connection (code 1000, normal closure) after 2 events without an "
+        "ATP Response",
+        2,
+    ),
+    (
+        "internal",
+        "{where}: the agent closed the connection (code 1011, internal error) after 2 events without an ATP "
+        "Response: 'the model backend exploded'",
+        2,
+    ),
+    (
+        "refuse",
+        "{where}: the agent refused the request: it closed the connection with code 1008 (policy violation) "
+        "before any event: 'the task makes no sense'",
+        0,
+    ),
+    (
+        "huge",
+        "{where}: the agent sent more than 1048576 bytes in one run (max_message_bytes), after 1 event",
+        1,
+    ),
+    (
+        "many",
+        "{where}: the agent sent more than 1048576 bytes in one run (max_message_bytes), after 10 events",
+        10,
+    ),
 ]
 
 
-def test_each_fault_fails_its_own_run_and_the_others_go_on(tmp_path: Path, plugins: Plugins, faults: Server) -> None:
-    tests = "".join(f"  - id: {mode.replace(' ', '_')}\n    task: {{description: {mode}}}\n" for mode, _, _ in FAULTS_SUITE)
+def test_each_fault_fails_its_own_run_and_the_others_go_on(
+    tmp_path: Path, plugins: Plugins, faults: Server
+) -> None:
+    tests = "".join(
+        f"  - id: {mode.replace(' ', '_')}\n    task: {{description: {mode}}}\n"
+        for mode, _, _ in FAULTS_SUITE
+    )
     tests += "".join(f"  - id: ok{i}\n    task: {{description: ok}}\n" for i in range(3))
-    results, store = run_suite(tmp_path, plugins, at(faults.port, f"    max_message_bytes: {MiB}\n"), tests, parallel=4)
+    results, store = run_suite(
+        tmp_path, plugins, at(faults.port, f"    max_message_bytes: {MiB}\n"), tests, parallel=4
+    )
     runs = runs_by_test(results)
     where = f"ws://127.0.0.1:{faults.port}"
     for mode, error, events in FAULTS_SUITE:
@@ -282,7 +348,9 @@ def test_each_fault_fails_its_own_run_and_the_others_go_on(tmp_path: Path, plugi
 
 def test_max_message_bytes_decides_what_is_too_large(faults: Server) -> None:
     failed, sink = execute(f"ws://127.0.0.1:{faults.port}", request("huge"), max_message_bytes=MiB)
-    assert type(failed) is AgentError and "more than 1048576 bytes in one run (max_message_bytes)" in str(failed)
+    assert type(failed) is AgentError and "more than 1048576 bytes in one run (max_message_bytes)" in str(
+        failed
+    )
     assert sink.types() == ["progress"]
     # under the default limit (50 MiB) the 2 MiB message is read: an event, then the agent closes
     ended, sink = execute(f"ws://127.0.0.1:{faults.port}", request("huge"))
@@ -317,7 +385,9 @@ def test_headers_go_with_the_handshake_and_secret_values_are_masked(
 ) -> None:
     secret = "s3cr3t-t0ken-" + uuid.uuid4().hex
     settings = at(faults.port, f"    headers: {{Authorization: 'Bearer {secret}', X-Team: research}}\n")
-    results, store = run_suite(tmp_path, plugins, settings, "  - id: t\n    task: {description: echo_headers}\n")
+    results, store = run_suite(
+        tmp_path, plugins, settings, "  - id: t\n    task: {description: echo_headers}\n"
+    )
     run_ = results.tests[0].runs[0]
     assert run_.outcome == "passed", run_.error
     assert run_.artifacts[0].data["headers"] == {
@@ -327,10 +397,15 @@ def test_headers_go_with_the_handshake_and_secret_values_are_masked(
     assert [event.payload.message for event in store.events(run_)] == ["called with ***"]
     written = [path for path in store.directory.rglob("*") if path.is_file()]
     assert written and all(secret not in path.read_text() for path in written)
-    assert WebSocketAdapter.secret_values(msgspec.convert(
-        {"endpoint": "wss://u:pw@h/agent?api_key=k3y", "headers": {"Authorization": f"Bearer {secret}", "X-Team": "r"}},
-        WebSocketSettings,
-    )) == [f"Bearer {secret}", secret, "pw", "k3y"]
+    assert WebSocketAdapter.secret_values(
+        msgspec.convert(
+            {
+                "endpoint": "wss://u:pw@h/agent?api_key=k3y",
+                "headers": {"Authorization": f"Bearer {secret}", "X-Team": "r"},
+            },
+            WebSocketSettings,
+        )
+    ) == [f"Bearer {secret}", secret, "pw", "k3y"]
 
 
 @pytest.fixture(scope="module")
@@ -338,7 +413,9 @@ def certificate(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     return self_signed_certificate(tmp_path_factory.mktemp("tls"))
 
 
-def test_tls_with_a_ca_bundle(tmp_path: Path, plugins: Plugins, agent: Server, certificate: tuple[Path, Path]) -> None:
+def test_tls_with_a_ca_bundle(
+    tmp_path: Path, plugins: Plugins, agent: Server, certificate: tuple[Path, Path]
+) -> None:
     cert, key = certificate
     shutil.copy(cert, tmp_path / "ca.pem")
     server = Server([PYTHON, str(AGENT), "--port", "0", "--tls-cert", str(cert), "--tls-key", str(key)])
@@ -349,14 +426,19 @@ def test_tls_with_a_ca_bundle(tmp_path: Path, plugins: Plugins, agent: Server, c
         tests = "  - id: t\n    task: {description: x}\n"
         for endpoint, reason in [  # the system's CAs do not know the certificate; TLS to a plain server
             (f"wss://localhost:{server.port}", "its TLS certificate does not verify ("),
-            (f"wss://127.0.0.1:{agent.port}", "the TLS handshake failed (the server closed the connection); "
-                                              "does the agent speak TLS there?"),
+            (
+                f"wss://127.0.0.1:{agent.port}",
+                "the TLS handshake failed (the server closed the connection); "
+                "does the agent speak TLS there?",
+            ),
         ]:
             results, _ = run_suite(tmp_path, plugins, f"    endpoint: {endpoint}\n", tests)
             run_ = results.tests[0].runs[0]
             assert run_.outcome == "error", run_.error
             assert run_.error.startswith(f"cannot reach agent 'agent' at {endpoint}: {reason}"), run_.error
-        results, _ = run_suite(tmp_path, plugins, f"    endpoint: wss://localhost:{server.port}\n    verify: false\n", tests)
+        results, _ = run_suite(
+            tmp_path, plugins, f"    endpoint: wss://localhost:{server.port}\n    verify: false\n", tests
+        )
         assert results.tests[0].runs[0].outcome == "passed", results.tests[0].runs[0].error
     finally:
         server.stop()
@@ -368,20 +450,37 @@ def test_a_ca_bundle_that_cannot_be_read_is_named(tmp_path: Path) -> None:
 
     with pytest.raises(AdapterError) as error:
         anyio.run(with_adapter, {"endpoint": "wss://localhost:1", "ca_bundle": "missing.pem"}, body, tmp_path)
-    assert str(error.value) == f"agent 'agent': cannot read its ca_bundle {tmp_path / 'missing.pem'}: No such file or directory"
+    assert (
+        str(error.value)
+        == f"agent 'agent': cannot read its ca_bundle {tmp_path / 'missing.pem'}: No such file or directory"
+    )
 
 
 @pytest.mark.parametrize(
     ("settings", "message"),
     [
-        ("endpoint: http://localhost:8765", "'endpoint' 'http://localhost:8765' must be a URL starting with ws:// or wss://"),
+        (
+            "endpoint: http://localhost:8765",
+            "'endpoint' 'http://localhost:8765' must be a URL starting with ws:// or wss://",
+        ),
         ("endpoint: 'ws://localhost:8765/#x'", "has a #fragment"),
-        ("{endpoint: 'ws://h:1', headers: {Sec-WebSocket-Key: x}}", "'headers' may not set 'Sec-WebSocket-Key'"),
-        ("{endpoint: 'wss://h:1', verify: false, ca_bundle: ca.pem}", "'ca_bundle' has no effect with 'verify: false'"),
-        ("{endpoint: 'ws://h:1', max_message_bytes: 10}", "'max_message_bytes' must be a whole number of bytes from 1024"),
+        (
+            "{endpoint: 'ws://h:1', headers: {Sec-WebSocket-Key: x}}",
+            "'headers' may not set 'Sec-WebSocket-Key'",
+        ),
+        (
+            "{endpoint: 'wss://h:1', verify: false, ca_bundle: ca.pem}",
+            "'ca_bundle' has no effect with 'verify: false'",
+        ),
+        (
+            "{endpoint: 'ws://h:1', max_message_bytes: 10}",
+            "'max_message_bytes' must be a whole number of bytes from 1024",
+        ),
     ],
 )
-def test_bad_settings_are_located_when_the_suite_loads(tmp_path: Path, plugins: Plugins, settings: str, message: str) -> None:
+def test_bad_settings_are_located_when_the_suite_loads(
+    tmp_path: Path, plugins: Plugins, settings: str, message: str
+) -> None:
     if settings.startswith("{"):
         entry = "  - {name: agent, type: websocket, " + settings[1:] + "\n"
     else:

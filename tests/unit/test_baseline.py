@@ -74,9 +74,15 @@ def test_a_baseline_file_round_trips(tmp_path: Path) -> None:
         run_id="20260101-000000-abcdef",
         tests={
             "a": BaselineTest(
-                mean_score=80.0, std=2.0, n_runs=2, ci_95=(62.0, 98.0), fingerprint="f1",
-                runs=[BaselineRun(score=78.6, passed=True, metrics={"total_tokens": 1200.0}),
-                      BaselineRun(score=81.4, passed=False)],
+                mean_score=80.0,
+                std=2.0,
+                n_runs=2,
+                ci_95=(62.0, 98.0),
+                fingerprint="f1",
+                runs=[
+                    BaselineRun(score=78.6, passed=True, metrics={"total_tokens": 1200.0}),
+                    BaselineRun(score=81.4, passed=False),
+                ],
             ),
             "b": entry([50.0, 60.0, 70.0]),
         },
@@ -85,7 +91,11 @@ def test_a_baseline_file_round_trips(tmp_path: Path) -> None:
     path.write_bytes(encode_baseline(baseline))
     assert read_baseline(path) == baseline
     data = msgspec.json.decode(path.read_bytes())
-    assert data["tests"]["a"]["runs"][0] == {"score": 78.6, "passed": True, "metrics": {"total_tokens": 1200.0}}
+    assert data["tests"]["a"]["runs"][0] == {
+        "score": 78.6,
+        "passed": True,
+        "metrics": {"total_tokens": 1200.0},
+    }
     assert encode_baseline(baseline).endswith(b"\n")
 
 
@@ -103,7 +113,9 @@ def test_a_design_10_1_file_compares_from_its_summary_statistics(tmp_path: Path)
     assert summary_only.tests["basic"].runs == []
     _, from_summary = compare(summary_only, "s", [Compared(id="basic", scores=current)])
     _, from_raw = compare(
-        Baseline(suite="s", tests={"basic": entry(baseline_scores)}), "s", [Compared(id="basic", scores=current)]
+        Baseline(suite="s", tests={"basic": entry(baseline_scores)}),
+        "s",
+        [Compared(id="basic", scores=current)],
     )
     expected = scipy_stats.ttest_ind_from_stats(
         Sample.of(current).mean, std(current), len(current), mean, spread, n, equal_var=False
@@ -112,14 +124,18 @@ def test_a_design_10_1_file_compares_from_its_summary_statistics(tmp_path: Path)
     assert by_summary.method == "welch-summary" and by_raw.method == "welch"
     assert by_summary.p_value == pytest.approx(expected.pvalue, rel=1e-9)
     assert by_raw.p_value == pytest.approx(expected.pvalue, rel=1e-9)
-    assert scipy_stats.ttest_ind(current, baseline_scores, equal_var=False).pvalue == pytest.approx(by_raw.p_value, rel=1e-9)
+    assert scipy_stats.ttest_ind(current, baseline_scores, equal_var=False).pvalue == pytest.approx(
+        by_raw.p_value, rel=1e-9
+    )
     assert by_summary.delta == pytest.approx(by_raw.delta) and by_summary.ci_95 == pytest.approx(by_raw.ci_95)
     assert by_summary.baseline_runs == n and by_summary.current_runs == len(current)
 
 
 def test_the_confidence_interval_of_the_difference_matches_scipy() -> None:
     reference, current = normal(3, 70, 4, 8), normal(4, 66, 9, 8)
-    _, results = compare(Baseline(suite="s", tests={"t": entry(reference)}), "s", [Compared(id="t", scores=current)])
+    _, results = compare(
+        Baseline(suite="s", tests={"t": entry(reference)}), "s", [Compared(id="t", scores=current)]
+    )
     result = scipy_stats.ttest_ind(current, reference, equal_var=False)
     low, high = result.confidence_interval(0.95)
     comparison = results["t"]
@@ -134,7 +150,10 @@ def test_the_confidence_interval_of_the_difference_matches_scipy() -> None:
         (b"{not json", "is not an ATP baseline file"),
         (b'{"format": "atp-results", "suite": "s"}', "its format is 'atp-results'"),
         (b'{"suite": "s", "version": "2.0"}', "version 2.0"),
-        (b'{"suite": "s", "tests": {"a": {"mean_score": "high", "n_runs": 1}}}', "is not an ATP baseline file"),
+        (
+            b'{"suite": "s", "tests": {"a": {"mean_score": "high", "n_runs": 1}}}',
+            "is not an ATP baseline file",
+        ),
         (b'{"tests": {}}', "is not an ATP baseline file"),
         (b"\xff\xfe", "is not an ATP baseline file"),
     ],
@@ -162,7 +181,9 @@ def test_a_baseline_of_another_suite_compares_nothing() -> None:
     summary, results = compare(
         baseline, "mine", [Compared(id="a", scores=[50, 51, 52]), Compared(id="b", scores=[70, 71, 72])]
     )
-    assert len(summary.problems) == 1 and "another suite ('other'; this run is of 'mine')" in summary.problems[0]
+    assert (
+        len(summary.problems) == 1 and "another suite ('other'; this run is of 'mine')" in summary.problems[0]
+    )
     assert summary.compared == 0 and summary.regressions == summary.regressions_holm == 0
     assert summary.failing_regressions == 0 and summary.not_in_run == []
     for comparison in results.values():
@@ -191,11 +212,19 @@ def test_a_test_missing_on_either_side_is_said() -> None:
         (entry([80.0]), [70.0, 71.0, 72.0], "the baseline has 1 run)"),
         (entry([80.0, 81.0, 82.0]), [70.0], "this run has 1)"),
         (entry([80.0]), [70.0], "the baseline has 1 run and this run has 1"),
-        (BaselineTest(mean_score=80.0, n_runs=5), [70.0, 71.0], "the baseline has 5 runs)"),  # no std, no runs
+        (
+            BaselineTest(mean_score=80.0, n_runs=5),
+            [70.0, 71.0],
+            "the baseline has 5 runs)",
+        ),  # no std, no runs
     ],
 )
-def test_fewer_than_2_runs_on_a_side_is_not_compared(reference: BaselineTest, current: list[float], says: str) -> None:
-    summary, results = compare(Baseline(suite="s", tests={"t": reference}), "s", [Compared(id="t", scores=current)])
+def test_fewer_than_2_runs_on_a_side_is_not_compared(
+    reference: BaselineTest, current: list[float], says: str
+) -> None:
+    summary, results = compare(
+        Baseline(suite="s", tests={"t": reference}), "s", [Compared(id="t", scores=current)]
+    )
     comparison = results["t"]
     assert comparison.verdict == comparison.verdict_holm == "not_compared"
     assert comparison.p_value is None and comparison.p_holm is None and comparison.delta is None
@@ -205,13 +234,17 @@ def test_fewer_than_2_runs_on_a_side_is_not_compared(reference: BaselineTest, cu
 
 
 def test_identical_scores_on_both_sides_are_no_change_with_a_note() -> None:
-    _, results = compare(Baseline(suite="s", tests={"t": entry([90.0] * 4)}), "s", [Compared(id="t", scores=[90.0] * 5)])
+    _, results = compare(
+        Baseline(suite="s", tests={"t": entry([90.0] * 4)}), "s", [Compared(id="t", scores=[90.0] * 5)]
+    )
     assert results["t"].verdict == "no_change" and results["t"].p_value == 1.0
     assert results["t"].reason == "every run scored the same on both sides"
 
 
 def test_constant_but_lower_scores_are_a_regression() -> None:
-    _, results = compare(Baseline(suite="s", tests={"t": entry([90.0] * 4)}), "s", [Compared(id="t", scores=[80.0] * 4)])
+    _, results = compare(
+        Baseline(suite="s", tests={"t": entry([90.0] * 4)}), "s", [Compared(id="t", scores=[80.0] * 4)]
+    )
     assert results["t"].verdict == "regression" and results["t"].p_value == 0.0
     assert "the difference is exact" in (results["t"].reason or "")
 
@@ -220,15 +253,23 @@ def test_constant_but_lower_scores_are_a_regression() -> None:
 
 
 def test_lower_scores_are_a_regression_and_higher_an_improvement() -> None:
-    baseline = Baseline(suite="s", tests={"down": entry(normal(5, 80, 3, 10)), "up": entry(normal(6, 60, 3, 10))})
+    baseline = Baseline(
+        suite="s", tests={"down": entry(normal(5, 80, 3, 10)), "up": entry(normal(6, 60, 3, 10))}
+    )
     summary, results = compare(
-        baseline, "s",
+        baseline,
+        "s",
         [Compared(id="down", scores=normal(7, 70, 3, 10)), Compared(id="up", scores=normal(8, 70, 3, 10))],
     )
     assert results["down"].verdict == results["down"].verdict_holm == "regression"
     assert results["up"].verdict == results["up"].verdict_holm == "improvement"
     assert (results["down"].delta or 0) < 0 < (results["up"].delta or 0)
-    assert (summary.regressions, summary.improvements, summary.regressions_holm, summary.improvements_holm) == (1, 1, 1, 1)
+    assert (
+        summary.regressions,
+        summary.improvements,
+        summary.regressions_holm,
+        summary.improvements_holm,
+    ) == (1, 1, 1, 1)
 
 
 def holm_family() -> tuple[Baseline, list[Compared]]:
@@ -297,10 +338,17 @@ def test_an_unchanged_family_raises_no_alarm_after_correction_but_may_without() 
 
 
 def test_a_changed_test_is_compared_and_flagged() -> None:
-    baseline = Baseline(suite="s", tests={"t": entry([80, 82, 84], fingerprint="old"), "u": entry([80, 82, 84], fingerprint="same")})
+    baseline = Baseline(
+        suite="s",
+        tests={"t": entry([80, 82, 84], fingerprint="old"), "u": entry([80, 82, 84], fingerprint="same")},
+    )
     _, results = compare(
-        baseline, "s",
-        [Compared(id="t", scores=[81, 82, 83], fingerprint="new"), Compared(id="u", scores=[81, 82, 83], fingerprint="same")],
+        baseline,
+        "s",
+        [
+            Compared(id="t", scores=[81, 82, 83], fingerprint="new"),
+            Compared(id="u", scores=[81, 82, 83], fingerprint="same"),
+        ],
     )
     assert results["t"].changed and results["t"].verdict == "no_change"
     assert "the test changed since the baseline was saved" in (results["t"].reason or "")
@@ -318,8 +366,14 @@ def test_an_unknown_fingerprint_is_not_a_change() -> None:
 
 def run_result(test_id: str, number: int, score: float, outcome: str = "passed") -> RunResult:
     return RunResult(
-        test_id=test_id, run_number=number, task_id=f"{test_id}-{number}", outcome=outcome,  # type: ignore[arg-type]
-        status="completed", score=score, duration_seconds=0.5, started_at=START + timedelta(seconds=number),
+        test_id=test_id,
+        run_number=number,
+        task_id=f"{test_id}-{number}",
+        outcome=outcome,  # type: ignore[arg-type]
+        status="completed",
+        score=score,
+        duration_seconds=0.5,
+        started_at=START + timedelta(seconds=number),
     )
 
 
@@ -343,8 +397,12 @@ def header(**changes: object) -> RunHeader:
 
 
 RUNS = [
-    run_result("a", 1, 80.0), run_result("a", 3, 90.0), run_result("a", 2, 85.0),
-    run_result("b", 1, 40.0, "failed"), run_result("b", 2, 60.0), run_result("b", 3, 50.0, "failed"),
+    run_result("a", 1, 80.0),
+    run_result("a", 3, 90.0),
+    run_result("a", 2, 85.0),
+    run_result("b", 1, 40.0, "failed"),
+    run_result("b", 2, 60.0),
+    run_result("b", 3, 50.0, "failed"),
 ]
 
 
@@ -372,7 +430,11 @@ def test_a_run_compared_with_its_own_baseline_has_no_change(tmp_path: Path) -> N
     again = build_suite_results(header(), RUNS, baseline=read_baseline(path))
     assert again.baseline is not None and again.baseline.compared == 2 and again.baseline.not_in_run == []
     for test in again.tests[:2]:
-        assert test.baseline is not None and test.baseline.verdict == "no_change" and test.baseline.p_value == 1.0
+        assert (
+            test.baseline is not None
+            and test.baseline.verdict == "no_change"
+            and test.baseline.p_value == 1.0
+        )
     assert again.tests[2].baseline is None  # skipped: not compared at all
 
 
@@ -382,7 +444,11 @@ def test_the_header_baseline_ref_sets_the_correction_and_the_exit_decision() -> 
     results = build_suite_results(header(baseline=ref), RUNS, baseline=reference)
     comparison = results.baseline
     assert comparison is not None
-    assert (comparison.file, comparison.correction, comparison.fail_on_regression) == ("b.json", "none", False)
+    assert (comparison.file, comparison.correction, comparison.fail_on_regression) == (
+        "b.json",
+        "none",
+        False,
+    )
     assert results.tests[0].baseline is not None and results.tests[0].baseline.verdict == "regression"
     assert comparison.failing_regressions == comparison.regressions == 1
     default = build_suite_results(header(), RUNS, baseline=reference).baseline

@@ -29,12 +29,7 @@ CLUSTER_ONLY = {"atp-executors"}
 
 
 def github_commands(workflow: dict[str, Any]) -> list[str]:
-    return [
-        step["run"]
-        for job in workflow["jobs"].values()
-        for step in job["steps"]
-        if "run" in step
-    ]
+    return [step["run"] for job in workflow["jobs"].values() for step in job["steps"] if "run" in step]
 
 
 def gitlab_commands(pipeline: dict[str, Any]) -> list[str]:
@@ -44,7 +39,10 @@ def gitlab_commands(pipeline: dict[str, Any]) -> list[str]:
 def recipes() -> dict[str, tuple[dict[str, Any], list[str]]]:
     github = yaml.safe_load((RECIPES / "github-actions.yml").read_text())
     gitlab = yaml.safe_load((RECIPES / "gitlab-ci.yml").read_text())
-    return {"github-actions.yml": (github, github_commands(github)), "gitlab-ci.yml": (gitlab, gitlab_commands(gitlab))}
+    return {
+        "github-actions.yml": (github, github_commands(github)),
+        "gitlab-ci.yml": (gitlab, gitlab_commands(gitlab)),
+    }
 
 
 def atp_invocations(commands: list[str]) -> list[list[str]]:

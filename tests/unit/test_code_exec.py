@@ -60,11 +60,18 @@ CODE = FIXTURES / "code_exec"
 GOOD = (CODE / "solution_good.py").read_text()
 
 
-def ctx_for(resp: ATPResponse, *, workspace: Path | None = None, agent_dir: Path | None = None) -> EvalContext:
+def ctx_for(
+    resp: ATPResponse, *, workspace: Path | None = None, agent_dir: Path | None = None
+) -> EvalContext:
     test = make_test()
     request = ATPRequest(version=PROTOCOL_VERSION, task_id=resp.task_id, task=test.task)
     return EvalContext(
-        test=test, request=request, response=resp, trace=Trace.of([]), workspace=workspace, agent_dir=agent_dir
+        test=test,
+        request=request,
+        response=resp,
+        trace=Trace.of([]),
+        workspace=workspace,
+        agent_dir=agent_dir,
     )
 
 
@@ -104,7 +111,11 @@ def test_configs_have_defaults_that_check_strictly() -> None:
     pytest_config = convert({}, PytestConfig)
     assert (pytest_config.min_pass_rate, pytest_config.args, pytest_config.files) == (1.0, [], {})
     assert (pytest_config.timeout_seconds, pytest_config.network, pytest_config.env) == (None, False, {})
-    assert (pytest_config.min_tests, pytest_config.max_memory_mb, pytest_config.max_file_mb) == (None, 4096, 1024)
+    assert (pytest_config.min_tests, pytest_config.max_memory_mb, pytest_config.max_file_mb) == (
+        None,
+        4096,
+        1024,
+    )
     lint = convert({}, LintConfig)
     assert (lint.select, lint.ignore, lint.max_findings, lint.path) == (None, None, 0, None)
     command = convert({"command": "python -c 'print(1)'"}, CustomCommandConfig)
@@ -123,8 +134,16 @@ def test_configs_have_defaults_that_check_strictly() -> None:
         (PytestConfig, {"files": {"../test_x.py": ""}}, "leads out of the folder (..)"),
         (PytestConfig, {"files": {"": ""}}, "names no file"),
         (PytestConfig, {"files": {"tests/": ""}}, "names no file"),
-        (PytestConfig, {"files": {"a": "", "./a": ""}}, "'files' has 'a' and './a', which name the same file 'a'"),
-        (PytestConfig, {"files": {"a": "", "b/../a": ""}}, "'files' has 'a' and 'b/../a', which name the same file 'a'"),
+        (
+            PytestConfig,
+            {"files": {"a": "", "./a": ""}},
+            "'files' has 'a' and './a', which name the same file 'a'",
+        ),
+        (
+            PytestConfig,
+            {"files": {"a": "", "b/../a": ""}},
+            "'files' has 'a' and 'b/../a', which name the same file 'a'",
+        ),
         (PytestConfig, {"files": {"d/" * 64 + "x.py": ""}}, "has 65 parts; ATP takes at most 64"),
         (PytestConfig, {"min_tests": 0}, "Expected `int` >= 1"),
         (PytestConfig, {"max_memory_mb": -1}, "Expected `int` >= 0"),
@@ -134,11 +153,31 @@ def test_configs_have_defaults_that_check_strictly() -> None:
         (PytestConfig, {"args": ["--rootdir=/"]}, "'args' may not set --rootdir"),
         (PytestConfig, {"args": ["-p", "no:junitxml"]}, "'args' may not switch off the junitxml plugin"),
         (PytestConfig, {"args": ["-pno:junitxml"]}, "'args' may not switch off the junitxml plugin"),
-        (PytestConfig, {"args": ["-o", "junit_family=xunit1"]}, "'args' may not override the ini option 'junit_family'"),
-        (PytestConfig, {"args": ["-qojunit_logging=all"]}, "'args' may not override the ini option 'junit_logging'"),
-        (PytestConfig, {"args": ["--override-ini=addopts=-p no:junitxml"]}, "may not override the ini option 'addopts'"),
-        (PytestConfig, {"args": ["--override-ini", "junit_suite_name=x"]}, "may not override the ini option 'junit_suite_name'"),
-        (PytestConfig, {"env": {"PYTEST_ADDOPTS": "--junitxml=x"}}, "'env.PYTEST_ADDOPTS' may not set --junitxml"),
+        (
+            PytestConfig,
+            {"args": ["-o", "junit_family=xunit1"]},
+            "'args' may not override the ini option 'junit_family'",
+        ),
+        (
+            PytestConfig,
+            {"args": ["-qojunit_logging=all"]},
+            "'args' may not override the ini option 'junit_logging'",
+        ),
+        (
+            PytestConfig,
+            {"args": ["--override-ini=addopts=-p no:junitxml"]},
+            "may not override the ini option 'addopts'",
+        ),
+        (
+            PytestConfig,
+            {"args": ["--override-ini", "junit_suite_name=x"]},
+            "may not override the ini option 'junit_suite_name'",
+        ),
+        (
+            PytestConfig,
+            {"env": {"PYTEST_ADDOPTS": "--junitxml=x"}},
+            "'env.PYTEST_ADDOPTS' may not set --junitxml",
+        ),
         (PytestConfig, {"env": {"A=B": "1"}}, "invalid variable name"),
         (PytestConfig, {"python": " "}, "'python' names no interpreter"),
         (PytestConfig, {"path": ""}, "'path' is empty"),
@@ -150,12 +189,18 @@ def test_configs_have_defaults_that_check_strictly() -> None:
         (CustomCommandConfig, {"command": []}, "'command' names no program"),
         (CustomCommandConfig, {"command": "  "}, "'command' names no program"),
         (CustomCommandConfig, {"command": "echo 'open"}, "'command' cannot be split into arguments"),
-        (CustomCommandConfig, {"command": ["true"], "regex": "(x"}, "'regex' is not a valid regular expression"),
+        (
+            CustomCommandConfig,
+            {"command": ["true"], "regex": "(x"},
+            "'regex' is not a valid regular expression",
+        ),
         (CustomCommandConfig, {"command": ["true"], "regex": ""}, "'regex' is empty"),
         (CustomCommandConfig, {"command": ["true"], "expect_exit": 256}, "Expected `int` <= 255"),
     ],
 )
-def test_configs_refuse_what_would_not_work(kind: type[msgspec.Struct], config: dict[str, Any], error: str) -> None:
+def test_configs_refuse_what_would_not_work(
+    kind: type[msgspec.Struct], config: dict[str, Any], error: str
+) -> None:
     with pytest.raises(msgspec.ValidationError) as info:
         convert(config, kind)
     assert error in str(info.value)
@@ -166,7 +211,17 @@ def test_suite_files_paths_are_normalised() -> None:
 
 
 def test_pytest_args_that_leave_the_report_alone_are_taken() -> None:
-    args = ["-x", "-q", "-k", "pno:junitxml or add", "-p", "no:randomly", "-o", "python_files=check_*.py", "tests/"]
+    args = [
+        "-x",
+        "-q",
+        "-k",
+        "pno:junitxml or add",
+        "-p",
+        "no:randomly",
+        "-o",
+        "python_files=check_*.py",
+        "tests/",
+    ]
     assert convert({"args": args}, PytestConfig).args == args
     assert convert({"args": ["--", "-p", "no:junitxml"]}, PytestConfig).args == ["--", "-p", "no:junitxml"]
 
@@ -378,11 +433,17 @@ def test_a_report_that_disagrees_with_pytests_exit_code_fails(tmp_path: Path) ->
     )
     hiding = judged(tmp_path, 0, FAILED)
     assert not hiding.passed
-    assert hiding.message.startswith("pytest's exit code 0 says every test passed, but its JUnit report counts 1 failed or errored")
+    assert hiding.message.startswith(
+        "pytest's exit code 0 says every test passed, but its JUnit report counts 1 failed or errored"
+    )
     killed = judged(tmp_path, -9, PASSED)
-    assert not killed.passed and killed.message.startswith("pytest was ended by signal 9, which is not how pytest ends a test run")
+    assert not killed.passed and killed.message.startswith(
+        "pytest was ended by signal 9, which is not how pytest ends a test run"
+    )
     odd = judged(tmp_path, 7, PASSED)
-    assert not odd.passed and odd.message.startswith("pytest exited with 7, which is not how pytest ends a test run")
+    assert not odd.passed and odd.message.startswith(
+        "pytest exited with 7, which is not how pytest ends a test run"
+    )
 
 
 def test_a_report_with_too_few_tests_fails(tmp_path: Path) -> None:
@@ -468,7 +529,10 @@ def test_the_agents_files_go_in_by_their_relative_paths() -> None:
     [
         ("../escape.py", "artifact path '../escape.py' leads out of the folder (..)"),
         ("a/../../escape.py", "artifact path 'a/../../escape.py' leads out of the folder (..)"),
-        ("/etc/cron.d/x", "artifact path '/etc/cron.d/x' is an absolute path; it must be relative to the folder"),
+        (
+            "/etc/cron.d/x",
+            "artifact path '/etc/cron.d/x' is an absolute path; it must be relative to the folder",
+        ),
     ],
 )
 def test_a_path_that_leads_out_is_refused(path: str, error: str) -> None:
@@ -486,14 +550,18 @@ def test_the_suites_files_win_and_say_so() -> None:
 def test_a_suite_script_is_made_executable(tmp_path: Path) -> None:
     async def modes() -> tuple[int, int]:
         async with work_folder(ctx_for(response()), [], {"run.sh": "#!/bin/sh\n", "data.txt": "x"}) as folder:
-            return (folder.work / "run.sh").stat().st_mode & 0o777, (folder.work / "data.txt").stat().st_mode & 0o777
+            return (folder.work / "run.sh").stat().st_mode & 0o777, (
+                folder.work / "data.txt"
+            ).stat().st_mode & 0o777
 
     assert anyio.run(modes) == (0o755, 0o644)
 
 
 def test_a_file_artifact_without_content_is_copied_from_the_agents_folder(tmp_path: Path) -> None:
     write(tmp_path / "out" / "solution.py", GOOD)
-    resp = response(artifacts=[FileArtifact(path="out/solution.py"), ReferenceArtifact(path="out/solution.py")])
+    resp = response(
+        artifacts=[FileArtifact(path="out/solution.py"), ReferenceArtifact(path="out/solution.py")]
+    )
     assert folder_of(ctx_for(resp, agent_dir=tmp_path))["texts"] == {"out/solution.py": GOOD}
     os.mkfifo(tmp_path / "pipe.py")
     message = refusal(ctx_for(response(artifacts=[FileArtifact(path="pipe.py")]), agent_dir=tmp_path))
@@ -555,10 +623,14 @@ def test_a_workspace_file_must_be_in_the_workspace(tmp_path: Path) -> None:
     workspace = make_workspace(tmp_path)
     message = refusal(ctx_for(response(artifacts=[FileArtifact(path="absent.py")]), workspace=workspace))
     assert message == "absent.py is not in the workspace"
-    message = refusal(ctx_for(response(artifacts=[FileArtifact(path="linked/secret.txt")]), workspace=workspace))
+    message = refusal(
+        ctx_for(response(artifacts=[FileArtifact(path="linked/secret.txt")]), workspace=workspace)
+    )
     assert message.startswith("linked/secret.txt is outside the workspace")
     message = refusal(ctx_for(response(files={str(tmp_path / "elsewhere.py"): "x"}), workspace=workspace))
-    assert message.endswith("is an absolute path; it must be relative to the folder; ATP places the agent's files in the workspace by their relative paths")
+    assert message.endswith(
+        "is an absolute path; it must be relative to the folder; ATP places the agent's files in the workspace by their relative paths"
+    )
 
 
 def test_the_copy_is_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -575,8 +647,12 @@ def test_the_copy_is_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     )
     monkeypatch.setattr(folder_module, "MAX_COPY_FILES", 10_000)
     monkeypatch.setattr(folder_module, "MAX_COPY_BYTES", 55)
-    assert refusal(ctx_for(response(), workspace=workspace)).startswith("the command's folder would hold more than 256 MiB")
-    assert refusal(ctx_for(response(files={"big.py": "x" * 56}))).startswith("the command's folder would hold more than 256 MiB")
+    assert refusal(ctx_for(response(), workspace=workspace)).startswith(
+        "the command's folder would hold more than 256 MiB"
+    )
+    assert refusal(ctx_for(response(files={"big.py": "x" * 56}))).startswith(
+        "the command's folder would hold more than 256 MiB"
+    )
     assert list(temporary.iterdir()) == []  # each refused folder was removed
 
 
@@ -584,7 +660,9 @@ def test_the_folder_is_removed_however_the_block_ends(tmp_path: Path) -> None:
     roots: list[Path] = []
 
     async def fail() -> None:
-        async with work_folder(ctx_for(response(files={"a.py": "x"})), list(response(files={"a.py": "x"}).artifacts), {}) as folder:
+        async with work_folder(
+            ctx_for(response(files={"a.py": "x"})), list(response(files={"a.py": "x"}).artifacts), {}
+        ) as folder:
             roots.append(folder.root)
             locked = folder.work / "locked"
             write(locked / "inner.txt", "x")
@@ -629,13 +707,20 @@ def test_with_path_only_the_selected_files_of_the_workspace_are_copied(tmp_path:
     workspace = make_workspace(tmp_path)
     write(workspace / "conftest.py", "import sys; sys.exit(0)\n")
     write(workspace / "pkg" / "mod.py", "M = 1\n")
-    resp = response(artifacts=[FileArtifact(path="solution.py"), ReferenceArtifact(path=str(workspace / "pkg" / "mod.py"))])
+    resp = response(
+        artifacts=[
+            FileArtifact(path="solution.py"),
+            ReferenceArtifact(path=str(workspace / "pkg" / "mod.py")),
+        ]
+    )
     made = folder_of(ctx_for(resp, workspace=workspace), {"test_solution.py": "t"}, whole_workspace=False)
     assert made["texts"] == {"solution.py": GOOD, "pkg/mod.py": "M = 1\n", "test_solution.py": "t"}
     assert made["folder"].skipped == 0  # (the workspace was not walked)
     whole = folder_of(ctx_for(resp, workspace=workspace), whole_workspace=True)
     assert "conftest.py" in whole["texts"]
-    message = refusal(ctx_for(response(artifacts=[FileArtifact(path="linked/secret.txt")]), workspace=workspace))
+    message = refusal(
+        ctx_for(response(artifacts=[FileArtifact(path="linked/secret.txt")]), workspace=workspace)
+    )
     assert message.startswith("linked/secret.txt is outside the workspace")
 
 

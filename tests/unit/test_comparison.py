@@ -34,7 +34,9 @@ def normal(seed: int, mean: float, spread: float, n: int) -> list[float]:
     return [round(draw.gauss(mean, spread), 1) for _ in range(n)]
 
 
-def results(agent: str, tests: dict[str, list[float]], suite: str = "s", planned: list[str] | None = None) -> SuiteResults:
+def results(
+    agent: str, tests: dict[str, list[float]], suite: str = "s", planned: list[str] | None = None
+) -> SuiteResults:
     """An agent's results: each test's runs scored as given (a test with no scores planned but
     not run)."""
     ids = planned if planned is not None else list(tests)
@@ -105,7 +107,11 @@ def test_each_pair_of_each_test_is_welchs_t_test_as_scipy_computes_it(three: Any
     suite_results, scores = three
     comparison = compare_agents(suite_results)
     assert comparison.agents == ["good", "worse", "same"]
-    assert [(p.a, p.b) for p in comparison.overall] == [("good", "worse"), ("good", "same"), ("worse", "same")]
+    assert [(p.a, p.b) for p in comparison.overall] == [
+        ("good", "worse"),
+        ("good", "same"),
+        ("worse", "same"),
+    ]
     for test_id in TESTS:
         for a, b in (("good", "worse"), ("good", "same"), ("worse", "same")):
             pair = pair_of(comparison, test_id, a, b)
@@ -113,7 +119,8 @@ def test_each_pair_of_each_test_is_welchs_t_test_as_scipy_computes_it(three: Any
             interval = expected.confidence_interval(0.95)
             assert pair.verdict != "not_compared"
             assert pair.delta == pytest.approx(
-                sum(scores[a][test_id]) / len(scores[a][test_id]) - sum(scores[b][test_id]) / len(scores[b][test_id]),
+                sum(scores[a][test_id]) / len(scores[a][test_id])
+                - sum(scores[b][test_id]) / len(scores[b][test_id]),
                 rel=REL,
             )
             assert pair.t == pytest.approx(expected.statistic, rel=1e-9)
@@ -146,7 +153,9 @@ def test_each_agents_mean_and_interval_per_test(three: Any) -> None:
 # --- overall: the paired t-test ----------------------------------------------------------------
 
 
-def test_each_overall_pair_is_the_paired_t_test_of_the_tests_mean_scores_as_scipy_computes_it(three: Any) -> None:
+def test_each_overall_pair_is_the_paired_t_test_of_the_tests_mean_scores_as_scipy_computes_it(
+    three: Any,
+) -> None:
     suite_results, scores = three
     comparison = compare_agents(suite_results)
     for a, b in (("good", "worse"), ("good", "same"), ("worse", "same")):
@@ -233,10 +242,12 @@ def test_holm_takes_back_a_difference_that_is_significant_on_its_own_only() -> N
 
 
 def test_one_run_a_side_is_not_compared_and_says_why() -> None:
-    comparison = compare_agents([
-        results("a", {"t1": [80.0], "t2": [70.0, 72.0]}),
-        results("b", {"t1": [60.0, 62.0], "t2": [71.0, 69.0]}),
-    ])
+    comparison = compare_agents(
+        [
+            results("a", {"t1": [80.0], "t2": [70.0, 72.0]}),
+            results("b", {"t1": [60.0, 62.0], "t2": [71.0, 69.0]}),
+        ]
+    )
     pair = pair_of(comparison, "t1", "a", "b")
     assert pair.verdict == "not_compared" and not pair.significant
     assert pair.p_value is None and pair.p_holm is None and pair.delta is None and pair.t is None
@@ -253,10 +264,12 @@ def test_one_run_a_side_is_not_compared_and_says_why() -> None:
 
 
 def test_a_test_only_one_agent_ran_is_not_compared() -> None:
-    comparison = compare_agents([
-        results("a", {"t1": [80.0, 82.0], "t2": [70.0, 72.0], "t3": [60.0, 65.0]}),
-        results("b", {"t1": [60.0, 62.0], "t2": [71.0, 69.0]}, planned=["t1", "t2", "t3"]),
-    ])
+    comparison = compare_agents(
+        [
+            results("a", {"t1": [80.0, 82.0], "t2": [70.0, 72.0], "t3": [60.0, 65.0]}),
+            results("b", {"t1": [60.0, 62.0], "t2": [71.0, 69.0]}, planned=["t1", "t2", "t3"]),
+        ]
+    )
     assert [r.id for r in comparison.tests] == ["t1", "t2", "t3"]
     pair = pair_of(comparison, "t3", "a", "b")
     assert pair.verdict == "not_compared" and pair.reason == "b did not run this test"
@@ -269,10 +282,12 @@ def test_a_test_only_one_agent_ran_is_not_compared() -> None:
 
 
 def test_a_test_missing_from_an_agents_results_is_listed_all_the_same() -> None:
-    comparison = compare_agents([
-        results("a", {"t1": [80.0, 82.0]}),
-        results("b", {"t1": [60.0, 62.0], "t2": [71.0, 69.0]}),
-    ])
+    comparison = compare_agents(
+        [
+            results("a", {"t1": [80.0, 82.0]}),
+            results("b", {"t1": [60.0, 62.0], "t2": [71.0, 69.0]}),
+        ]
+    )
     assert [r.id for r in comparison.tests] == ["t1", "t2"]
     assert pair_of(comparison, "t2", "a", "b").reason == "a did not run this test"
     overall = overall_of(comparison, "a", "b")
@@ -284,10 +299,12 @@ def test_a_test_missing_from_an_agents_results_is_listed_all_the_same() -> None:
 
 
 def test_identical_scores_give_defined_figures() -> None:
-    comparison = compare_agents([
-        results("a", {"t1": [80.0, 80.0, 80.0], "t2": [70.0, 70.0]}),
-        results("b", {"t1": [80.0, 80.0], "t2": [70.0, 70.0, 70.0]}),
-    ])
+    comparison = compare_agents(
+        [
+            results("a", {"t1": [80.0, 80.0, 80.0], "t2": [70.0, 70.0]}),
+            results("b", {"t1": [80.0, 80.0], "t2": [70.0, 70.0, 70.0]}),
+        ]
+    )
     for test_id in ("t1", "t2"):
         pair = pair_of(comparison, test_id, "a", "b")
         assert pair.delta == 0.0 and pair.p_value == 1.0 and pair.ci_95 == (0.0, 0.0)
@@ -302,10 +319,12 @@ def test_identical_scores_give_defined_figures() -> None:
 
 
 def test_constant_scores_that_differ_are_an_exact_difference() -> None:
-    comparison = compare_agents([
-        results("a", {"t1": [90.0, 90.0], "t2": [80.0, 80.0]}),
-        results("b", {"t1": [80.0, 80.0], "t2": [70.0, 70.0]}),
-    ])
+    comparison = compare_agents(
+        [
+            results("a", {"t1": [90.0, 90.0], "t2": [80.0, 80.0]}),
+            results("b", {"t1": [80.0, 80.0], "t2": [70.0, 70.0]}),
+        ]
+    )
     pair = pair_of(comparison, "t1", "a", "b")
     assert pair.delta == 10.0 and pair.p_value == 0.0 and pair.p_holm == 0.0
     assert pair.significant and pair.better == "a"
@@ -316,10 +335,12 @@ def test_constant_scores_that_differ_are_an_exact_difference() -> None:
 
 
 def test_nothing_run_at_all_gives_defined_output() -> None:
-    comparison = compare_agents([
-        results("a", {}, planned=["t1"]),
-        results("b", {}, planned=["t1"]),
-    ])
+    comparison = compare_agents(
+        [
+            results("a", {}, planned=["t1"]),
+            results("b", {}, planned=["t1"]),
+        ]
+    )
     assert comparison.tests[0].pairs[0].reason == "a and b did not run this test"
     assert comparison.agent_totals[0].n == 0 and comparison.agent_totals[0].mean is None
     overall = overall_of(comparison, "a", "b")

@@ -123,8 +123,11 @@ def test_missing_variable_is_a_located_error(tmp_path: Path, plugins: Plugins) -
 
 def test_adapter_settings_are_validated_with_location(tmp_path: Path, plugins: Plugins) -> None:
     suite = load_suite(
-        write(tmp_path / "s.yaml", "test_suite: s\nagents:\n  - name: a\n    type: cli\n    comand: [x]\n"
-              "tests:\n  - id: t\n    task: {description: x}\n"),
+        write(
+            tmp_path / "s.yaml",
+            "test_suite: s\nagents:\n  - name: a\n    type: cli\n    comand: [x]\n"
+            "tests:\n  - id: t\n    task: {description: x}\n",
+        ),
         plugins.evaluators,
     )
     definition = agent_definitions(load_config(cwd=tmp_path), suite)["a"]
@@ -135,8 +138,11 @@ def test_adapter_settings_are_validated_with_location(tmp_path: Path, plugins: P
 
 def test_unknown_type_and_missing_type(tmp_path: Path, plugins: Plugins) -> None:
     suite = load_suite(
-        write(tmp_path / "s.yaml", "test_suite: s\nagents:\n  - {name: a, type: smtp}\n  - {name: b, command: x}\n"
-              "tests:\n  - id: t\n    task: {description: x}\n"),
+        write(
+            tmp_path / "s.yaml",
+            "test_suite: s\nagents:\n  - {name: a, type: smtp}\n  - {name: b, command: x}\n"
+            "tests:\n  - id: t\n    task: {description: x}\n",
+        ),
         plugins.evaluators,
     )
     found = agent_definitions(load_config(cwd=tmp_path), suite)
@@ -169,11 +175,14 @@ def test_evaluator_settings_are_interpolated_and_their_secrets_masked(tmp_path: 
     from atp.core.config import Config
     from atp.core.yamlfile import YamlDocument
 
-    path = write(tmp_path / "atp.config.yaml", """
+    path = write(
+        tmp_path / "atp.config.yaml",
+        """
         evaluators:
           judge: {model: "${JUDGE_MODEL:-small}", api_key: "${JUDGE_API_KEY}"}
           other: {token: "${MISSING_TOKEN}"}
-        """)
+        """,
+    )
     document = YamlDocument.load(path)
     config = Config(load_config(path).spec, document, environ={"JUDGE_API_KEY": "sk-judge-999"})
     assert config.evaluator_settings("judge") == {"model": "small", "api_key": "sk-judge-999"}
@@ -254,17 +263,34 @@ def test_a_pyproject_without_tool_atp_is_no_config(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("text", "path", "line", "reason"),
     [
-        ("[tool.atp.defaults]\nparallel_workers = 0\n", "tool.atp.defaults.parallel_workers", 2, "expected int >= 1"),
-        ("[tool.atp]\nreporting = {default = 'json', verbos = true}\n", "tool.atp.reporting.verbos", 2,
-         "unknown field 'verbos'"),
-        ('[project]\nname = "x"\n\n[tool.atp]\nversion = "1.0"\n\n[tool.atp.agents.a]\ntype = "cli"\n'
-         "\n[tool.atp.evaluators.contains]\ntimeout_seconds = -1\n",
-         "tool.atp.evaluators.contains.timeout_seconds", 11, "timeout_seconds must be a number of seconds"),
+        (
+            "[tool.atp.defaults]\nparallel_workers = 0\n",
+            "tool.atp.defaults.parallel_workers",
+            2,
+            "expected int >= 1",
+        ),
+        (
+            "[tool.atp]\nreporting = {default = 'json', verbos = true}\n",
+            "tool.atp.reporting.verbos",
+            2,
+            "unknown field 'verbos'",
+        ),
+        (
+            '[project]\nname = "x"\n\n[tool.atp]\nversion = "1.0"\n\n[tool.atp.agents.a]\ntype = "cli"\n'
+            "\n[tool.atp.evaluators.contains]\ntimeout_seconds = -1\n",
+            "tool.atp.evaluators.contains.timeout_seconds",
+            11,
+            "timeout_seconds must be a number of seconds",
+        ),
         ("[tool]\natp.reportin = 1\n", "tool.atp.reportin", 2, "unknown field 'reportin'"),
         ("[tool.atp]\nversion = '2.0'\n", "tool.atp.version", 2, "config version '2.0' is not supported"),
         ("[tool]\natp = 3\n", "tool.atp", 2, "[tool.atp] must be a table"),
-        ("[tool.atp]\nplugins = ['ok', 'not a module']\n", "tool.atp.plugins[1]", 2,
-         "'not a module' is neither a module name"),
+        (
+            "[tool.atp]\nplugins = ['ok', 'not a module']\n",
+            "tool.atp.plugins[1]",
+            2,
+            "'not a module' is neither a module name",
+        ),
     ],
 )
 def test_errors_in_tool_atp_name_pyproject_the_key_path_and_a_line(
@@ -298,12 +324,15 @@ def test_a_missing_variable_in_tool_atp_is_located(tmp_path: Path, plugins: Plug
 
 def test_plugin_entries_are_modules_and_files_relative_to_the_config(tmp_path: Path) -> None:
     write(tmp_path / "checks" / "house_style.py", "")
-    write(tmp_path / "ci" / "atp.yaml", """
+    write(
+        tmp_path / "ci" / "atp.yaml",
+        """
         plugins:
           - my_team.checks
           - ../checks/house_style.py
           - my_team.checks
-        """)
+        """,
+    )
     config = load_config(tmp_path / "ci" / "atp.yaml")
     entries = config.plugin_entries()
     assert entries == ["my_team.checks", tmp_path / "checks" / "house_style.py"]
@@ -346,7 +375,10 @@ def test_plugin_entries_are_checked_when_the_config_loads(tmp_path: Path, entry:
 def test_atp_python_is_the_interpreter_running_atp(tmp_path: Path, plugins: Plugins) -> None:
     import sys
 
-    write(tmp_path / "atp.config.yaml", 'agents:\n  a:\n    type: cli\n    command: ["${ATP_PYTHON}", agent.py]\n')
+    write(
+        tmp_path / "atp.config.yaml",
+        'agents:\n  a:\n    type: cli\n    command: ["${ATP_PYTHON}", agent.py]\n',
+    )
     definition = agent_definitions(load_config(cwd=tmp_path))["a"]
     assert resolve_agent(definition, plugins.adapters, {}).settings.command == [sys.executable, "agent.py"]
     chosen = resolve_agent(definition, plugins.adapters, {"ATP_PYTHON": "/opt/python"})

@@ -48,21 +48,37 @@ class Broken(io.StringIO):
 
 
 def make_run(test_id: str, number: int, outcome: str = "passed") -> RunResult:
-    return RunResult(test_id=test_id, run_number=number, task_id=TID, outcome=outcome,  # type: ignore[arg-type]
-                     status="completed", score=100.0 if outcome == "passed" else 0.0, duration_seconds=0.25,
-                     started_at=NOW)
+    return RunResult(
+        test_id=test_id,
+        run_number=number,
+        task_id=TID,
+        outcome=outcome,  # type: ignore[arg-type]
+        status="completed",
+        score=100.0 if outcome == "passed" else 0.0,
+        duration_seconds=0.25,
+        started_at=NOW,
+    )
 
 
 def new_store(tmp_path: Path) -> tuple[RunHeader, RunStore]:
     header = RunHeader(
-        run_id="r", suite="live", agent="bot", agent_type="cli", started_at=NOW,
-        tests=[PlannedTest(id="first", name="F", runs=2), PlannedTest(id="second_test", name="S"),
-               PlannedTest(id="later", name="L", skip="not ready")],
+        run_id="r",
+        suite="live",
+        agent="bot",
+        agent_type="cli",
+        started_at=NOW,
+        tests=[
+            PlannedTest(id="first", name="F", runs=2),
+            PlannedTest(id="second_test", name="S"),
+            PlannedTest(id="later", name="L", skip="not ready"),
+        ],
     )
     return header, RunStore.create(tmp_path, header)
 
 
-def play(reporter: ConsoleReporter, header: RunHeader, store: RunStore, outcomes: dict[str, list[str]]) -> None:
+def play(
+    reporter: ConsoleReporter, header: RunHeader, store: RunStore, outcomes: dict[str, list[str]]
+) -> None:
     """Call the hooks as the runner does, storing each run, then finish the suite."""
     reporter.atp_suite_started(header, store.directory)
     planned = {p.id: p for p in header.tests}
@@ -97,7 +113,9 @@ def test_without_a_terminal_the_header_comes_first_then_a_line_per_finished_test
     assert stream.getvalue() == started + "  ✗ second_test    0.0/100  time 0.25s\n"
     runs = [make_run("first", 1), make_run("first", 2, "failed")]
     reporter.atp_test_finished(make_test_result(header.tests[0], runs, False))
-    assert stream.getvalue().endswith("  ✗ first         50.0/100  (σ=70.7)  time 0.50s  1/2 runs passed, critical, flaky\n")
+    assert stream.getvalue().endswith(
+        "  ✗ first         50.0/100  (σ=70.7)  time 0.50s  1/2 runs passed, critical, flaky\n"
+    )
     assert "\r" not in stream.getvalue() and "\033" not in stream.getvalue()
 
 
@@ -114,7 +132,9 @@ def test_the_live_report_does_not_repeat_the_header_but_atp_report_prints_it(tmp
     again = io.StringIO()
     ConsoleReporter(ReportOptions(stream=again)).report(results, RunStore.open(store.directory))  # atp report
     header_part, body = again.getvalue().split("Tests:\n", 1)
-    assert header_part.startswith("ATP Test Results\n") and header_part.endswith(f"Run directory: {store.directory}\n\n")
+    assert header_part.startswith("ATP Test Results\n") and header_part.endswith(
+        f"Run directory: {store.directory}\n\n"
+    )
     assert live.startswith(header_part) and live.endswith("\nTests:\n" + body)
 
 
@@ -132,7 +152,7 @@ def test_on_a_terminal_a_status_line_is_rewritten_and_erased(tmp_path: Path) -> 
     assert "\n  ✗ first" not in out  # no per-test lines on a terminal: the status line says it
     assert out.endswith(ERASE) and "Running" not in out
     reporter.report(store.results(), store)
-    report = tty.getvalue()[len(out):]
+    report = tty.getvalue()[len(out) :]
     assert report.startswith("Tests:\n") and "ATP Test Results" not in report
 
 

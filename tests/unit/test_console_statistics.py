@@ -39,11 +39,22 @@ ESC = re.compile(r"\x1b\[[0-9;]*m")
 
 
 def run(test_id: str, number: int, score: float, passed: bool = True, **fields: Any) -> RunResult:
-    return RunResult(test_id=test_id, run_number=number, task_id=TID, outcome="passed" if passed else "failed",
-                     status="completed", score=score, duration_seconds=0.5, started_at=NOW, **fields)
+    return RunResult(
+        test_id=test_id,
+        run_number=number,
+        task_id=TID,
+        outcome="passed" if passed else "failed",
+        status="completed",
+        score=score,
+        duration_seconds=0.5,
+        started_at=NOW,
+        **fields,
+    )
 
 
-def runs_of(test_id: str, scores: list[float], failed: tuple[int, ...] = (), **fields: Any) -> list[RunResult]:
+def runs_of(
+    test_id: str, scores: list[float], failed: tuple[int, ...] = (), **fields: Any
+) -> list[RunResult]:
     return [run(test_id, n, s, n not in failed, **fields) for n, s in enumerate(scores, 1)]
 
 
@@ -51,11 +62,21 @@ def planned(test_id: str, runs: int = 5, **fields: Any) -> PlannedTest:
     return PlannedTest(id=test_id, name=test_id, runs=runs, **fields)
 
 
-def results_of(tests: list[PlannedTest], runs: list[RunResult], baseline: Baseline | None = None,
-               correction: str = "holm", finished: bool = True) -> SuiteResults:
+def results_of(
+    tests: list[PlannedTest],
+    runs: list[RunResult],
+    baseline: Baseline | None = None,
+    correction: str = "holm",
+    finished: bool = True,
+) -> SuiteResults:
     header = RunHeader(
-        run_id="r", suite="s", agent="new", agent_type="cli", started_at=NOW,
-        finished_at=NOW + timedelta(seconds=3) if finished else None, tests=tests,
+        run_id="r",
+        suite="s",
+        agent="new",
+        agent_type="cli",
+        started_at=NOW,
+        finished_at=NOW + timedelta(seconds=3) if finished else None,
+        tests=tests,
         baseline=BaselineRef(file="base.json", correction=correction) if baseline is not None else None,  # type: ignore[arg-type]
     )
     return build_suite_results(header, runs, baseline=baseline)
@@ -64,7 +85,9 @@ def results_of(tests: list[PlannedTest], runs: list[RunResult], baseline: Baseli
 def render(results: SuiteResults, tmp_path: Path, verbose: bool = False, **options: Any) -> str:
     stream = options.pop("stream", None) or io.StringIO()
     options.setdefault("color", False)
-    ConsoleReporter(ReportOptions(stream=stream, verbose=verbose, **options)).report(results, RunStore(tmp_path))
+    ConsoleReporter(ReportOptions(stream=stream, verbose=verbose, **options)).report(
+        results, RunStore(tmp_path)
+    )
     if not isinstance(stream, io.StringIO):
         return ""
     text = stream.getvalue()
@@ -73,20 +96,27 @@ def render(results: SuiteResults, tmp_path: Path, verbose: bool = False, **optio
 
 
 def line_of(out: str, test_id: str) -> str:
-    (found,) = [line for line in out.splitlines() if line.startswith(("  ✓ ", "  ✗ ", "  ! ")) and line.split()[1] == test_id
-                and "/100" in line]
+    (found,) = [
+        line
+        for line in out.splitlines()
+        if line.startswith(("  ✓ ", "  ✗ ", "  ! ")) and line.split()[1] == test_id and "/100" in line
+    ]
     return found
 
 
 def body_of(out: str) -> list[str]:
-    return out[out.index("Tests:"):].splitlines()
+    return out[out.index("Tests:") :].splitlines()
 
 
 def baseline_of(**tests: list[float]) -> Baseline:
     return Baseline(
-        created_at=NOW, suite="s", agent="old",
-        tests={i: BaselineTest(mean_score=sum(s) / len(s), n_runs=len(s), runs=[BaselineRun(score=x) for x in s])
-               for i, s in tests.items()},
+        created_at=NOW,
+        suite="s",
+        agent="old",
+        tests={
+            i: BaselineTest(mean_score=sum(s) / len(s), n_runs=len(s), runs=[BaselineRun(score=x) for x in s])
+            for i, s in tests.items()
+        },
     )
 
 
@@ -109,8 +139,12 @@ def test_the_spread_is_the_kernels_sample_std(tmp_path: Path) -> None:
 
 def test_the_stability_level_is_shown_when_not_stable(tmp_path: Path) -> None:
     tests = [planned(i) for i in ("steady", "moderate", "unstable", "critical")]
-    runs = [*runs_of("steady", [80, 81, 80, 79, 80]), *runs_of("moderate", [80, 90, 70, 85, 75]),
-            *runs_of("unstable", [90, 60, 95, 70, 100]), *runs_of("critical", [50, 80, 30, 70, 90])]
+    runs = [
+        *runs_of("steady", [80, 81, 80, 79, 80]),
+        *runs_of("moderate", [80, 90, 70, 85, 75]),
+        *runs_of("unstable", [90, 60, 95, 70, 100]),
+        *runs_of("critical", [50, 80, 30, 70, 90]),
+    ]
     results = results_of(tests, runs)
     out = render(results, tmp_path)
     assert line_of(out, "steady").endswith("time 2.50s")  # stable: nothing said
@@ -124,8 +158,9 @@ def test_the_stability_level_is_shown_when_not_stable(tmp_path: Path) -> None:
 
 
 def test_one_run_shows_no_spread(tmp_path: Path) -> None:
-    results = results_of([planned("one", 1), planned("cut", 3)], [run("one", 1, 70.0), run("cut", 1, 90.0)],
-                         finished=False)
+    results = results_of(
+        [planned("one", 1), planned("cut", 3)], [run("one", 1, 70.0), run("cut", 1, 90.0)], finished=False
+    )
     out = render(results, tmp_path)
     assert line_of(out, "one") == "  ✓ one   70.0/100  time 0.50s"
     assert line_of(out, "cut") == "  ✓ cut   90.0/100            time 0.50s  1/1 run passed, 2 not run"
@@ -135,21 +170,34 @@ def test_one_run_shows_no_spread(tmp_path: Path) -> None:
 
 
 def test_the_pass_rule_is_said_with_the_count(tmp_path: Path) -> None:
-    tests = [planned("rate", pass_rule=PassRule(rule="pass_rate", threshold=0.8)),
-             planned("mean", pass_rule=PassRule(rule="min_score", threshold=60)),
-             planned("all")]
-    runs = [*runs_of("rate", [80, 80, 80, 80, 20], failed=(5,)), *runs_of("mean", [70, 70, 70, 70, 60]),
-            *runs_of("all", [80, 80, 80, 80, 20], failed=(5,))]
+    tests = [
+        planned("rate", pass_rule=PassRule(rule="pass_rate", threshold=0.8)),
+        planned("mean", pass_rule=PassRule(rule="min_score", threshold=60)),
+        planned("all"),
+    ]
+    runs = [
+        *runs_of("rate", [80, 80, 80, 80, 20], failed=(5,)),
+        *runs_of("mean", [70, 70, 70, 70, 60]),
+        *runs_of("all", [80, 80, 80, 80, 20], failed=(5,)),
+    ]
     out = render(results_of(tests, runs), tmp_path)
-    assert line_of(out, "rate").startswith("  ✓ rate   68.0/100  (σ=26.8)  time 2.50s  4/5 runs passed (rule: ≥80%)")
-    assert line_of(out, "mean").startswith("  ✓ mean   68.0/100  (σ=4.5)   time 2.50s  5/5 runs passed (rule: mean ≥60)")
-    assert line_of(out, "all").startswith("  ✗ all    68.0/100  (σ=26.8)  time 2.50s  4/5 runs passed, critical")
+    assert line_of(out, "rate").startswith(
+        "  ✓ rate   68.0/100  (σ=26.8)  time 2.50s  4/5 runs passed (rule: ≥80%)"
+    )
+    assert line_of(out, "mean").startswith(
+        "  ✓ mean   68.0/100  (σ=4.5)   time 2.50s  5/5 runs passed (rule: mean ≥60)"
+    )
+    assert line_of(out, "all").startswith(
+        "  ✗ all    68.0/100  (σ=26.8)  time 2.50s  4/5 runs passed, critical"
+    )
     verbose = render(results_of(tests, runs), tmp_path, verbose=True)
     assert "    pass rule: at least 80% of the runs pass\n" in verbose
     assert "    pass rule: the mean score is at least 60\n" in verbose
 
 
-def test_an_adaptive_test_says_how_many_runs_it_took_and_why_not_that_some_were_not_run(tmp_path: Path) -> None:
+def test_an_adaptive_test_says_how_many_runs_it_took_and_why_not_that_some_were_not_run(
+    tmp_path: Path,
+) -> None:
     plan = Adaptive(min_runs=3, max_runs=20, ci_width=5)
     tests = [planned("auto", 20, adaptive=plan), planned("late", 20, adaptive=plan)]
     runs = [*runs_of("auto", [80, 81, 80]), *runs_of("late", [80, 81, 80, 82, 79])]  # 'late': 2 in flight
@@ -157,7 +205,9 @@ def test_an_adaptive_test_says_how_many_runs_it_took_and_why_not_that_some_were_
     assert results.tests[0].stop is not None and results.tests[0].stop.runs == 3
     out = render(results, tmp_path)
     assert line_of(out, "auto").endswith("time 1.50s  took 3 runs (95% interval ±1.4 ≤ ±5 points)")
-    assert line_of(out, "late").endswith("time 2.50s  took 5 runs (decided after 3: 95% interval ±1.4 ≤ ±5 points)")
+    assert line_of(out, "late").endswith(
+        "time 2.50s  took 5 runs (decided after 3: 95% interval ±1.4 ≤ ±5 points)"
+    )
     assert "not run" not in out and "not finished" not in out
     assert "Runs per test: auto (3-20)\n" in out
     assert "Summary: 2 passed, 0 failed, 0 skipped (100.0%)\n" in out
@@ -187,11 +237,17 @@ def test_an_adaptive_test_in_ascii_spells_its_symbols(tmp_path: Path) -> None:
 
 def test_verbose_shows_the_interval_components_metrics_and_pass_at_k(tmp_path: Path) -> None:
     metrics = Metrics(total_tokens=1200, total_steps=12, tool_calls=3, llm_calls=4, cost_usd=0.0125)
-    breakdowns = [{"quality": 0.8, "completeness": 1.0, "efficiency": 0.7}, {"quality": 0.9, "completeness": 1.0},
-                  {"quality": 0.7, "completeness": 0.5, "efficiency": 0.8}, {"quality": 0.8, "completeness": 1.0},
-                  {"quality": 0.9, "completeness": 1.0, "efficiency": 0.9}]
-    runs = [run("t", n, s, n != 3, score_breakdown=b, metrics=metrics)
-            for n, (s, b) in enumerate(zip([80, 90, 70, 85, 75], breakdowns, strict=True), 1)]
+    breakdowns = [
+        {"quality": 0.8, "completeness": 1.0, "efficiency": 0.7},
+        {"quality": 0.9, "completeness": 1.0},
+        {"quality": 0.7, "completeness": 0.5, "efficiency": 0.8},
+        {"quality": 0.8, "completeness": 1.0},
+        {"quality": 0.9, "completeness": 1.0, "efficiency": 0.9},
+    ]
+    runs = [
+        run("t", n, s, n != 3, score_breakdown=b, metrics=metrics)
+        for n, (s, b) in enumerate(zip([80, 90, 70, 85, 75], breakdowns, strict=True), 1)
+    ]
     out = render(results_of([planned("t")], runs), tmp_path, verbose=True)
     body = body_of(out)
     assert body[1] == "  ✗ t   80.0/100  (σ=7.9)   time 2.50s  4/5 runs passed, moderate, flaky"
@@ -202,14 +258,18 @@ def test_verbose_shows_the_interval_components_metrics_and_pass_at_k(tmp_path: P
         "    metrics (mean): 1,200 tokens, 12.0 steps, 3.0 tool calls, 4.0 LLM calls, wall time 0.50s, cost $0.0125",
         "    pass@1 0.80, pass@3 1.00, pass@5 1.00; pass^3 0.40, pass^5 0.00",
     ]
-    assert body[6] == "    run 1: score 80.0: quality 0.80, completeness 1.00, efficiency 0.70"  # then each run
+    assert (
+        body[6] == "    run 1: score 80.0: quality 0.80, completeness 1.00, efficiency 0.70"
+    )  # then each run
     assert "pass rule" not in out  # the default rule goes without saying
 
 
 def test_verbose_says_when_no_component_counted_and_a_cv_is_undefined(tmp_path: Path) -> None:
     out = render(results_of([planned("zero", 2)], runs_of("zero", [0, 0])), tmp_path, verbose=True)
-    assert ("    components (mean): none counted; not counted: quality (no quality checks), completeness (no checks), "
-            "efficiency (no max_steps, or steps unknown), cost (no token or cost limit, or usage unknown)") in out
+    assert (
+        "    components (mean): none counted; not counted: quality (no quality checks), completeness (no checks), "
+        "efficiency (no max_steps, or steps unknown), cost (no token or cost limit, or usage unknown)"
+    ) in out
     # a mean of 0 with a spread: the CV and the stability level are undefined, shown as —
     spread = results_of([planned("z", 2)], [run("z", 1, 0.0), run("z", 2, 0.0)])
     assert spread.tests[0].statistics is not None
@@ -223,10 +283,16 @@ def test_verbose_says_when_no_component_counted_and_a_cv_is_undefined(tmp_path: 
 
 
 def test_each_test_says_its_verdict_and_the_run_its_counts(tmp_path: Path) -> None:
-    baseline = baseline_of(worse=[80, 82, 78, 81, 79], better=[60, 62, 58, 61, 59], once=[70, 71], gone=[50, 51])
+    baseline = baseline_of(
+        worse=[80, 82, 78, 81, 79], better=[60, 62, 58, 61, 59], once=[70, 71], gone=[50, 51]
+    )
     tests = [planned("worse"), planned("better"), planned("new"), planned("once", 1)]
-    runs = [*runs_of("worse", [70, 72, 68, 71, 69]), *runs_of("better", [70, 72, 68, 71, 69]),
-            *runs_of("new", [70, 72, 68, 71, 69]), run("once", 1, 70.0)]
+    runs = [
+        *runs_of("worse", [70, 72, 68, 71, 69]),
+        *runs_of("better", [70, 72, 68, 71, 69]),
+        *runs_of("new", [70, 72, 68, 71, 69]),
+        run("once", 1, 70.0),
+    ]
     results = results_of(tests, runs, baseline)
     out = render(results, tmp_path)
     body = body_of(out)
@@ -236,11 +302,15 @@ def test_each_test_says_its_verdict_and_the_run_its_counts(tmp_path: Path) -> No
     assert body[2] == f"    baseline: regression -10.0 (-12.5%) p={p}, Holm p={holm}"
     assert body[4] == f"    baseline: improvement +10.0 (+16.7%) p={p}, Holm p={holm}"
     assert body[6] == "    baseline: not compared: not in the baseline"
-    assert body[8] == ("    baseline: not compared: a comparison needs at least 2 runs on each side (this run has 1); "
-                       "run with --runs=2 or more")
-    summary = out[out.index("Summary:"):].splitlines()
-    assert summary[2] == ("Baseline: base.json (old, 2026-01-01 00:00 UTC): 1 regression, 1 improvement, 0 unchanged, "
-                          "2 not compared; regressions fail the run")
+    assert body[8] == (
+        "    baseline: not compared: a comparison needs at least 2 runs on each side (this run has 1); "
+        "run with --runs=2 or more"
+    )
+    summary = out[out.index("Summary:") :].splitlines()
+    assert summary[2] == (
+        "Baseline: base.json (old, 2026-01-01 00:00 UTC): 1 regression, 1 improvement, 0 unchanged, "
+        "2 not compared; regressions fail the run"
+    )
     assert summary[3] == "  in the baseline but not in this run: gone"
     assert summary[-1].startswith("Total time: ")
     coloured = render(results, tmp_path, color=True)
@@ -251,31 +321,43 @@ def test_each_test_says_its_verdict_and_the_run_its_counts(tmp_path: Path) -> No
 
 
 def test_verbose_adds_the_interval_of_the_difference(tmp_path: Path) -> None:
-    results = results_of([planned("worse")], runs_of("worse", [70, 72, 68, 71, 69]),
-                         baseline_of(worse=[80, 82, 78, 81, 79]))
+    results = results_of(
+        [planned("worse")], runs_of("worse", [70, 72, 68, 71, 69]), baseline_of(worse=[80, 82, 78, 81, 79])
+    )
     out = render(results, tmp_path, verbose=True)
-    assert ("      95% CI of the difference [-12.3, -7.7]; baseline 80.0 (5 runs), this run 70.0 (5 runs); "
-            "Welch's t-test on the runs' scores\n") in out
+    assert (
+        "      95% CI of the difference [-12.3, -7.7]; baseline 80.0 (5 runs), this run 70.0 (5 runs); "
+        "Welch's t-test on the runs' scores\n"
+    ) in out
 
 
 def test_a_verdict_that_holms_correction_changes_says_both(tmp_path: Path) -> None:
     baseline = baseline_of(edge=[80, 84, 76, 82, 78], same=[80, 85, 75, 82, 79], also=[81, 85, 75, 82, 78])
     tests = [planned("edge"), planned("same"), planned("also")]
-    runs = [*runs_of("edge", [75, 79, 71, 77, 73]), *runs_of("same", [80, 84, 76, 82, 78]),
-            *runs_of("also", [80, 84, 76, 82, 78])]
+    runs = [
+        *runs_of("edge", [75, 79, 71, 77, 73]),
+        *runs_of("same", [80, 84, 76, 82, 78]),
+        *runs_of("also", [80, 84, 76, 82, 78]),
+    ]
     results = results_of(tests, runs, baseline)
     out = render(results, tmp_path)
     assert line_of(out, "edge")  # the test's line, then its verdict
-    assert ("    baseline: no significant change -5.0 (-6.2%) after Holm's correction; regression before it "
-            "(p=0.037, Holm p=0.11)\n") in out
+    assert (
+        "    baseline: no significant change -5.0 (-6.2%) after Holm's correction; regression before it "
+        "(p=0.037, Holm p=0.11)\n"
+    ) in out
     assert "    baseline: no significant change -0.2 (-0.2%) p=0.93, Holm p=1\n" in out
-    assert ("Baseline: base.json (old, 2026-01-01 00:00 UTC): 0 regressions, 0 improvements, 3 unchanged, 0 not compared "
-            "(with Holm's correction; without it 1 regression, 0 improvements)\n") in out
+    assert (
+        "Baseline: base.json (old, 2026-01-01 00:00 UTC): 0 regressions, 0 improvements, 3 unchanged, 0 not compared "
+        "(with Holm's correction; without it 1 regression, 0 improvements)\n"
+    ) in out
     assert "\033[33m    baseline: no significant change -5.0" in render(results, tmp_path, color=True)
     # --correction=none: each test's own verdict counts, and fails the run
     raw = render(results_of(tests, runs, baseline, correction="none"), tmp_path)
-    assert ("    baseline: regression -5.0 (-6.2%) (p=0.037, Holm p=0.11); not significant after Holm's correction\n"
-            in raw)
+    assert (
+        "    baseline: regression -5.0 (-6.2%) (p=0.037, Holm p=0.11); not significant after Holm's correction\n"
+        in raw
+    )
     assert ": 1 regression, 0 improvements, 2 unchanged, 0 not compared; regressions fail the run\n" in raw
 
 
@@ -292,8 +374,11 @@ def test_a_baseline_of_another_suite_is_a_problem_and_compares_nothing(tmp_path:
 
 def test_an_adaptive_test_compared_sequentially_says_so(tmp_path: Path) -> None:
     plan = Adaptive(min_runs=3, max_runs=20)
-    results = results_of([planned("auto", 20, adaptive=plan)], runs_of("auto", [60, 60.5, 59.5]),
-                         baseline_of(auto=[80, 82, 78, 81, 79, 80, 81, 79, 80, 80]))
+    results = results_of(
+        [planned("auto", 20, adaptive=plan)],
+        runs_of("auto", [60, 60.5, 59.5]),
+        baseline_of(auto=[80, 82, 78, 81, 79, 80, 81, 79, 80, 80]),
+    )
     out = render(results, tmp_path)
     assert results.tests[0].stop is not None and results.tests[0].stop.reason == "regression"
     assert "took 3 runs (regression of -20.0 points decided (p = " in line_of(out, "auto")
@@ -314,9 +399,11 @@ def test_the_summary_gives_the_suites_pass_rates_when_tests_ran_several_runs(tmp
 
 
 def test_no_colour_off_a_terminal_or_with_no_color(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    results = results_of([planned("worse"), planned("wild")],
-                         [*runs_of("worse", [70, 72, 68, 71, 69]), *runs_of("wild", [50, 80, 30, 70, 90])],
-                         baseline_of(worse=[80, 82, 78, 81, 79]))
+    results = results_of(
+        [planned("worse"), planned("wild")],
+        [*runs_of("worse", [70, 72, 68, 71, 69]), *runs_of("wild", [50, 80, 30, 70, 90])],
+        baseline_of(worse=[80, 82, 78, 81, 79]),
+    )
     monkeypatch.delenv("NO_COLOR", raising=False)
     plain = io.StringIO()
     ConsoleReporter(ReportOptions(stream=plain, verbose=True)).report(results, RunStore(tmp_path))
@@ -348,8 +435,14 @@ def test_ids_from_the_suite_and_the_baseline_are_escaped(tmp_path: Path) -> None
 
 def test_the_live_line_and_status_of_an_adaptive_run(tmp_path: Path) -> None:
     plan = Adaptive(min_runs=3, max_runs=20, ci_width=5)
-    header = RunHeader(run_id="r", suite="s", agent="a", agent_type="cli", started_at=NOW,
-                       tests=[planned("auto", 20, adaptive=plan)])
+    header = RunHeader(
+        run_id="r",
+        suite="s",
+        agent="a",
+        agent_type="cli",
+        started_at=NOW,
+        tests=[planned("auto", 20, adaptive=plan)],
+    )
     stream = io.StringIO()
     reporter = ConsoleReporter(ReportOptions(stream=stream))
     reporter.atp_suite_started(header, tmp_path)
@@ -358,7 +451,9 @@ def test_the_live_line_and_status_of_an_adaptive_run(tmp_path: Path) -> None:
     from atp.core.results import make_test_result
 
     reporter.atp_test_finished(make_test_result(header.tests[0], runs_of("auto", [80, 81, 80]), False))
-    assert stream.getvalue().endswith("  ✓ auto   80.3/100  (σ=0.6)   time 1.50s  took 3 runs (95% interval ±1.4 ≤ ±5 points)\n")
+    assert stream.getvalue().endswith(
+        "  ✓ auto   80.3/100  (σ=0.6)   time 1.50s  took 3 runs (95% interval ±1.4 ≤ ±5 points)\n"
+    )
     from atp.reporters.console import StatusLine
 
     status = StatusLine(io.StringIO(), lambda text: text, 20, up_to=True)
@@ -370,18 +465,28 @@ def test_the_live_line_and_status_of_an_adaptive_run(tmp_path: Path) -> None:
 
 def test_json_holds_statistics_stop_and_the_comparison_and_is_valid(tmp_path: Path) -> None:
     plan = Adaptive(min_runs=3, max_runs=20, ci_width=5)
-    tests = [planned("auto", 20, adaptive=plan), planned("worse"), planned("rate", pass_rule=PassRule(rule="pass_rate", threshold=0.8))]
+    tests = [
+        planned("auto", 20, adaptive=plan),
+        planned("worse"),
+        planned("rate", pass_rule=PassRule(rule="pass_rate", threshold=0.8)),
+    ]
     metrics = Metrics(total_tokens=1200, total_steps=12, cost_usd=0.01)
-    runs = [*runs_of("auto", [80, 81, 80]), *runs_of("worse", [70, 72, 68, 71, 69], metrics=metrics,
-                                                     score_breakdown={"quality": 0.7}),
-            *runs_of("rate", [80, 80, 80, 80, 20], failed=(5,))]
+    runs = [
+        *runs_of("auto", [80, 81, 80]),
+        *runs_of("worse", [70, 72, 68, 71, 69], metrics=metrics, score_breakdown={"quality": 0.7}),
+        *runs_of("rate", [80, 80, 80, 80, 20], failed=(5,)),
+    ]
     results = results_of(tests, runs, baseline_of(worse=[80, 82, 78, 81, 79], gone=[1, 2]))
     target = tmp_path / "results.json"
     JsonReporter(ReportOptions(output_file=target)).report(results, RunStore(tmp_path))
     data = json.loads(target.read_text())
     jsonschema.Draft202012Validator(results_schema()).validate(data)
     auto, worse, rate = data["tests"]
-    assert auto["stop"] == {"runs": 3, "reason": "ci_width", "message": "95% interval ±1.4 ≤ ±5 points after 3 runs"}
+    assert auto["stop"] == {
+        "runs": 3,
+        "reason": "ci_width",
+        "message": "95% interval ±1.4 ≤ ±5 points after 3 runs",
+    }
     assert auto["adaptive"]["max_runs"] == 20 and auto["baseline"]["verdict"] == "not_compared"
     stats = worse["statistics"]
     assert stats["runs"] == 5 and stats["score"]["mean"] == 70.0 and stats["score"]["stability"] == "stable"
@@ -390,7 +495,10 @@ def test_json_holds_statistics_stop_and_the_comparison_and_is_valid(tmp_path: Pa
     assert stats["pass_at_k"] == {"1": 1.0, "3": 1.0, "5": 1.0} and stats["pass_hat_k"]["5"] == 1.0
     assert worse["baseline"]["verdict"] == "regression" and worse["baseline"]["verdict_holm"] == "regression"
     assert worse["baseline"]["ci_95"] == pytest.approx([-12.306, -7.694], abs=1e-3)
-    assert rate["pass_rule"] == {"rule": "pass_rate", "threshold": 0.8} and rate["statistics"]["pass_rate"] == 0.8
+    assert (
+        rate["pass_rule"] == {"rule": "pass_rate", "threshold": 0.8}
+        and rate["statistics"]["pass_rate"] == 0.8
+    )
     assert data["baseline"]["file"] == "base.json" and data["baseline"]["not_in_run"] == ["gone"]
     assert data["baseline"]["regressions_holm"] == 1 and data["baseline"]["compared"] == 1
     assert data["statistics"]["pass_at_k"]["1"] == pytest.approx((1 + 1 + 0.8) / 3)

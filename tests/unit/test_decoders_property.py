@@ -39,11 +39,20 @@ VALID = [
 ]
 
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False)
-    | st.text() | st.sampled_from(["1.0", "1.7", "2.0", "completed", "tool_call", "structured", SECRET]),
-    lambda children: st.lists(children, max_size=5) | st.dictionaries(
-        st.text(max_size=12) | st.sampled_from(["version", "task_id", "status", "event_type", "payload", "type", "metrics"]),
-        children, max_size=6,
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text()
+    | st.sampled_from(["1.0", "1.7", "2.0", "completed", "tool_call", "structured", SECRET]),
+    lambda children: (
+        st.lists(children, max_size=5)
+        | st.dictionaries(
+            st.text(max_size=12)
+            | st.sampled_from(["version", "task_id", "status", "event_type", "payload", "type", "metrics"]),
+            children,
+            max_size=6,
+        )
     ),
     max_leaves=30,
 )
@@ -108,7 +117,9 @@ def test_mutated_valid_messages_raise_only_protocol_errors(data: st.DataObject) 
     raw = json.dumps(message, ensure_ascii=data.draw(st.booleans())).encode()
     if data.draw(st.booleans()):  # cut, or a byte flipped, or invalid UTF-8 spliced in
         cut = data.draw(st.integers(0, len(raw)))
-        raw = raw[:cut] + data.draw(st.sampled_from([b"", b"\xff", b"\xc3(", b"\\u", b"\n", b"}"])) + raw[cut:]
+        raw = (
+            raw[:cut] + data.draw(st.sampled_from([b"", b"\xff", b"\xc3(", b"\\u", b"\n", b"}"])) + raw[cut:]
+        )
     decode_all(raw)
 
 
@@ -128,12 +139,24 @@ def test_what_decodes_is_stored_masked_and_reads_back(tmp_path_factory: Any, dat
         if isinstance(accepted, ATPResponse):
             metrics, _ = sane_metrics(accepted.metrics)
             header = RunHeader(run_id="r", suite="s", agent="a", agent_type="cli", started_at=utcnow())
-            store = RunStore.create(directory / "runs", msgspec.structs.replace(header, run_id=str(id(accepted))), masker)
-            store.append(RunResult(
-                test_id="t", run_number=1, task_id=TID, outcome="passed", status=accepted.status,
-                score=100.0, duration_seconds=0.1, started_at=utcnow(), metrics=metrics,
-                error=accepted.error, artifacts=accepted.artifacts,
-            ))
+            store = RunStore.create(
+                directory / "runs", msgspec.structs.replace(header, run_id=str(id(accepted))), masker
+            )
+            store.append(
+                RunResult(
+                    test_id="t",
+                    run_number=1,
+                    task_id=TID,
+                    outcome="passed",
+                    status=accepted.status,
+                    score=100.0,
+                    duration_seconds=0.1,
+                    started_at=utcnow(),
+                    metrics=metrics,
+                    error=accepted.error,
+                    artifacts=accepted.artifacts,
+                )
+            )
             store.close()
             (stored,) = store.read_results()
             assert not store.problems

@@ -50,7 +50,9 @@ def test_distributions_depend_on_the_kernel_by_its_name(folder: str) -> None:
 
 def test_the_example_plugin_depends_on_the_kernel_by_its_name() -> None:
     core = names()["atp-core"]
-    deps = tomllib.loads((EXAMPLES / "atp-evaluator-wordcount" / "pyproject.toml").read_text())["project"]["dependencies"]
+    deps = tomllib.loads((EXAMPLES / "atp-evaluator-wordcount" / "pyproject.toml").read_text())["project"][
+        "dependencies"
+    ]
     assert any(d.startswith(core) for d in deps), deps
 
 

@@ -20,9 +20,14 @@ def test_same_as_importlib_metadata_for_this_environment() -> None:
 
 def test_dist_info_egg_info_first_distribution_wins(tmp_path: Path) -> None:
     first, second = tmp_path / "first", tmp_path / "second"
-    write(first / "my_plugin-1.2.dist-info" / "METADATA", "Metadata-Version: 2.1\nName: my-plugin\nVersion: 1.2\n\nbody\n")
-    write(first / "my_plugin-1.2.dist-info" / "entry_points.txt",
-          "# comment\n[console_scripts]\nx = y:z\n\n[atp]\nmine = my_plugin.hooks\nother = my_plugin:obj.attr [extra]\n")
+    write(
+        first / "my_plugin-1.2.dist-info" / "METADATA",
+        "Metadata-Version: 2.1\nName: my-plugin\nVersion: 1.2\n\nbody\n",
+    )
+    write(
+        first / "my_plugin-1.2.dist-info" / "entry_points.txt",
+        "# comment\n[console_scripts]\nx = y:z\n\n[atp]\nmine = my_plugin.hooks\nother = my_plugin:obj.attr [extra]\n",
+    )
     write(second / "my_plugin-0.9.dist-info" / "entry_points.txt", "[atp]\nold = old_module\n")
     write(second / "legacy.egg-info" / "PKG-INFO", "Name: legacy\nVersion: 3\n")
     write(second / "legacy.egg-info" / "entry_points.txt", "[atp]\nlegacy = legacy_module\n")

@@ -40,7 +40,10 @@ def test_artifact_exists() -> None:
     assert one(artifact.ArtifactExists, {}).passed
     missing = one(artifact.ArtifactExists, {"path": "report.pdf"})
     assert not missing.passed and missing.score == 0.0
-    assert missing.message == "expected artifact 'report.pdf'; the agent produced out/report.md, result (structured)"
+    assert (
+        missing.message
+        == "expected artifact 'report.pdf'; the agent produced out/report.md, result (structured)"
+    )
     assert missing.name == "artifact_exists:report.pdf"
     assert not one(artifact.ArtifactExists, {}, response()).passed
 
@@ -77,15 +80,22 @@ def test_contains_reads_files_from_the_workspace(tmp_path: Path) -> None:
 
 
 def test_schema_on_structured_data_and_json_files() -> None:
-    schema = {"type": "object", "required": ["competitors"],
-              "properties": {"competitors": {"type": "array", "minItems": 2}}}
+    schema = {
+        "type": "object",
+        "required": ["competitors"],
+        "properties": {"competitors": {"type": "array", "minItems": 2}},
+    }
     bad = one(artifact.Schema, {"name": "result", "schema": schema})
     assert not bad.passed and "at $.competitors: [{'name': 'Zoom', 'share': 0.2}] is too short" in bad.message
     assert bad.details is not None and bad.details["errors"] == 1
     ok = one(artifact.Schema, {"name": "result", "schema": {"type": "object"}})
     assert ok.passed
     json_file = response(files={"data.json": '{"n": 3}', "notes.txt": "not json"})
-    assert one(artifact.Schema, {"path": "data.json", "schema": {"properties": {"n": {"type": "integer"}}}}, json_file).passed
+    assert one(
+        artifact.Schema,
+        {"path": "data.json", "schema": {"properties": {"n": {"type": "integer"}}}},
+        json_file,
+    ).passed
     not_json = one(artifact.Schema, {"path": "notes.txt", "schema": {}}, json_file)
     assert not not_json.passed and "notes.txt is not JSON" in not_json.message
     with pytest.raises(msgspec.ValidationError, match="not a valid JSON Schema"):  # refused at load
@@ -101,7 +111,9 @@ def test_schema_on_structured_data_and_json_files() -> None:
 def test_sections_scores_the_fraction_present() -> None:
     ok = one(artifact.Sections, {"path": "out/report.md", "sections": ["overview", "Competitors"]})
     assert ok.passed and ok.score == 1.0
-    partial = one(artifact.Sections, {"path": "out/report.md", "sections": ["Overview", "Summary", "Risks", "Report"]})
+    partial = one(
+        artifact.Sections, {"path": "out/report.md", "sections": ["Overview", "Summary", "Risks", "Report"]}
+    )
     assert not partial.passed and partial.score == 0.5
     assert "missing ['Summary', 'Risks']" in partial.message
     with pytest.raises(msgspec.ValidationError):
@@ -124,8 +136,10 @@ def test_must_use_and_forbidden_tools() -> None:
     assert ok.passed and ok.message == "called web_search"
     missing = one(behavior.MustUseTools, {"tools": ["web_search", "calculator"]}, PLAIN, TRACE)
     assert not missing.passed and missing.score == 0.5
-    assert missing.message == ("expected calls to web_search, calculator; not called: calculator "
-                               "(called: web_search ×2, file_write ×1)")
+    assert missing.message == (
+        "expected calls to web_search, calculator; not called: calculator "
+        "(called: web_search ×2, file_write ×1)"
+    )
     forbidden = one(behavior.ForbiddenTools, {"tools": ["file_write", "shell"]}, PLAIN, TRACE)
     assert not forbidden.passed and forbidden.message == (
         "expected no calls to file_write, shell; called file_write (1 call); all calls: web_search ×2, file_write ×1"
@@ -135,7 +149,10 @@ def test_must_use_and_forbidden_tools() -> None:
 
 def test_limits_use_trace_and_reported_metrics() -> None:
     over = one(behavior.MaxToolCalls, {"limit": 2}, PLAIN, TRACE)
-    assert not over.passed and over.message == "expected at most 2 tool calls; made 3 (web_search ×2, file_write ×1)"
+    assert (
+        not over.passed
+        and over.message == "expected at most 2 tool calls; made 3 (web_search ×2, file_write ×1)"
+    )
     reported = response(metrics=Metrics(tool_calls=15, total_steps=3))
     assert one(behavior.MaxToolCalls, {"limit": 10}, reported).message == (
         "expected at most 10 tool calls; made 15 (by the agent's metrics.tool_calls; the trace has no tool_call events)"
@@ -168,7 +185,13 @@ def test_no_errors() -> None:
 def test_behavior_combines_checks() -> None:
     checks = run_evaluator(
         behavior.Behavior,
-        {"must_use_tools": ["web_search"], "forbidden_tools": ["shell"], "max_tool_calls": 10, "max_steps": 3, "no_errors": True},
+        {
+            "must_use_tools": ["web_search"],
+            "forbidden_tools": ["shell"],
+            "max_tool_calls": 10,
+            "max_steps": 3,
+            "no_errors": True,
+        },
         PLAIN,
         TRACE,
     )

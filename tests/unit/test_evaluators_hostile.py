@@ -651,7 +651,8 @@ def test_expressions_in_a_schema_are_matched_with_a_time_limit(schema: dict[str,
     hostile = "a" * 60 + "!"
     started = time.monotonic()
     (result,) = run_evaluator(
-        Schema({"regex_timeout_seconds": 0.2}), {"name": "result", "schema": schema},
+        Schema({"regex_timeout_seconds": 0.2}),
+        {"name": "result", "schema": schema},
         response(structured={"v": hostile, hostile: 1}),
     )
     assert time.monotonic() - started < 5

@@ -174,8 +174,11 @@ def test_contains_without_anything_close_shows_the_start_of_the_text() -> None:
         f"expected text 'Slack' in r.md; not found in {len(TEXT)} characters; r.md begins: '{start}…'"
     )
     assert failed.details is not None and failed.details["closest"] is None
-    regex = one(artifact.Contains, {"path": "r.md", "pattern": "Micro.oft Zune", "regex": True},
-                response(files={"r.md": TEXT}))
+    regex = one(
+        artifact.Contains,
+        {"path": "r.md", "pattern": "Micro.oft Zune", "regex": True},
+        response(files={"r.md": TEXT}),
+    )
     assert regex.message.endswith(f"r.md begins: '{start}…'")  # a regex is not looked for in pieces
     empty = one(artifact.Contains, {"path": "r.md", "pattern": "x"}, response(files={"r.md": ""}))
     assert empty.message == "expected text 'x' in r.md; not found in 0 characters; r.md is empty"
@@ -183,8 +186,11 @@ def test_contains_without_anything_close_shows_the_start_of_the_text() -> None:
 
 def test_contains_excerpt_escapes_what_the_agent_wrote() -> None:
     text = "\x1b[2J\x1b]0;pwned\x07 everything passed \u202e"
-    failed = one(artifact.Contains, {"name": "n", "pattern": "zzz"},
-                 response(artifacts=[StructuredArtifact(name="n", data={"t": text})]))
+    failed = one(
+        artifact.Contains,
+        {"name": "n", "pattern": "zzz"},
+        response(artifacts=[StructuredArtifact(name="n", data={"t": text})]),
+    )
     assert "\x1b" not in failed.message and "\u202e" not in failed.message and "\x07" not in failed.message
 
 
@@ -197,16 +203,20 @@ def test_contains_excerpt_never_shows_part_of_a_secret() -> None:
         for shown in (failed.message, failed.details["excerpt"]):
             assert "hunter" not in shown and "secret" not in shown and "***" in shown, shown
     # the start of a text, cut inside a secret
-    cut = masked_run(artifact.Contains, {"path": "r.md", "pattern": "zzz"},
-                     response(files={"r.md": "a" * (artifact.EXCERPT_CHARS - 5) + SECRET}))
+    cut = masked_run(
+        artifact.Contains,
+        {"path": "r.md", "pattern": "zzz"},
+        response(files={"r.md": "a" * (artifact.EXCERPT_CHARS - 5) + SECRET}),
+    )
     assert cut.details is not None and "hun" not in cut.details["excerpt"] and "hun" not in cut.message
 
 
 def test_contains_closest_match_is_bounded_work_on_a_large_text() -> None:
     big = "ab" * 8_000_000  # 16 MB, without the pattern, many near matches
     started = time.perf_counter()
-    failed = one(artifact.Contains, {"path": "big", "pattern": "ab" * 100 + "c"},
-                 response(files={"big": big}))
+    failed = one(
+        artifact.Contains, {"path": "big", "pattern": "ab" * 100 + "c"}, response(files={"big": big})
+    )
     assert time.perf_counter() - started < 10
     one_line(failed)
     assert failed.details is not None and failed.details["closest"] == "ab" * 100
@@ -229,8 +239,11 @@ def test_sections_lists_the_headings_found() -> None:
         "expected sections ['Overview', 'Risks']; missing ['Risks'] (1/2 present; "
         "the headings are: Report, Overview, Pricing)"
     )
-    assert failed.details == {"expected": ["Overview", "Risks"], "missing": ["Risks"],
-                              "found": ["Report", "Overview", "Pricing"]}
+    assert failed.details == {
+        "expected": ["Overview", "Risks"],
+        "missing": ["Risks"],
+        "found": ["Report", "Overview", "Pricing"],
+    }
     none = one(artifact.Sections, {"path": "r.md", "sections": ["A"]}, response(files={"r.md": "text"}))
     assert "(0/1 present; no headings found)" in none.message
     many = "".join(f"# {'h' * 300}{i}\n" for i in range(10_000))
@@ -265,16 +278,25 @@ def test_tool_checks_show_the_tools_called_with_counts() -> None:
     assert missing.message == (
         "expected calls to calculator; not called: calculator (called: search ×3, fetch ×1)"
     )
-    assert missing.details == {"expected": ["calculator"], "missing": ["calculator"],
-                               "actual": {"search": 3, "fetch": 1}}
+    assert missing.details == {
+        "expected": ["calculator"],
+        "missing": ["calculator"],
+        "actual": {"search": 3, "fetch": 1},
+    }
     forbidden = one(behavior.ForbiddenTools, {"tools": ["fetch"]}, response(), TRACE)
     assert forbidden.details == {
-        "expected": ["fetch"], "actual": {"fetch": 1}, "called": {"search": 3, "fetch": 1}
+        "expected": ["fetch"],
+        "actual": {"fetch": 1},
+        "called": {"search": 3, "fetch": 1},
     }
     over = one(behavior.MaxToolCalls, {"limit": 2}, response(), TRACE)
     assert over.message == "expected at most 2 tool calls; made 4 (search ×3, fetch ×1)"
-    assert over.details == {"expected": 2, "actual": 4, "called": {"search": 3, "fetch": 1},
-                            "reported_tool_calls": None}
+    assert over.details == {
+        "expected": 2,
+        "actual": 4,
+        "called": {"search": 3, "fetch": 1},
+        "reported_tool_calls": None,
+    }
 
 
 def test_tool_evidence_is_bounded_for_a_flood_of_tools() -> None:
@@ -365,15 +387,20 @@ def test_behavior_check_form_is_the_key_form() -> None:
 @pytest.mark.parametrize(
     ("config", "message"),
     [
-        ({"check": "no_error"}, "unknown check 'no_error' in 'check'; behavior checks are must_use_tools, "
-                                "forbidden_tools, min_tool_calls, max_tool_calls, max_steps, no_errors"),
+        (
+            {"check": "no_error"},
+            "unknown check 'no_error' in 'check'; behavior checks are must_use_tools, "
+            "forbidden_tools, min_tool_calls, max_tool_calls, max_steps, no_errors",
+        ),
         ({"check": "must_use_tools"}, "check: must_use_tools needs 'tools'"),
         ({"check": "max_steps"}, "check: max_steps needs 'limit'"),
         ({"check": "must_use_tools", "tools": []}, "'tools' names no tool"),
         ({"check": "no_errors", "limit": 3}, "'limit' does not apply to check: no_errors"),
         ({"check": "max_steps", "tools": ["a"], "limit": 1}, "'tools' does not apply to check: max_steps"),
-        ({"check": "no_errors", "max_steps": 3},
-         "give 'check: no_errors' alone or the checks as keys, not both"),
+        (
+            {"check": "no_errors", "max_steps": 3},
+            "give 'check: no_errors' alone or the checks as keys, not both",
+        ),
         ({"tools": ["a"]}, "'tools' belongs to the check form"),
         ({"limit": 2}, "'limit' belongs to the check form"),
         ({"check": "max_steps", "limit": -1}, "Expected `int` >= 0"),
@@ -385,9 +412,11 @@ def test_behavior_check_form_refuses_what_it_cannot_run(config: dict[str, Any], 
 
 
 def test_behavior_check_form_in_a_suite(tmp_path: Path, plugins: Plugins) -> None:
-    good = ("test_suite: s\ntests:\n  - id: t\n    task: {description: x}\n    assertions:\n"
-            "      - type: behavior\n        config:\n          check: no_errors\n"
-            "      - type: behavior\n        config: {check: must_use_tools, tools: [search]}\n")
+    good = (
+        "test_suite: s\ntests:\n  - id: t\n    task: {description: x}\n    assertions:\n"
+        "      - type: behavior\n        config:\n          check: no_errors\n"
+        "      - type: behavior\n        config: {check: must_use_tools, tools: [search]}\n"
+    )
     suite = load_suite(write(tmp_path / "good.yaml", good), plugins.evaluators)
     first, second = suite.tests[0].assertions
     assert first.config.no_errors is True and second.config.must_use_tools == ["search"]

@@ -36,7 +36,9 @@ def test_the_built_in_plugins_list_the_executor() -> None:
 def test_the_dask_executor_needs_an_address() -> None:
     with pytest.raises(ConfigError, match=r"needs the scheduler's address: --address=tcp://HOST:8786"):
         DaskExecutor(DaskSettings())
-    executor = DaskExecutor(msgspec.convert({"address": "tcp://10.0.0.5:8786", "connect_timeout": 3}, DaskSettings))
+    executor = DaskExecutor(
+        msgspec.convert({"address": "tcp://10.0.0.5:8786", "connect_timeout": 3}, DaskSettings)
+    )
     assert (executor.address, executor.connect_timeout) == ("tcp://10.0.0.5:8786", 3.0)
 
 

@@ -50,8 +50,10 @@ TWO_TESTS = ONE_TEST + ONE_TEST.replace("id: only", "id: other")
 
 def agent_negative_metrics(request: ATPRequest, sink: EventSink) -> ATPResponse:
     sink.event(make_event(request.task_id, 0, ToolCallPayload(tool="web_search")))
-    sink.event(make_event(request.task_id, 1, LLMRequestPayload(input_tokens=-10**9, output_tokens=-5)))
-    return answer(request, total_tokens=-5, input_tokens=-3, cost_usd=float("nan"), wall_time_seconds=float("inf"))
+    sink.event(make_event(request.task_id, 1, LLMRequestPayload(input_tokens=-(10**9), output_tokens=-5)))
+    return answer(
+        request, total_tokens=-5, input_tokens=-3, cost_usd=float("nan"), wall_time_seconds=float("inf")
+    )
 
 
 def agent_completed_with_error(request: ATPRequest, sink: EventSink) -> ATPResponse:
@@ -88,7 +90,9 @@ def agent_error_with_secret_at_the_cut(request: ATPRequest, sink: EventSink) -> 
 
 def agent_big_events(request: ATPRequest, sink: EventSink) -> ATPResponse:
     for number in range(100):
-        sink.event(make_event(request.task_id, number, ToolCallPayload(tool="web_search", input="x" * 100_000)))
+        sink.event(
+            make_event(request.task_id, number, ToolCallPayload(tool="web_search", input="x" * 100_000))
+        )
     return answer(request)
 
 
@@ -138,7 +142,9 @@ def test_a_hanging_evaluator_is_stopped_at_its_time_limit(tmp_path: Path, plugin
 """
     started = time.monotonic()
     results, _ = run(
-        tmp_path, plugins, suite_text("agent_ok", tests),
+        tmp_path,
+        plugins,
+        suite_text("agent_ok", tests),
         evaluator_settings=lambda name: {"timeout_seconds": 0.3} if name == "never_returns" else {},
     )
     assert time.monotonic() - started < 5
@@ -151,7 +157,9 @@ def test_a_hanging_evaluator_is_stopped_at_its_time_limit(tmp_path: Path, plugin
 
 
 def test_negative_and_non_finite_metrics_are_ignored_with_warnings(tmp_path: Path, plugins: Plugins) -> None:
-    tests = ONE_TEST.replace("input_data: {x: 1}}", "input_data: {x: 1}}\n    constraints: {max_tokens: 100, budget_usd: 1.0}")
+    tests = ONE_TEST.replace(
+        "input_data: {x: 1}}", "input_data: {x: 1}}\n    constraints: {max_tokens: 100, budget_usd: 1.0}"
+    )
     results, runner = run(tmp_path, plugins, hostile_suite("agent_negative_metrics", tests))
     run_ = results.tests[0].runs[0]
     assert run_.outcome == "passed" and 0 <= run_.score <= 100
@@ -181,7 +189,9 @@ def test_an_agent_function_returning_something_else_fails_its_run(tmp_path: Path
     )
 
 
-def test_secrets_equal_to_atp_words_and_escaped_secrets_are_masked_readably(tmp_path: Path, plugins: Plugins) -> None:
+def test_secrets_equal_to_atp_words_and_escaped_secrets_are_masked_readably(
+    tmp_path: Path, plugins: Plugins
+) -> None:
     results, runner = run(tmp_path, plugins, hostile_suite("agent_spells_secrets"), masker=Masker(SECRETS))
     assert runner.store is not None
     directory = runner.store.directory
@@ -201,7 +211,10 @@ def test_secrets_equal_to_atp_words_and_escaped_secrets_are_masked_readably(tmp_
 
 def test_evidence_is_masked_before_it_is_cut_and_escaped(tmp_path: Path, plugins: Plugins) -> None:
     results, _ = run(
-        tmp_path, plugins, hostile_suite("agent_error_with_secret_at_the_cut"), masker=Masker(["sk-ascii-secret-77"])
+        tmp_path,
+        plugins,
+        hostile_suite("agent_error_with_secret_at_the_cut"),
+        masker=Masker(["sk-ascii-secret-77"]),
     )
     error = results.tests[0].runs[0].error
     assert error is not None
@@ -210,7 +223,9 @@ def test_evidence_is_masked_before_it_is_cut_and_escaped(tmp_path: Path, plugins
 
 
 def test_events_are_bounded_in_bytes_too(tmp_path: Path, plugins: Plugins) -> None:
-    results, runner = run(tmp_path, plugins, hostile_suite("agent_big_events", TWO_TESTS), max_event_bytes=1_000_000)
+    results, runner = run(
+        tmp_path, plugins, hostile_suite("agent_big_events", TWO_TESTS), max_event_bytes=1_000_000
+    )
     for test in results.tests:
         run_ = test.runs[0]
         assert run_.status == "failed"
@@ -234,7 +249,9 @@ def test_a_full_disk_stops_the_suite_and_keeps_what_was_written(
 
     monkeypatch.setattr(os, "write", full_after_two)
     text = hostile_suite("agent_completed_with_error", ONE_TEST)
-    with pytest.raises(StorageError, match="No space left on device; the suite was stopped. The results written"):
+    with pytest.raises(
+        StorageError, match="No space left on device; the suite was stopped. The results written"
+    ):
         run(tmp_path, plugins, text, runs=5)
     (directory,) = (tmp_path / "runs").iterdir()
     monkeypatch.undo()
@@ -254,14 +271,22 @@ def test_what_cannot_be_stored_readably_becomes_an_error_result(tmp_path: Path) 
 
     store = RunStore.create(tmp_path, header())
     result = RunResult(
-        test_id="t", run_number=1, task_id="x", outcome="passed", status="completed",
-        score=float("nan"), duration_seconds=1.0, started_at=header().started_at,
+        test_id="t",
+        run_number=1,
+        task_id="x",
+        outcome="passed",
+        status="completed",
+        score=float("nan"),
+        duration_seconds=1.0,
+        started_at=header().started_at,
     )
     store.append(result)
     store.close()
     (stored,) = store.read_results()
     assert stored.outcome == "error" and stored.score == 0.0
-    assert stored.error is not None and stored.error.startswith("ATP could not store this run's result readably")
+    assert stored.error is not None and stored.error.startswith(
+        "ATP could not store this run's result readably"
+    )
 
 
 def test_damaged_and_stray_results_are_problems(tmp_path: Path) -> None:
@@ -275,7 +300,9 @@ def test_damaged_and_stray_results_are_problems(tmp_path: Path) -> None:
     assert results.summary.runs == 2
     assert len(results.problems) == 2
     assert "results.jsonl:3 was cut short" in results.problems[0]
-    assert results.problems[1] == "1 result(s) for test 'not-planned', which this run did not plan: not counted"
+    assert (
+        results.problems[1] == "1 result(s) for test 'not-planned', which this run did not plan: not counted"
+    )
     assert build_suite_results(header(), []).problems == []
 
 
@@ -298,7 +325,9 @@ def test_the_newest_run_is_the_one_started_last(tmp_path: Path) -> None:
     from tests.unit.test_trace_results_scoring import header
 
     first = header()
-    later = msgspec.structs.replace(first, run_id="00000000-000000-aaaaaa", started_at=first.started_at + timedelta(seconds=5))
+    later = msgspec.structs.replace(
+        first, run_id="00000000-000000-aaaaaa", started_at=first.started_at + timedelta(seconds=5)
+    )
     earlier = msgspec.structs.replace(first, run_id="99999999-999999-ffffff")
     RunStore.create(tmp_path, earlier)
     RunStore.create(tmp_path, later)
@@ -316,7 +345,9 @@ def test_long_and_odd_test_ids_make_bounded_distinct_file_names(tmp_path: Path, 
     assert results.tests[0].status == "passed"
 
 
-def test_control_characters_from_an_agent_are_escaped_in_the_console(tmp_path: Path, plugins: Plugins) -> None:
+def test_control_characters_from_an_agent_are_escaped_in_the_console(
+    tmp_path: Path, plugins: Plugins
+) -> None:
     import io
 
     from atp.core.reporter import ReportOptions
@@ -345,11 +376,18 @@ def test_invalid_utf8_and_deep_nesting_are_protocol_errors() -> None:
     response = b'{"version":"1.0","task_id":"t\xff","status":"completed","artifacts":[],"metrics":{}}'
     with pytest.raises(ProtocolError, match=r"ATP response is not valid UTF-8: byte 29 is b'\\xff'"):
         decode_response(response)
-    deep = b'{"version":"1.0","task_id":"t","status":"completed","artifacts":[{"type":"structured","name":"x","data":{"a":' + b"[" * 10000 + b"]" * 10000 + b"}}],\"metrics\":{}}"
+    deep = (
+        b'{"version":"1.0","task_id":"t","status":"completed","artifacts":[{"type":"structured","name":"x","data":{"a":'
+        + b"[" * 10000
+        + b"]" * 10000
+        + b'}}],"metrics":{}}'
+    )
     with pytest.raises(ProtocolError, match="nested too deeply"):
         decode_response(deep)
     with pytest.raises(ProtocolError, match="not valid UTF-8"):
-        decode_event(b'{"version":"1.0","task_id":"\xc3(","timestamp":"2026-01-01T00:00:00Z","sequence":0,"event_type":"progress","payload":{}}')
+        decode_event(
+            b'{"version":"1.0","task_id":"\xc3(","timestamp":"2026-01-01T00:00:00Z","sequence":0,"event_type":"progress","payload":{}}'
+        )
 
 
 def test_sane_metrics_keeps_what_is_sane() -> None:
@@ -364,8 +402,11 @@ def test_sane_metrics_keeps_what_is_sane() -> None:
 def test_masker_value_leaves_atp_words_alone() -> None:
     masker = Masker(["completed", "sk-1234"])
     response = ATPResponse(
-        version="1.0", task_id="sk-1234", status="completed",
-        artifacts=[StructuredArtifact(name="r", data={"completed": ["completed sk-1234", 3]})], metrics=Metrics(),
+        version="1.0",
+        task_id="sk-1234",
+        status="completed",
+        artifacts=[StructuredArtifact(name="r", data={"completed": ["completed sk-1234", 3]})],
+        metrics=Metrics(),
     )
     masked = masker.value(response)
     assert masked.status == "completed"
@@ -409,7 +450,10 @@ def test_an_evaluators_time_limit_must_be_a_sane_number(tmp_path: Path, value: s
     from tests.conftest import write
 
     path = write(tmp_path / "atp.config.yaml", f"evaluators:\n  contains:\n    timeout_seconds: {value}\n")
-    with pytest.raises(ConfigError, match=r"atp.config.yaml:3: at evaluators.contains.timeout_seconds: an evaluator's timeout_seconds must be"):
+    with pytest.raises(
+        ConfigError,
+        match=r"atp.config.yaml:3: at evaluators.contains.timeout_seconds: an evaluator's timeout_seconds must be",
+    ):
         load_config(path)
     write(path, "evaluators:\n  contains:\n    timeout_seconds: 2.5\n")
     assert load_config(path).evaluator_settings("contains") == {"timeout_seconds": 2.5}
@@ -421,7 +465,9 @@ def test_secrets_are_masked_in_every_escaped_spelling() -> None:
         r"a \u0068unter2-TOPSECRET b hunter2\/TOP c 'p\xe4ssw\xf6rt\\1234' d \"p\u00E4ssw\u00f6rt\\1234\""
         r" e sk-\ud83d\ude00-emoji f HUNTER2-TOPSECRET"
     )
-    assert masker.text(line) == r'a *** b *** c *** d \"***\" e *** f HUNTER2-TOPSECRET'.replace(" *** d", " '***' d")
+    assert masker.text(line) == r"a *** b *** c *** d \"***\" e *** f HUNTER2-TOPSECRET".replace(
+        " *** d", " '***' d"
+    )
     for secret in ("pässwört\\1234", "sk-😀-emoji"):
         assert masker.text(json.dumps(secret)) == '"***"' and masker.text(repr(secret)) == "'***'"
 

@@ -32,7 +32,9 @@ def init(where: Path, monkeypatch: pytest.MonkeyPatch, *args: str) -> Result:
     return CliRunner().invoke(init_command, list(args))
 
 
-def test_init_writes_a_project_that_loads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, plugins: Plugins) -> None:
+def test_init_writes_a_project_that_loads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, plugins: Plugins
+) -> None:
     result = init(tmp_path, monkeypatch)
     assert result.exit_code == 0, result.output
     for name in (*PROJECT_FILES, ".gitignore"):
@@ -49,9 +51,17 @@ def test_init_writes_a_project_that_loads(tmp_path: Path, monkeypatch: pytest.Mo
 
 def test_the_agent_answers_a_request(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     init(tmp_path, monkeypatch)
-    request = {"version": "1.0", "task_id": "t-1", "task": {"description": "x", "input_data": {"topic": "cats"}}}
+    request = {
+        "version": "1.0",
+        "task_id": "t-1",
+        "task": {"description": "x", "input_data": {"topic": "cats"}},
+    }
     done = subprocess.run(
-        [sys.executable, "agent.py"], input=json.dumps(request) + "\n", capture_output=True, text=True, timeout=60
+        [sys.executable, "agent.py"],
+        input=json.dumps(request) + "\n",
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert done.returncode == 0, done.stderr
     response = decode_response(done.stdout.splitlines()[-1])
@@ -79,7 +89,9 @@ def test_init_refuses_when_pyproject_configures_atp(tmp_path: Path, monkeypatch:
     assert "pyproject.toml (its [tool.atp] table) already exists" in str(result.exception)
 
 
-def test_force_overwrites_and_gitignore_is_not_duplicated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_force_overwrites_and_gitignore_is_not_duplicated(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     write(tmp_path / "agent.py", "mine\n")
     write(tmp_path / ".gitignore", "__pycache__/\n*.pyc")  # no newline at the end
     result = init(tmp_path, monkeypatch, "--force")
@@ -119,7 +131,10 @@ def test_plugin_packages(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: 
     folder = tmp_path / f"atp-{kind}-house-style"
     package = f"atp_{kind}_house_style"
     for path in (
-        "pyproject.toml", "README.md", f"src/{package}/__init__.py", f"src/{package}/{kind}.py",
+        "pyproject.toml",
+        "README.md",
+        f"src/{package}/__init__.py",
+        f"src/{package}/{kind}.py",
         f"tests/test_{package}.py",
     ):
         assert (folder / path).is_file(), path
@@ -140,7 +155,9 @@ def test_plugin_packages(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: 
 def test_names_and_the_kernel_requirement() -> None:
     names = plugin_names("evaluator", "word_count")
     assert (names["DIST"], names["PACKAGE"], names["CLASS"]) == (
-        "atp-evaluator-word-count", "atp_evaluator_word_count", "WordCountEvaluator"
+        "atp-evaluator-word-count",
+        "atp_evaluator_word_count",
+        "WordCountEvaluator",
     )
     assert core_requirement().startswith(f"{CORE_DISTRIBUTION}>=")
     import atp.core

@@ -19,7 +19,9 @@ def snapshot(name: str, text: str) -> None:
     path = SNAPSHOTS / f"{name}.txt"
     if os.environ.get("ATP_UPDATE_SNAPSHOTS"):
         path.write_text(text, encoding="utf-8")
-    assert text == path.read_text(encoding="utf-8"), f"the prompt changed: ATP_UPDATE_SNAPSHOTS=1 rewrites {path}"
+    assert text == path.read_text(encoding="utf-8"), (
+        f"the prompt changed: ATP_UPDATE_SNAPSHOTS=1 rewrites {path}"
+    )
 
 
 @pytest.mark.parametrize("criterion", sorted(CRITERIA))
@@ -47,10 +49,19 @@ def test_the_markers_change_with_the_text_they_enclose() -> None:
         ({"score": True, "explanation": "", "issues": [], "strengths": []}, "'score' is true, not a number"),
         ({"score": "0.9", "explanation": "", "issues": [], "strengths": []}, "not a number"),
         ({"score": 0.5, "explanation": 3, "issues": [], "strengths": []}, "'explanation' is not a string"),
-        ({"score": 0.5, "explanation": "", "issues": "none", "strengths": []}, "'issues' is not a list of strings"),
-        ({"score": 0.5, "explanation": "", "issues": [], "strengths": [1]}, "'strengths' is not a list of strings"),
+        (
+            {"score": 0.5, "explanation": "", "issues": "none", "strengths": []},
+            "'issues' is not a list of strings",
+        ),
+        (
+            {"score": 0.5, "explanation": "", "issues": [], "strengths": [1]},
+            "'strengths' is not a list of strings",
+        ),
         ({"score": 0.5}, "the answer lacks 'explanation', 'issues', 'strengths'"),
-        ({"score": 0.5, "explanation": "", "issues": [], "strengths": [], "confidence": 1}, "not asked for: 'confidence'"),
+        (
+            {"score": 0.5, "explanation": "", "issues": [], "strengths": [], "confidence": 1},
+            "not asked for: 'confidence'",
+        ),
         ([0.5], "a JSON list, not an object"),
     ],
 )

@@ -49,8 +49,10 @@ def gone(process: subprocess.Popen[bytes], within: float = 5.0) -> bool:
 
 def dead_owner() -> tuple[int, int]:
     """The pid and start time of a process that has ended."""
-    process = subprocess.Popen([sys.executable, "-c", "import os, sys; sys.stdout.write(open('/proc/self/stat').read())"],
-                               stdout=subprocess.PIPE)
+    process = subprocess.Popen(
+        [sys.executable, "-c", "import os, sys; sys.stdout.write(open('/proc/self/stat').read())"],
+        stdout=subprocess.PIPE,
+    )
     stat = process.communicate()[0]
     fields = stat[stat.rfind(b")") + 2 :].split()
     return process.pid, int(fields[19])
@@ -105,7 +107,9 @@ def test_a_clean_end_deletes_the_ledger_and_a_run_without_processes_writes_none(
     assert not (tmp_path / "other").exists()
 
 
-def test_a_ledger_that_cannot_be_written_does_not_stop_the_run(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+def test_a_ledger_that_cannot_be_written_does_not_stop_the_run(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     recorder = ProcessLedger.create(tmp_path / "missing-directory")
     recorder.started(1234, "dd" * 8, start=1)
     recorder.ended(1234)
@@ -144,16 +148,23 @@ def test_processes_of_a_dead_atp_are_killed_and_the_file_removed(
     token = ledger.new_token()
     child = sleeper(sleepers, env={**os.environ, TOKEN_VARIABLE: token})  # a descendant, by its token
     deadline = time.monotonic() + 10  # until it has exec'd: before, /proc shows the parent's environment
-    while token.encode() not in Path(f"/proc/{child.pid}/environ").read_bytes() and time.monotonic() < deadline:
+    while (
+        token.encode() not in Path(f"/proc/{child.pid}/environ").read_bytes() and time.monotonic() < deadline
+    ):
         time.sleep(0.01)
-    path = write_ledger(tmp_path / "20260101-000000-aaaaaa", [
-        {"owner": owner, "start": owner_start},
-        {"pid": agent.pid, "start": start_time(agent.pid), "token": token},
-        {"pid": ended.pid, "start": start_time(ended.pid), "token": "ff" * 8},
-        {"ended": ended.pid},
-    ])
+    path = write_ledger(
+        tmp_path / "20260101-000000-aaaaaa",
+        [
+            {"owner": owner, "start": owner_start},
+            {"pid": agent.pid, "start": start_time(agent.pid), "token": token},
+            {"pid": ended.pid, "start": start_time(ended.pid), "token": "ff" * 8},
+            {"ended": ended.pid},
+        ],
+    )
     messages = stop_abandoned(tmp_path)
-    assert messages == [f"stopped 2 agent processes left running by ATP process {owner} (run 20260101-000000-aaaaaa)"]
+    assert messages == [
+        f"stopped 2 agent processes left running by ATP process {owner} (run 20260101-000000-aaaaaa)"
+    ]
     assert gone(agent) and agent.returncode == -signal.SIGKILL
     assert gone(child) and child.returncode == -signal.SIGKILL
     assert ended.poll() is None  # recorded as ended: not the dead ATP's any more
@@ -171,11 +182,16 @@ def test_the_process_group_of_a_recorded_process_is_killed(
     sleepers.append(leader)
     member = subprocess.Popen(SLEEP, process_group=leader.pid)  # in the leader's group
     sleepers.append(member)
-    write_ledger(tmp_path / "run", [
-        {"owner": owner, "start": owner_start},
-        {"pid": leader.pid, "start": start_time(leader.pid), "token": "ab" * 8},
-    ])
-    assert stop_abandoned(tmp_path) == [f"stopped 1 agent process left running by ATP process {owner} (run run)"]
+    write_ledger(
+        tmp_path / "run",
+        [
+            {"owner": owner, "start": owner_start},
+            {"pid": leader.pid, "start": start_time(leader.pid), "token": "ab" * 8},
+        ],
+    )
+    assert stop_abandoned(tmp_path) == [
+        f"stopped 1 agent process left running by ATP process {owner} (run run)"
+    ]
     assert gone(leader) and gone(member) and member.returncode == -signal.SIGKILL
 
 
@@ -184,41 +200,59 @@ def test_a_reused_pid_is_never_killed(tmp_path: Path, sleepers: list[subprocess.
     stranger = sleeper(sleepers)
     stranger_start = start_time(stranger.pid)
     assert stranger_start is not None
-    path = write_ledger(tmp_path / "run", [
-        {"owner": owner, "start": owner_start},
-        # the pid of the recorded process, now a different process (another start time)
-        {"pid": stranger.pid, "start": stranger_start - 1, "token": "12" * 8},
-    ])
+    path = write_ledger(
+        tmp_path / "run",
+        [
+            {"owner": owner, "start": owner_start},
+            # the pid of the recorded process, now a different process (another start time)
+            {"pid": stranger.pid, "start": stranger_start - 1, "token": "12" * 8},
+        ],
+    )
     assert stop_abandoned(tmp_path) == []
     time.sleep(0.1)
     assert stranger.poll() is None
     assert not path.exists()
 
 
-def test_the_ledger_of_a_running_atp_is_left_alone(tmp_path: Path, sleepers: list[subprocess.Popen[bytes]]) -> None:
+def test_the_ledger_of_a_running_atp_is_left_alone(
+    tmp_path: Path, sleepers: list[subprocess.Popen[bytes]]
+) -> None:
     agent = sleeper(sleepers)
     # the owner runs (this process), or a process with its pid and start time does
-    path = write_ledger(tmp_path / "run", [
-        {"owner": os.getpid(), "start": start_time("self")},
-        {"pid": agent.pid, "start": start_time(agent.pid), "token": "34" * 8},
-    ])
+    path = write_ledger(
+        tmp_path / "run",
+        [
+            {"owner": os.getpid(), "start": start_time("self")},
+            {"pid": agent.pid, "start": start_time(agent.pid), "token": "34" * 8},
+        ],
+    )
     assert stop_abandoned(tmp_path) == []
     assert agent.poll() is None and path.exists()
     # the same pid with another start time is another process: the owner is gone
-    path.write_text(path.read_text().replace(f'"start": {start_time("self")}}}', f'"start": {start_time("self") - 1}}}', 1))  # type: ignore[operator]
+    path.write_text(
+        path.read_text().replace(
+            f'"start": {start_time("self")}}}', f'"start": {start_time("self") - 1}}}', 1
+        )
+    )  # type: ignore[operator]
     assert len(stop_abandoned(tmp_path)) == 1
     assert gone(agent)
 
 
-def test_damaged_ledgers_are_read_as_far_as_they_go(tmp_path: Path, sleepers: list[subprocess.Popen[bytes]]) -> None:
+def test_damaged_ledgers_are_read_as_far_as_they_go(
+    tmp_path: Path, sleepers: list[subprocess.Popen[bytes]]
+) -> None:
     owner, owner_start = dead_owner()
     agent = sleeper(sleepers)
     path = tmp_path / "run" / LEDGER_FILE
     path.parent.mkdir()
     path.write_text(
-        json.dumps({"owner": owner, "start": owner_start}) + "\n"
-        + "[1, 2]\n" + '{"pid": true}\n' + '{"pid": "12"}\n'
-        + json.dumps({"pid": agent.pid, "start": start_time(agent.pid), "token": "56" * 8}) + "\n"
+        json.dumps({"owner": owner, "start": owner_start})
+        + "\n"
+        + "[1, 2]\n"
+        + '{"pid": true}\n'
+        + '{"pid": "12"}\n'
+        + json.dumps({"pid": agent.pid, "start": start_time(agent.pid), "token": "56" * 8})
+        + "\n"
         + '{"ended": 99'  # cut short by kill -9
     )
     assert len(stop_abandoned(tmp_path)) == 1 and gone(agent)
@@ -240,11 +274,16 @@ def test_an_atp_that_is_a_zombie_is_gone(tmp_path: Path, sleepers: list[subproce
     while "\nState:\tZ" not in Path(f"/proc/{zombie.pid}/status").read_text() and time.monotonic() < deadline:
         time.sleep(0.02)  # killed, not yet reaped by its parent (this process)
     agent = sleeper(sleepers)
-    write_ledger(tmp_path / "run", [
-        {"owner": zombie.pid, "start": zombie_start},
-        {"pid": agent.pid, "start": start_time(agent.pid), "token": "78" * 8},
-    ])
-    assert stop_abandoned(tmp_path) == [f"stopped 1 agent process left running by ATP process {zombie.pid} (run run)"]
+    write_ledger(
+        tmp_path / "run",
+        [
+            {"owner": zombie.pid, "start": zombie_start},
+            {"pid": agent.pid, "start": start_time(agent.pid), "token": "78" * 8},
+        ],
+    )
+    assert stop_abandoned(tmp_path) == [
+        f"stopped 1 agent process left running by ATP process {zombie.pid} (run run)"
+    ]
     assert gone(agent)
 
 
@@ -257,22 +296,30 @@ def test_the_live_tree_of_a_recorded_process_is_killed_whatever_its_session_and_
     if not hasattr(os, "pidfd_open"):
         pytest.skip("needs pidfds")
     owner, owner_start = dead_owner()
-    child = ("import os, sys, time\npid = os.fork()\n"
-             "if pid: print(os.getpid(), pid, flush=True)\ntime.sleep(60)")
-    code = (f"import subprocess, sys, time\nsubprocess.Popen([sys.executable, '-c', {child!r}], "
-            "start_new_session=True, env={})\ntime.sleep(60)")
+    child = (
+        "import os, sys, time\npid = os.fork()\nif pid: print(os.getpid(), pid, flush=True)\ntime.sleep(60)"
+    )
+    code = (
+        f"import subprocess, sys, time\nsubprocess.Popen([sys.executable, '-c', {child!r}], "
+        "start_new_session=True, env={})\ntime.sleep(60)"
+    )
     agent = subprocess.Popen([sys.executable, "-c", code], start_new_session=True, stdout=subprocess.PIPE)
     sleepers.append(agent)
     assert agent.stdout is not None
     descendants = [int(pid) for pid in agent.stdout.readline().split()]
     assert len(descendants) == 2 and all(_runs(pid) for pid in descendants)
     assert all(TOKEN_VARIABLE.encode() not in _environ(pid) for pid in descendants)
-    path = write_ledger(tmp_path / "run", [
-        {"owner": owner, "start": owner_start},
-        {"pid": agent.pid, "start": start_time(agent.pid), "token": "9a" * 8},
-    ])
+    path = write_ledger(
+        tmp_path / "run",
+        [
+            {"owner": owner, "start": owner_start},
+            {"pid": agent.pid, "start": start_time(agent.pid), "token": "9a" * 8},
+        ],
+    )
     started = time.monotonic()
-    assert stop_abandoned(tmp_path) == [f"stopped 3 agent processes left running by ATP process {owner} (run run)"]
+    assert stop_abandoned(tmp_path) == [
+        f"stopped 3 agent processes left running by ATP process {owner} (run run)"
+    ]
     assert time.monotonic() - started < 2
     assert gone(agent) and agent.returncode == -signal.SIGKILL
     assert _ended(descendants), [(pid, _state(pid)) for pid in descendants]

@@ -81,11 +81,17 @@ def test_msgspec_bounds_refuse_nan_but_a_lower_bound_alone_lets_inf_through() ->
             msgspec.convert(value, both)
 
 
-@pytest.mark.parametrize("value", [".inf", "-.inf", ".nan", "1.0e+300", "0", "-1", f"{MAX_AGENT_TIMEOUT + 1}", "true", "'5'"])
+@pytest.mark.parametrize(
+    "value", [".inf", "-.inf", ".nan", "1.0e+300", "0", "-1", f"{MAX_AGENT_TIMEOUT + 1}", "true", "'5'"]
+)
 def test_agent_timeout_must_be_finite_positive_and_at_most_a_day(
     tmp_path: Path, plugins: Plugins, value: str
 ) -> None:
-    suite = load(tmp_path, plugins, f"test_suite: s\nagents:\n  - name: a\n    type: cli\n    command: [x]\n    timeout: {value}\n{TEST}")
+    suite = load(
+        tmp_path,
+        plugins,
+        f"test_suite: s\nagents:\n  - name: a\n    type: cli\n    command: [x]\n    timeout: {value}\n{TEST}",
+    )
     definition = agent_definitions(load_config(cwd=tmp_path), suite)["a"]
     with pytest.raises(SuiteError) as info:
         resolve_agent(definition, plugins.adapters, {})
@@ -100,16 +106,33 @@ def test_agent_timeout_within_bounds_is_accepted(tmp_path: Path, plugins: Plugin
     assert resolve_agent(definition, plugins.adapters, {}).timeout == float(value)
 
 
-@pytest.mark.parametrize(("value", "reason"), [(".inf", f"<= {MAX_WEIGHT}"), (".nan", ">= 0"), ("-0.5", ">= 0"), ("-.inf", ">= 0"), ("1.0e+300", f"<= {MAX_WEIGHT}")])
-def test_weights_must_be_finite_and_not_negative(tmp_path: Path, plugins: Plugins, value: str, reason: str) -> None:
-    err = suite_error(tmp_path, plugins, f"test_suite: s\n{TEST}    scoring:\n      quality_weight: {value}\n")
+@pytest.mark.parametrize(
+    ("value", "reason"),
+    [
+        (".inf", f"<= {MAX_WEIGHT}"),
+        (".nan", ">= 0"),
+        ("-0.5", ">= 0"),
+        ("-.inf", ">= 0"),
+        ("1.0e+300", f"<= {MAX_WEIGHT}"),
+    ],
+)
+def test_weights_must_be_finite_and_not_negative(
+    tmp_path: Path, plugins: Plugins, value: str, reason: str
+) -> None:
+    err = suite_error(
+        tmp_path, plugins, f"test_suite: s\n{TEST}    scoring:\n      quality_weight: {value}\n"
+    )
     assert (err.path, err.line) == ("tests[0].scoring.quality_weight", 6)
     assert reason in err.reason
-    err = suite_error(tmp_path, plugins, f"test_suite: s\ndefaults:\n  scoring: {{cost_weight: {value}}}\n{TEST}")
+    err = suite_error(
+        tmp_path, plugins, f"test_suite: s\ndefaults:\n  scoring: {{cost_weight: {value}}}\n{TEST}"
+    )
     assert (err.path, err.line) == ("defaults.scoring.cost_weight", 3)
 
 
-def test_weights_all_zero_after_defaults_are_refused_where_they_are_set(tmp_path: Path, plugins: Plugins) -> None:
+def test_weights_all_zero_after_defaults_are_refused_where_they_are_set(
+    tmp_path: Path, plugins: Plugins
+) -> None:
     zeros = "{quality_weight: 0, completeness_weight: 0, efficiency_weight: 0, cost_weight: 0}"
     err = suite_error(tmp_path, plugins, f"test_suite: s\ndefaults:\n  scoring: {zeros}\n{TEST}")
     assert (err.path, err.line) == ("defaults.scoring", 3)
@@ -117,17 +140,31 @@ def test_weights_all_zero_after_defaults_are_refused_where_they_are_set(tmp_path
     err = suite_error(tmp_path, plugins, f"test_suite: s\n{TEST}    scoring: {zeros}\n")
     assert (err.path, err.line) == ("tests[0].scoring", 5)
     three = "{quality_weight: 0, completeness_weight: 0, efficiency_weight: 0}"
-    err = suite_error(tmp_path, plugins, f"test_suite: s\ndefaults:\n  scoring: {three}\n{TEST}    scoring: {{cost_weight: 0}}\n")
+    err = suite_error(
+        tmp_path,
+        plugins,
+        f"test_suite: s\ndefaults:\n  scoring: {three}\n{TEST}    scoring: {{cost_weight: 0}}\n",
+    )
     assert (err.path, err.line) == ("tests[0].scoring", 7)
-    suite = load(tmp_path, plugins, f"test_suite: s\ndefaults:\n  scoring: {zeros}\n{TEST}    scoring: {{cost_weight: 2}}\n")
-    assert suite.tests[0].scoring == ScoringWeights(quality_weight=0, completeness_weight=0, efficiency_weight=0, cost_weight=2)
+    suite = load(
+        tmp_path,
+        plugins,
+        f"test_suite: s\ndefaults:\n  scoring: {zeros}\n{TEST}    scoring: {{cost_weight: 2}}\n",
+    )
+    assert suite.tests[0].scoring == ScoringWeights(
+        quality_weight=0, completeness_weight=0, efficiency_weight=0, cost_weight=2
+    )
 
 
 def test_budget_is_bounded(tmp_path: Path, plugins: Plugins) -> None:
     for value in (".inf", ".nan", "-1", "1.0e+300"):
-        err = suite_error(tmp_path, plugins, f"test_suite: s\n{TEST}    constraints: {{budget_usd: {value}}}\n")
+        err = suite_error(
+            tmp_path, plugins, f"test_suite: s\n{TEST}    constraints: {{budget_usd: {value}}}\n"
+        )
         assert (err.path, err.line) == ("tests[0].constraints.budget_usd", 5)
-        err = suite_error(tmp_path, plugins, f"test_suite: s\ndefaults:\n  constraints:\n    budget_usd: {value}\n{TEST}")
+        err = suite_error(
+            tmp_path, plugins, f"test_suite: s\ndefaults:\n  constraints:\n    budget_usd: {value}\n{TEST}"
+        )
         assert (err.path, err.line) == ("defaults.constraints.budget_usd", 4)
     suite = load(tmp_path, plugins, f"test_suite: s\n{TEST}    constraints: {{budget_usd: 2.5}}\n")
     assert suite.tests[0].constraints.budget_usd == 2.5
@@ -138,11 +175,23 @@ def test_budget_is_bounded(tmp_path: Path, plugins: Plugins) -> None:
 
 @pytest.mark.parametrize(
     "value",
-    [nested(2000), "{a: " * 2000 + "1" + "}" * 2000, "\n" + " " * 10 + "- " * 2000 + "x", nested(100_000), "[" * 1_000_000],
+    [
+        nested(2000),
+        "{a: " * 2000 + "1" + "}" * 2000,
+        "\n" + " " * 10 + "- " * 2000 + "x",
+        nested(100_000),
+        "[" * 1_000_000,
+    ],
     ids=["sequences", "mappings", "block-sequences", "100000", "unclosed-1000000"],
 )
-def test_deep_nesting_is_refused_before_anything_recursive_runs(tmp_path: Path, plugins: Plugins, value: str) -> None:
-    err = suite_error(tmp_path, plugins, f"test_suite: s\ntests:\n  - id: a\n    task:\n      description: x\n      input_data:\n        deep: {value}\n")
+def test_deep_nesting_is_refused_before_anything_recursive_runs(
+    tmp_path: Path, plugins: Plugins, value: str
+) -> None:
+    err = suite_error(
+        tmp_path,
+        plugins,
+        f"test_suite: s\ntests:\n  - id: a\n    task:\n      description: x\n      input_data:\n        deep: {value}\n",
+    )
     assert err.reason == f"nested deeper than {MAX_DEPTH} levels"
     assert err.line == 7 + value.count("\n")
     assert err.path is not None and err.path.startswith("tests[0].task.input_data.deep")
@@ -153,16 +202,26 @@ def test_deep_nesting_is_refused_before_anything_recursive_runs(tmp_path: Path, 
 
 def test_deep_block_mappings_are_refused_at_the_line_that_goes_too_deep(tmp_path: Path) -> None:
     text = "".join("  " * level + "a:\n" for level in range(200)) + "  " * 200 + "1\n"
-    err = config_error(tmp_path, "evaluators:\n" + "".join("  " + line for line in text.splitlines(keepends=True)))
+    err = config_error(
+        tmp_path, "evaluators:\n" + "".join("  " + line for line in text.splitlines(keepends=True))
+    )
     assert err.reason == f"nested deeper than {MAX_DEPTH} levels"
     assert err.line == MAX_DEPTH + 1  # the mapping starting at line n is level n
 
 
 def test_nesting_up_to_the_limit_is_accepted(tmp_path: Path, plugins: Plugins) -> None:
     # the root mapping, tests, the test, task and input_data are 5 levels
-    suite = load(tmp_path, plugins, f"test_suite: s\ntests:\n  - id: a\n    task:\n      description: x\n      input_data:\n        deep: {nested(MAX_DEPTH - 5)}\n")
+    suite = load(
+        tmp_path,
+        plugins,
+        f"test_suite: s\ntests:\n  - id: a\n    task:\n      description: x\n      input_data:\n        deep: {nested(MAX_DEPTH - 5)}\n",
+    )
     assert suite.tests[0].task.input_data is not None
-    err = suite_error(tmp_path, plugins, f"test_suite: s\ntests:\n  - id: a\n    task:\n      description: x\n      input_data:\n        deep: {nested(MAX_DEPTH - 4)}\n")
+    err = suite_error(
+        tmp_path,
+        plugins,
+        f"test_suite: s\ntests:\n  - id: a\n    task:\n      description: x\n      input_data:\n        deep: {nested(MAX_DEPTH - 4)}\n",
+    )
     assert err.reason == f"nested deeper than {MAX_DEPTH} levels"
 
 
@@ -171,7 +230,10 @@ def test_nesting_through_an_alias_counts(tmp_path: Path, plugins: Plugins) -> No
     err = config_error(tmp_path, text)
     assert err.reason == f"nested deeper than {MAX_DEPTH} levels through the alias *deep"
     assert err.line == 2 and err.path == "y" + "[0]" * 30
-    assert YamlDocument(Path("ok.yaml"), f"x: &deep {nested(40)}\ny: {'[' * 20}*deep{']' * 20}\n").data is not None
+    assert (
+        YamlDocument(Path("ok.yaml"), f"x: &deep {nested(40)}\ny: {'[' * 20}*deep{']' * 20}\n").data
+        is not None
+    )
 
 
 # --- 3. aliases are bounded -----------------------------------------------------------------
@@ -212,7 +274,10 @@ def test_recursive_aliases_are_refused(tmp_path: Path) -> None:
 
 
 def test_ordinary_aliases_and_merge_keys_still_work(tmp_path: Path, plugins: Plugins) -> None:
-    suite = load(tmp_path, plugins, """test_suite: s
+    suite = load(
+        tmp_path,
+        plugins,
+        """test_suite: s
 tests:
   - id: a
     task: &task {description: x, input_data: {k: [1, 2]}}
@@ -221,7 +286,8 @@ tests:
   - id: b
     task: *task
     assertions: [*check, {<<: *check, name: again}]
-""")
+""",
+    )
     assert suite.tests[1].task == suite.tests[0].task
     assert [a.name for a in suite.tests[1].assertions] == [None, "again"]
 
@@ -305,18 +371,29 @@ def test_a_directory_is_not_a_file(tmp_path: Path, plugins: Plugins) -> None:
         ("secrets: {0x10: x}\n", "secrets.16", 1, "invalid key 16: expected str, got int"),
         ("secrets:\n  true: x\n", "secrets.true", 2, "invalid key true: expected str, got bool"),
         ("evaluators:\n  e: 3\n", "evaluators.e", 2, "expected object, got int"),
-        ("evaluators:\n  e:\n    ok: 1\n    2: 3\n", "evaluators.e.2", 4, "invalid key 2: expected str, got int"),
+        (
+            "evaluators:\n  e:\n    ok: 1\n    2: 3\n",
+            "evaluators.e.2",
+            4,
+            "invalid key 2: expected str, got int",
+        ),
         ("agents:\n  a:\n    ~: 1\n", "agents.a.null", 3, "invalid key null: expected str, got null"),
     ],
 )
-def test_errors_in_mapping_entries_name_the_entry(tmp_path: Path, text: str, path: str, line: int, reason: str) -> None:
+def test_errors_in_mapping_entries_name_the_entry(
+    tmp_path: Path, text: str, path: str, line: int, reason: str
+) -> None:
     err = config_error(tmp_path, text)
     assert (err.path, err.line, err.reason) == (path, line, reason)
     assert ".]" not in str(err) and "[...]" not in str(err)
 
 
 def test_errors_in_suite_mappings_name_the_entry(tmp_path: Path, plugins: Plugins) -> None:
-    err = suite_error(tmp_path, plugins, "test_suite: s\ntests:\n  - id: a\n    task:\n      description: x\n      input_data:\n        2020-01-01: x\n")
+    err = suite_error(
+        tmp_path,
+        plugins,
+        "test_suite: s\ntests:\n  - id: a\n    task:\n      description: x\n      input_data:\n        2020-01-01: x\n",
+    )
     assert (err.path, err.line) == ("tests[0].task.input_data.2020-01-01", 7)
     assert err.reason == "invalid key 2020-01-01: expected str, got date"
     err = suite_error(tmp_path, plugins, "test_suite: s\nagents:\n  - name: a\n    7: x\n" + TEST)
@@ -333,15 +410,26 @@ def test_unknown_fields_with_odd_names_are_named_whole(tmp_path: Path) -> None:
 
 
 def test_an_entry_that_cannot_be_found_points_at_the_mapping() -> None:
-    assert _locate({"m": {"a": 1}}, Any, "Expected `str`, got `int` - at `$.m[...]`") == (["m"], "expected str, got int")
-    assert _locate({"m": 5}, Any, "Expected `str`, got `int` - at `key` in `$.m`") == (["m"], "expected str, got int")
+    assert _locate({"m": {"a": 1}}, Any, "Expected `str`, got `int` - at `$.m[...]`") == (
+        ["m"],
+        "expected str, got int",
+    )
+    assert _locate({"m": 5}, Any, "Expected `str`, got `int` - at `key` in `$.m`") == (
+        ["m"],
+        "expected str, got int",
+    )
 
 
 # --- 6. duplicate agent names ---------------------------------------------------------------
 
 
 def test_duplicate_agent_names_in_a_suite_are_refused(tmp_path: Path, plugins: Plugins) -> None:
-    err = suite_error(tmp_path, plugins, "test_suite: s\nagents:\n  - name: a\n    type: cli\n    command: [x]\n  - name: b\n    type: cli\n    command: [y]\n  - {name: a, type: cli, command: [z]}\n" + TEST)
+    err = suite_error(
+        tmp_path,
+        plugins,
+        "test_suite: s\nagents:\n  - name: a\n    type: cli\n    command: [x]\n  - name: b\n    type: cli\n    command: [y]\n  - {name: a, type: cli, command: [z]}\n"
+        + TEST,
+    )
     assert (err.path, err.line) == ("agents[2].name", 9)
     assert err.reason == "duplicate agent name 'a' (first used at line 3)"
 
@@ -366,7 +454,10 @@ def test_unknown_names_in_disable_plugins_are_warned_about(monkeypatch: pytest.M
 
     module = module_types.ModuleType("atp_test_loaders_plugin")
     monkeypatch.setitem(sys.modules, module.__name__, module)
-    found = [entrypoints.EntryPoint("alpha", module.__name__), entrypoints.EntryPoint("beta", module.__name__)]
+    found = [
+        entrypoints.EntryPoint("alpha", module.__name__),
+        entrypoints.EntryPoint("beta", module.__name__),
+    ]
     monkeypatch.setattr(entrypoints, "entry_points", lambda group, path=None: list(found))
     monkeypatch.setenv("ATP_DISABLE_PLUGINS", "beta, nope,zzz")
     loaded = Plugins()

@@ -36,7 +36,11 @@ _ARTIFACTS = [StructuredArtifact(name="result", data={"answer": 42})]
 
 def instant(request: ATPRequest, sink: Any) -> ATPResponse:
     return ATPResponse(
-        version="1.0", task_id=request.task_id, status="completed", artifacts=_ARTIFACTS, metrics=Metrics(total_steps=1)
+        version="1.0",
+        task_id=request.task_id,
+        status="completed",
+        artifacts=_ARTIFACTS,
+        metrics=Metrics(total_steps=1),
     )
 
 
@@ -129,7 +133,9 @@ def test_memory_per_test_is_what_the_suite_and_its_results_need(tmp_path: Path) 
     # threads other tests left running (an in-process agent abandoned at its time limit runs
     # on) would be counted as this suite's.
     script = f"import json; from tests.unit.test_memory import measured_per_test; print(json.dumps(measured_per_test(__import__('pathlib').Path({str(tmp_path)!r}))))"
-    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0, done.stderr
     figures = json.loads(done.stdout.strip().splitlines()[-1])
 

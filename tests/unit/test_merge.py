@@ -40,7 +40,9 @@ NOW = datetime(2026, 11, 26, 12, 0, tzinfo=timezone.utc)
 ORDER = ["a", "b", "c", "d", "e"]
 PLAN = {
     "a": PlannedTest(id="a", name="A", runs=2, fingerprint="fa"),
-    "b": PlannedTest(id="b", name="B", runs=3, fingerprint="fb", pass_rule=PassRule(rule="pass_rate", threshold=0.5)),
+    "b": PlannedTest(
+        id="b", name="B", runs=3, fingerprint="fb", pass_rule=PassRule(rule="pass_rate", threshold=0.5)
+    ),
     "c": PlannedTest(id="c", name="C", tags=["smoke"], fingerprint="fc"),
     "d": PlannedTest(id="d", name="D", skip="later", fingerprint="fd"),
     "e": PlannedTest(id="e", name="E", runs=2, fingerprint="fe", quarantined=True),
@@ -100,7 +102,9 @@ def make_shards(
             for number in test.share() if test.skip is None else []:
                 (store.directory / "events").mkdir(exist_ok=True)
                 (store.directory / "logs").mkdir(exist_ok=True)
-                (store.directory / events_path(test.id, number)).write_text(event_line(test.id, number) + "\n")
+                (store.directory / events_path(test.id, number)).write_text(
+                    event_line(test.id, number) + "\n"
+                )
                 (store.directory / log_path(test.id, number)).write_text(f"log of {test.id} {number}\n")
                 store.append(run_result(test.id, number))
         store.close()
@@ -115,7 +119,12 @@ def whole(baseline: Baseline | None = None) -> tuple[RunHeader, list[RunResult]]
         finished_at=NOW + timedelta(seconds=59), suite_fingerprint="sfp", deselected=2,
         tests=[PLAN[i] for i in ORDER], baseline=BaselineRef(file="base.json") if baseline is not None else None,
     )  # fmt: skip
-    shares = [(i, numbers or range(1, PLAN[i].runs + 1)) for share in THREE for i, numbers in share.items() if i != "d"]
+    shares = [
+        (i, numbers or range(1, PLAN[i].runs + 1))
+        for share in THREE
+        for i, numbers in share.items()
+        if i != "d"
+    ]
     return header, [run_result(i, n) for i, numbers in shares for n in numbers]
 
 
@@ -152,7 +161,9 @@ def test_three_shards_merge_into_the_whole_run(tmp_path: Path) -> None:
 def test_a_directory_given_twice_counts_once_and_order_given_does_not_matter(tmp_path: Path) -> None:
     one, two, three = make_shards(tmp_path / "shards", THREE)
     merged = merge_runs([three, one, two, one, tmp_path / "shards" / "." / one.name], tmp_path / "runs")
-    assert RunStore(merged).read_header().merged_from == [RunStore(d).read_header().run_id for d in (one, two, three)]
+    assert RunStore(merged).read_header().merged_from == [
+        RunStore(d).read_header().run_id for d in (one, two, three)
+    ]
     same(RunStore(merged).results(), build_suite_results(*whole()))
 
 
@@ -174,8 +185,12 @@ def test_runs_no_shard_planned_are_left_planned_as_the_shards_did(tmp_path: Path
 
 
 def test_overlapping_shares_are_refused(tmp_path: Path) -> None:
-    shards = make_shards(tmp_path / "shards", [{"a": [1, 2], "b": None, "c": None, "d": None}, {"a": [2], "e": None}])
-    with pytest.raises(AtpError, match=r"run 2 of test 'a' is in shards 1 and 2 \(.*\): their shares overlap"):
+    shards = make_shards(
+        tmp_path / "shards", [{"a": [1, 2], "b": None, "c": None, "d": None}, {"a": [2], "e": None}]
+    )
+    with pytest.raises(
+        AtpError, match=r"run 2 of test 'a' is in shards 1 and 2 \(.*\): their shares overlap"
+    ):
         merge_runs(shards, tmp_path / "runs")
     assert not (tmp_path / "runs").exists()
 
@@ -218,7 +233,9 @@ def test_shards_balanced_on_different_runs_are_refused(tmp_path: Path) -> None:
         ("shard", Shard(index=3, count=3, order=["a", "b", "c", "d", "x"]), r"selected different tests \(only .* has test 'x'\)"),
     ],
 )  # fmt: skip
-def test_shards_of_different_runs_are_refused(tmp_path: Path, field: str, value: object, message: str) -> None:
+def test_shards_of_different_runs_are_refused(
+    tmp_path: Path, field: str, value: object, message: str
+) -> None:
     shards = make_shards(tmp_path / "shards", THREE, **{field: {3: value}})
     with pytest.raises(AtpError, match=message) as raised:
         merge_runs(shards, tmp_path / "runs")
@@ -227,7 +244,9 @@ def test_shards_of_different_runs_are_refused(tmp_path: Path, field: str, value:
 
 
 def test_a_run_directory_that_is_no_shard_is_refused(tmp_path: Path) -> None:
-    plain = RunStore.create(tmp_path, RunHeader(run_id="plain", suite="s", agent="ag", agent_type="cli", started_at=NOW))
+    plain = RunStore.create(
+        tmp_path, RunHeader(run_id="plain", suite="s", agent="ag", agent_type="cli", started_at=NOW)
+    )
     with pytest.raises(AtpError, match=r"plain is not a shard: it was made without --shard"):
         merge_runs([plain.directory], tmp_path / "runs")
     with pytest.raises(AtpError, match=r"is not an ATP run directory"):
@@ -287,7 +306,9 @@ def test_events_logs_and_workspaces_come_along(tmp_path: Path) -> None:
     for test in results.tests:
         for run in test.runs:
             assert run.events_file is not None
-            assert (merged / run.events_file).samefile(shards[0].parent / _owner(shards, run) / run.events_file)
+            assert (merged / run.events_file).samefile(
+                shards[0].parent / _owner(shards, run) / run.events_file
+            )
             assert store.event_lines(run) == [event_line(test.id, run.run_number).encode()]
             assert len(list(store.events(run))) == 1
             assert store.log(run) == f"log of {test.id} {run.run_number}\n"
@@ -359,4 +380,6 @@ def test_the_header_adds_up_the_shards(tmp_path: Path) -> None:
     assert (tmp_path / "runs" / header.run_id / HEADER_FILE).is_file()
     finished = make_shards(tmp_path / "finished", THREE)
     header = RunStore(merge_runs(finished, tmp_path / "runs")).read_header()
-    assert header.finished_at == NOW + timedelta(seconds=59) and header.budget is None and not header.interrupted
+    assert (
+        header.finished_at == NOW + timedelta(seconds=59) and header.budget is None and not header.interrupted
+    )

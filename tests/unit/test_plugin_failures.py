@@ -41,7 +41,9 @@ RETURNS: dict[str, Any] = {
 }
 
 
-SKIP_RULE = ": a skipped check needs a reason, passed=False and score 0 (atp.core.evaluator.skipped makes one)"
+SKIP_RULE = (
+    ": a skipped check needs a reason, passed=False and score 0 (atp.core.evaluator.skipped makes one)"
+)
 
 
 class ReturnsConfig(msgspec.Struct):
@@ -79,7 +81,11 @@ class Holding(Evaluator):
     closed: ClassVar[list[str]] = []
 
     async def evaluate(self, ctx: EvalContext, config: Any) -> list[Check]:
-        return [skipped("holding", "nothing to hold today")] if ctx.test.id == "skips" else [check("holding", True, "held")]
+        return (
+            [skipped("holding", "nothing to hold today")]
+            if ctx.test.id == "skips"
+            else [check("holding", True, "held")]
+        )
 
     async def aclose(self) -> None:
         Holding.closed.append(threading.current_thread().name)
@@ -158,7 +164,9 @@ def a_test(test_id: str, assertion: str = "", data: str = "{}") -> str:
 
 def run(tmp_path: Path, plugins: Plugins, text: str, **options: Any) -> tuple[SuiteResults, Runner]:
     loaded_suite = load_suite(write(tmp_path / "suite.yaml", text), plugins.evaluators)
-    agent = resolve_agent(agent_definitions(load_config(cwd=tmp_path), loaded_suite)["agent"], plugins.adapters)
+    agent = resolve_agent(
+        agent_definitions(load_config(cwd=tmp_path), loaded_suite)["agent"], plugins.adapters
+    )
     runner = Runner(plugins, loaded_suite, loaded_suite.tests, agent, run_root=tmp_path / "runs", **options)
     return anyio.run(runner.run), runner
 
@@ -168,7 +176,10 @@ def run(tmp_path: Path, plugins: Plugins, text: str, **options: Any) -> tuple[Su
     [
         ("truth", "returned bool True, not a list of Check"),
         ("none", "returned None, not a list of Check"),
-        ("single", "returned Check Check(name='x', passed=True, score=1.0, message='ok', details=None, skipped=None) (a single Check: return [check]), not a list of Check"),
+        (
+            "single",
+            "returned Check Check(name='x', passed=True, score=1.0, message='ok', details=None, skipped=None) (a single Check: return [check]), not a list of Check",
+        ),
         ("dicts", "returned a list whose item 0 is dict {'name': 'x', 'passed': True}, not a Check"),
         ("score", "returned a Check (item 0, 'x') whose 'score' is 2.0, not within 0-1"),
         ("nan", "returned a Check (item 0, 'x') whose 'score' is nan, not within 0-1"),
@@ -206,11 +217,15 @@ def test_a_plain_def_evaluate_runs_in_a_worker_thread(tmp_path: Path, loaded: Pl
 def test_a_blocking_async_evaluator_is_named_in_a_warning_once(
     tmp_path: Path, loaded: Plugins, caplog: pytest.LogCaptureFixture
 ) -> None:
-    results, _ = run(tmp_path, loaded, suite("ok", a_test("a", "{type: blocking}") + a_test("b", "{type: blocking}")))
+    results, _ = run(
+        tmp_path, loaded, suite("ok", a_test("a", "{type: blocking}") + a_test("b", "{type: blocking}"))
+    )
     assert results.summary.passed == 2
     warnings = [r.getMessage() for r in caplog.records if "held the event loop" in r.getMessage()]
     assert len(warnings) == 1
-    assert warnings[0].startswith("evaluator 'blocking' of plugin 'bundle' (tests.unit.test_plugin_failures) held the event loop for 0.6")
+    assert warnings[0].startswith(
+        "evaluator 'blocking' of plugin 'bundle' (tests.unit.test_plugin_failures) held the event loop for 0.6"
+    )
     assert "anyio.to_thread.run_sync" in warnings[0]
 
 
@@ -256,22 +271,35 @@ def test_fail_fast_stops_at_the_first_failing_run(tmp_path: Path, loaded: Plugin
 
 
 @pytest.mark.parametrize("fails", [False, True])
-def test_evaluators_are_closed_once_when_the_runs_are_over(tmp_path: Path, loaded: Plugins, fails: bool) -> None:
+def test_evaluators_are_closed_once_when_the_runs_are_over(
+    tmp_path: Path, loaded: Plugins, fails: bool
+) -> None:
     Holding.closed = []
     ctx_fail[0] = fails
     try:
-        tests = a_test("one", "{type: holding}") + a_test("two", "{type: holding}") + a_test("skips", "{type: holding}")
+        tests = (
+            a_test("one", "{type: holding}")
+            + a_test("two", "{type: holding}")
+            + a_test("skips", "{type: holding}")
+        )
         results, runner = run(tmp_path, loaded, suite("ok", tests))
     finally:
         ctx_fail[0] = False
     assert Holding.closed == [threading.main_thread().name]
     assert [t.status for t in results.tests] == ["passed", "passed", "skipped"]
-    assert results.tests[2].skip_reason == "not checked: every check was skipped (holding: nothing to hold today)"
+    assert (
+        results.tests[2].skip_reason
+        == "not checked: every check was skipped (holding: nothing to hold today)"
+    )
     skipped_run = results.tests[2].runs[0]
-    assert skipped_run.skipped_checks[0].skipped == "nothing to hold today" and skipped_run.failed_checks == []
+    assert (
+        skipped_run.skipped_checks[0].skipped == "nothing to hold today" and skipped_run.failed_checks == []
+    )
     assert results.summary.skipped_checks == 1
     failures = [f for f in runner.plugin_failures if "aclose" in f.where]
-    assert [(f.where, f.message) for f in failures] == ([("evaluator 'holding' aclose", "RuntimeError: could not let go")] if fails else [])
+    assert [(f.where, f.message) for f in failures] == (
+        [("evaluator 'holding' aclose", "RuntimeError: could not let go")] if fails else []
+    )
 
 
 def test_a_critical_check_that_was_skipped_leaves_its_test_unchecked(tmp_path: Path, loaded: Plugins) -> None:

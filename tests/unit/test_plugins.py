@@ -179,18 +179,33 @@ def test_plugin_names_are_unique(plugins: Plugins) -> None:
 
 
 def test_unknown_names_list_what_is_installed(plugins: Plugins) -> None:
-    with pytest.raises(PluginError, match=r"unknown assertion type 'llm_judge' \(installed: .*contains.*llm_eval.*\)"):
+    with pytest.raises(
+        PluginError, match=r"unknown assertion type 'llm_judge' \(installed: .*contains.*llm_eval.*\)"
+    ):
         plugins.evaluator("llm_judge")
     with pytest.raises(PluginError, match="unknown agent type 'smtp'.*pip install atp-adapters"):
         plugins.adapter("smtp")
-    with pytest.raises(PluginError, match=r"unknown output 'markdown' \(installed: console, html, json, junit\)"):
+    with pytest.raises(
+        PluginError, match=r"unknown output 'markdown' \(installed: console, html, json, junit\)"
+    ):
         plugins.reporter("markdown")
 
 
 def test_builtins_register_through_the_same_hooks(plugins: Plugins) -> None:
     assert set(plugins.adapters) >= {"cli", "function"}
-    assert {"artifact_exists", "contains", "schema", "sections", "must_use_tools", "forbidden_tools",
-            "max_tool_calls", "max_steps", "no_errors", "behavior", "llm_eval"} <= set(plugins.evaluators)
+    assert {
+        "artifact_exists",
+        "contains",
+        "schema",
+        "sections",
+        "must_use_tools",
+        "forbidden_tools",
+        "max_tool_calls",
+        "max_steps",
+        "no_errors",
+        "behavior",
+        "llm_eval",
+    } <= set(plugins.evaluators)
     assert {"console", "json"} <= set(plugins.reporters)
 
 

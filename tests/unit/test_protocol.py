@@ -35,8 +35,11 @@ def test_spec_request_decodes_with_every_field() -> None:
     request = decode_request((FIXTURES / "requests/valid/spec_example.json").read_bytes())
     assert request.task.input_data == {"company": "Slack", "market": "enterprise communication"}
     assert request.constraints == Constraints(
-        max_steps=50, max_tokens=100000, timeout_seconds=300,
-        allowed_tools=["web_search", "file_write"], budget_usd=1.0,
+        max_steps=50,
+        max_tokens=100000,
+        timeout_seconds=300,
+        allowed_tools=["web_search", "file_write"],
+        budget_usd=1.0,
     )
     assert request.context is not None and request.context.environment == {"API_KEY": "***"}
     assert request.metadata == {"test_id": "competitor_analysis_001", "run_number": 1, "total_runs": 5}
@@ -70,7 +73,9 @@ def test_higher_minor_version_with_unknown_fields_is_accepted() -> None:
 @pytest.mark.parametrize("version", ["2.0", "0.9", "10.1"])
 def test_another_major_version_is_rejected_clearly(version: str) -> None:
     body = {"version": version, "task_id": TID, "status": "completed", "artifacts": [], "metrics": {}}
-    with pytest.raises(ProtocolError, match=f"protocol version {version} is not supported; ATP speaks version 1.x"):
+    with pytest.raises(
+        ProtocolError, match=f"protocol version {version} is not supported; ATP speaks version 1.x"
+    ):
         decode_response(json.dumps(body))
 
 
@@ -80,7 +85,13 @@ def test_malformed_version_is_rejected() -> None:
 
 
 def test_decode_errors_name_message_field_and_expectation() -> None:
-    body = {"version": "1.0", "task_id": TID, "status": "completed", "artifacts": [], "metrics": {"total_tokens": "many"}}
+    body = {
+        "version": "1.0",
+        "task_id": TID,
+        "status": "completed",
+        "artifacts": [],
+        "metrics": {"total_tokens": "many"},
+    }
     with pytest.raises(ProtocolError) as info:
         decode_response(json.dumps(body))
     assert str(info.value) == "ATP response: Expected `int | null`, got `str` - at `$.metrics.total_tokens`"
@@ -89,15 +100,27 @@ def test_decode_errors_name_message_field_and_expectation() -> None:
 
 
 def test_known_event_type_with_bad_payload_is_not_hidden_as_unknown() -> None:
-    body = {"version": "1.0", "task_id": TID, "timestamp": "2025-01-01T00:00:00Z", "sequence": 0,
-            "event_type": "tool_call", "payload": {"input": {}}}
+    body = {
+        "version": "1.0",
+        "task_id": TID,
+        "timestamp": "2025-01-01T00:00:00Z",
+        "sequence": 0,
+        "event_type": "tool_call",
+        "payload": {"input": {}},
+    }
     with pytest.raises(ProtocolError, match="missing required field `tool`"):
         decode_event(json.dumps(body))
 
 
 def test_unknown_event_type_with_another_major_version_is_rejected() -> None:
-    body = {"version": "3.0", "task_id": TID, "timestamp": "2025-01-01T00:00:00Z", "sequence": 0,
-            "event_type": "brand_new", "payload": {}}
+    body = {
+        "version": "3.0",
+        "task_id": TID,
+        "timestamp": "2025-01-01T00:00:00Z",
+        "sequence": 0,
+        "event_type": "brand_new",
+        "payload": {},
+    }
     with pytest.raises(ProtocolError, match="version 3.0"):
         decode_event(json.dumps(body))
 
@@ -113,13 +136,27 @@ def test_make_event_picks_the_type_from_the_payload() -> None:
 def test_response_round_trip_keeps_error_code_extension() -> None:
     response = decode_response((FIXTURES / "responses/valid/spec_error_codes.json").read_bytes())
     assert response.error_code == "TOOL_NOT_FOUND"
-    assert response.error_details == {"tool": "database_query", "available_tools": ["web_search", "file_write"]}
+    assert response.error_details == {
+        "tool": "database_query",
+        "available_tools": ["web_search", "file_write"],
+    }
     assert decode_response(encode(response)) == response
 
 
 def test_struct_construction() -> None:
     response = ATPResponse(version="1.0", task_id=TID, status="completed", artifacts=[], metrics=Metrics())
-    assert json.loads(encode(response)) == {"version": "1.0", "task_id": TID, "status": "completed", "artifacts": [], "metrics": {}}
-    event = ToolCallEvent(version="1.0", task_id=TID, timestamp=datetime.now(timezone.utc), sequence=0,
-                          payload=protocol.ToolCallPayload(tool="x"))
+    assert json.loads(encode(response)) == {
+        "version": "1.0",
+        "task_id": TID,
+        "status": "completed",
+        "artifacts": [],
+        "metrics": {},
+    }
+    event = ToolCallEvent(
+        version="1.0",
+        task_id=TID,
+        timestamp=datetime.now(timezone.utc),
+        sequence=0,
+        payload=protocol.ToolCallPayload(tool="x"),
+    )
     assert decode_event(encode(event)) == event

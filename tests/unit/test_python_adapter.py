@@ -76,11 +76,17 @@ def emits_dicts(request: ATPRequest, emit: Emit) -> dict[str, Any]:
     emit({"event_type": "custom_thing", "payload": {"x": 1}})  # a newer minor version's type
     emit({"event_type": "progress", "payload": {}, "sequence": 20, "timestamp": "2024-01-02T03:04:05Z"})
     emit({"event_type": "progress", "payload": {}})
-    return {"status": "completed", "artifacts": [{"type": "structured", "name": "result", "data": {}}], "metrics": {}}
+    return {
+        "status": "completed",
+        "artifacts": [{"type": "structured", "name": "result", "data": {}}],
+        "metrics": {},
+    }
 
 
 def emits_from_its_own_thread(request: ATPRequest, emit: Emit) -> ATPResponse:
-    worker = threading.Thread(target=emit, args=({"event_type": "tool_call", "payload": {"tool": "web_search"}},))
+    worker = threading.Thread(
+        target=emit, args=({"event_type": "tool_call", "payload": {"tool": "web_search"}},)
+    )
     worker.start()
     worker.join(10)
     return answer(request)
@@ -92,8 +98,11 @@ async def emits_from_a_thread_of_an_async_agent(request: ATPRequest, emit: Emit)
 
 
 def returns_dict(request: ATPRequest, emit: Emit) -> dict[str, Any]:
-    return {"status": "completed", "artifacts": [{"type": "structured", "name": "result", "data": {"a": 1}}],
-            "metrics": {"total_steps": 3}}
+    return {
+        "status": "completed",
+        "artifacts": [{"type": "structured", "name": "result", "data": {"a": 1}}],
+        "metrics": {"total_steps": 3},
+    }
 
 
 def returns_none(request: ATPRequest, emit: Emit) -> None:
@@ -284,7 +293,9 @@ class Sink:
 
 def adapter(callable_: str, base_dir: Path, **settings: Any) -> PythonAdapter:
     return PythonAdapter(
-        msgspec.convert({"callable": callable_, **settings}, PythonSettings), name="my-agent", base_dir=base_dir
+        msgspec.convert({"callable": callable_, **settings}, PythonSettings),
+        name="my-agent",
+        base_dir=base_dir,
     )
 
 
@@ -347,8 +358,14 @@ def run(tmp_path: Path, plugins: Plugins, text: str, **options: Any) -> tuple[Su
     ("settings", "message"),
     [
         ({"callable": "my_agent"}, "'callable' must be 'module:attribute' (like my_agent:run"),
-        ({"callable": "my_agent.run"}, "a ':' separates the module from the function (did you mean 'my_agent:run'?)"),
-        ({"callable": "agents/my_agent.py:run"}, "'callable' names a module, not a file: 'agents/my_agent.py' is a path. Write the module's name ('my_agent:run') and put its folder in 'path'"),
+        (
+            {"callable": "my_agent.run"},
+            "a ':' separates the module from the function (did you mean 'my_agent:run'?)",
+        ),
+        (
+            {"callable": "agents/my_agent.py:run"},
+            "'callable' names a module, not a file: 'agents/my_agent.py' is a path. Write the module's name ('my_agent:run') and put its folder in 'path'",
+        ),
         ({"callable": ":run"}, "'callable' ':run' has no module before the ':'"),
         ({"callable": "my_agent:"}, "'callable' 'my_agent:' has no attribute after the ':'"),
         ({"callable": "a:b:c"}, "'callable' 'a:b:c' has more than one ':'"),
@@ -368,7 +385,9 @@ def test_settings_are_checked_when_the_suite_loads(settings: dict[str, Any], mes
 
 
 def test_good_settings(tmp_path: Path) -> None:
-    settings = msgspec.convert({"callable": "my_pkg.agent:Agent.run", "path": ["src", "/abs"]}, PythonSettings)
+    settings = msgspec.convert(
+        {"callable": "my_pkg.agent:Agent.run", "path": ["src", "/abs"]}, PythonSettings
+    )
     assert settings.callable == "my_pkg.agent:Agent.run" and settings.path == ["src", "/abs"]
     assert msgspec.convert({"callable": "m:f"}, PythonSettings).path == []
 
@@ -382,8 +401,10 @@ def test_a_bad_callable_in_a_suite_is_located(tmp_path: Path, plugins: Plugins) 
 
 def test_the_common_keys_are_not_settings(tmp_path: Path, plugins: Plugins) -> None:
     """name, type and timeout are the kernel's (COMMON_AGENT_KEYS); the settings never see them."""
-    suite = load_suite(write(tmp_path / "suite.yaml", suite_text(f"{HERE}:sync_agent", ONE_TEST, "    timeout: 5\n")),
-                       plugins.evaluators)
+    suite = load_suite(
+        write(tmp_path / "suite.yaml", suite_text(f"{HERE}:sync_agent", ONE_TEST, "    timeout: 5\n")),
+        plugins.evaluators,
+    )
     resolved = resolve_agent(agent_definitions(load_config(cwd=tmp_path), suite)["agent"], plugins.adapters)
     assert resolved.settings == PythonSettings(callable=f"{HERE}:sync_agent") and resolved.timeout == 5
 
@@ -394,7 +415,16 @@ def test_the_plugin_registers_python_and_not_the_testing_helper() -> None:
     plugins = Plugins(entry_points=False)
     plugins.register(atp.adapters.plugin, name="adapters")
     assert set(plugins.adapters) == {
-        "cli", "python", "http", "websocket", "grpc", "container", "langgraph", "crewai", "term-sdk", "agent-interface",
+        "cli",
+        "python",
+        "http",
+        "websocket",
+        "grpc",
+        "container",
+        "langgraph",
+        "crewai",
+        "term-sdk",
+        "agent-interface",
     }  # not "function"
     assert plugins.adapters["python"] is PythonAdapter
 
@@ -445,7 +475,12 @@ def test_emit_fills_in_the_defaults_of_a_dict(tmp_path: Path) -> None:
     after = datetime.now(timezone.utc)
     events = sink.got
     assert [type(e) for e in events] == [
-        ProgressEvent, ToolCallEvent, ProgressEvent, UnknownEvent, ProgressEvent, ProgressEvent
+        ProgressEvent,
+        ToolCallEvent,
+        ProgressEvent,
+        UnknownEvent,
+        ProgressEvent,
+        ProgressEvent,
     ]
     # counting from 0; an event's own number is kept and the count goes on after it
     assert [e.sequence for e in events] == [0, 1, 7, 8, 20, 21]
@@ -486,20 +521,47 @@ def test_a_dict_response_is_decoded_with_the_requests_version_and_task_id(tmp_pa
     req = request()
     response, _ = execute(adapter(f"{HERE}:returns_dict", tmp_path), req)
     assert response == ATPResponse(
-        version=PROTOCOL_VERSION, task_id=req.task_id, status="completed",
-        artifacts=[StructuredArtifact(name="result", data={"a": 1})], metrics=Metrics(total_steps=3),
+        version=PROTOCOL_VERSION,
+        task_id=req.task_id,
+        status="completed",
+        artifacts=[StructuredArtifact(name="result", data={"a": 1})],
+        metrics=Metrics(total_steps=3),
     )
 
 
 @pytest.mark.parametrize(
     ("name", "message", "evidence"),
     [
-        ("returns_none", "the agent function {HERE}:returns_none returned None, not an ATPResponse or a dict of one", "None"),
-        ("returns_text", "returned str 'the answer is 42', not an ATPResponse or a dict of one", "'the answer is 42'"),
-        ("returns_bad_status", "returned a dict that is not a valid ATP response (ATP response: Invalid enum value 'done' - at `$.status`)", b'"status":"done"'),
-        ("returns_no_metrics", "returned a dict that is not a valid ATP response (ATP response: Object missing required field `metrics`)", b'"artifacts":[]'),
-        ("returns_wrong_major", "returned a dict that is not a valid ATP response (ATP response: protocol version 2.0 is not supported", b'"version":"2.0"'),
-        ("returns_unencodable", "returned a response that cannot be written as JSON (TypeError: ", "object object at"),
+        (
+            "returns_none",
+            "the agent function {HERE}:returns_none returned None, not an ATPResponse or a dict of one",
+            "None",
+        ),
+        (
+            "returns_text",
+            "returned str 'the answer is 42', not an ATPResponse or a dict of one",
+            "'the answer is 42'",
+        ),
+        (
+            "returns_bad_status",
+            "returned a dict that is not a valid ATP response (ATP response: Invalid enum value 'done' - at `$.status`)",
+            b'"status":"done"',
+        ),
+        (
+            "returns_no_metrics",
+            "returned a dict that is not a valid ATP response (ATP response: Object missing required field `metrics`)",
+            b'"artifacts":[]',
+        ),
+        (
+            "returns_wrong_major",
+            "returned a dict that is not a valid ATP response (ATP response: protocol version 2.0 is not supported",
+            b'"version":"2.0"',
+        ),
+        (
+            "returns_unencodable",
+            "returned a response that cannot be written as JSON (TypeError: ",
+            "object object at",
+        ),
     ],
 )
 def test_what_is_not_a_response_fails_the_run_with_the_value_as_evidence(
@@ -514,8 +576,7 @@ def test_an_exception_fails_the_run_naming_it_with_the_traceback_in_the_log(tmp_
     error, sink = agent_error(f"{HERE}:raises", tmp_path)
     line = helper.__code__.co_firstlineno + 1
     assert str(error) == (
-        f"the agent function {HERE}:raises raised ValueError: the model said no "
-        f"(at {THIS_FILE}:{line})"
+        f"the agent function {HERE}:raises raised ValueError: the model said no (at {THIS_FILE}:{line})"
     )
     log = "\n".join(sink.lines)
     assert sink.lines[0] == "Traceback (most recent call last):"
@@ -525,11 +586,14 @@ def test_an_exception_fails_the_run_naming_it_with_the_traceback_in_the_log(tmp_
 
 
 def test_the_reason_of_an_exception_is_located_in_the_agents_folder(tmp_path: Path) -> None:
-    name = module(tmp_path, """
+    name = module(
+        tmp_path,
+        """
         def run(request, emit):
             import json
             return json.loads("{not json")
-        """)
+        """,
+    )
     error, _ = agent_error(f"{name}:run", tmp_path)
     assert str(error).startswith(f"the agent function {name}:run raised JSONDecodeError: ")
     assert str(error).endswith(f", called from {name}.py:3)")
@@ -554,19 +618,31 @@ def test_sys_exit_in_the_agent_fails_its_run_not_atp(tmp_path: Path, plugins: Pl
 @pytest.mark.parametrize(
     ("name", "message"),
     [
-        ("emits_garbage", "the agent emitted an event that is not a valid ATP event at {file}:{line} "
-                          "(ATP event: Object missing required field `tool` - at `$.payload`)"),
-        ("emits_a_string", "the agent called emit() with str 'searching the web' at {file}:{line} "
-                           "(emit() takes an ATP event, as atp.core.protocol.make_event builds one, or a dict of one)"),
-        ("emits_unencodable", "the agent emitted an event that cannot be written as JSON at {file}:{line} (TypeError: "),
+        (
+            "emits_garbage",
+            "the agent emitted an event that is not a valid ATP event at {file}:{line} "
+            "(ATP event: Object missing required field `tool` - at `$.payload`)",
+        ),
+        (
+            "emits_a_string",
+            "the agent called emit() with str 'searching the web' at {file}:{line} "
+            "(emit() takes an ATP event, as atp.core.protocol.make_event builds one, or a dict of one)",
+        ),
+        (
+            "emits_unencodable",
+            "the agent emitted an event that cannot be written as JSON at {file}:{line} (TypeError: ",
+        ),
     ],
 )
 def test_an_event_that_is_not_one_fails_the_run_even_when_the_agent_catches_it(
     tmp_path: Path, plugins: Plugins, name: str, message: str
 ) -> None:
     function = globals()[name]
-    line = next(n for n, text in enumerate(Path(THIS_FILE).read_text().splitlines(), 1)
-                if n > function.__code__.co_firstlineno and "emit(" in text)
+    line = next(
+        n
+        for n, text in enumerate(Path(THIS_FILE).read_text().splitlines(), 1)
+        if n > function.__code__.co_firstlineno and "emit(" in text
+    )
     results, _ = run(tmp_path, plugins, suite_text(f"{HERE}:{name}", ONE_TEST))
     run_ = results.tests[0].runs[0]
     assert run_.outcome == "failed" and run_.status == "failed"
@@ -584,8 +660,12 @@ def test_an_event_flood_fails_the_run(tmp_path: Path, plugins: Plugins) -> None:
 # --- importing -------------------------------------------------------------------------------
 
 
-def test_the_agents_folder_is_importable_and_the_module_is_imported_once(tmp_path: Path, plugins: Plugins) -> None:
-    name = module(tmp_path, """
+def test_the_agents_folder_is_importable_and_the_module_is_imported_once(
+    tmp_path: Path, plugins: Plugins
+) -> None:
+    name = module(
+        tmp_path,
+        """
         import threading
         from atp.core.protocol import ATPResponse, Metrics, StructuredArtifact
 
@@ -596,7 +676,8 @@ def test_the_agents_folder_is_importable_and_the_module_is_imported_once(tmp_pat
             emit({"event_type": "tool_call", "payload": {"tool": "web_search"}})
             return ATPResponse(version="1.0", task_id=request.task_id, status="completed",
                                artifacts=[StructuredArtifact(name="result", data={})], metrics=Metrics())
-        """)
+        """,
+    )
     results, _ = run(tmp_path, plugins, suite_text(f"{name}:run", ONE_TEST), runs=3)
     assert results.summary.passed == 1 and results.summary.runs == 3
     assert sys.modules[name].IMPORTS == [False]  # once, in a worker thread
@@ -604,7 +685,11 @@ def test_the_agents_folder_is_importable_and_the_module_is_imported_once(tmp_pat
 
 def test_path_folders_go_first_on_sys_path(tmp_path: Path) -> None:
     name = f"agent_{uuid.uuid4().hex[:10]}"
-    module(tmp_path / "src", "def run(request, emit):\n    return {'status': 'failed', 'artifacts': [], 'metrics': {}}\n", name)
+    module(
+        tmp_path / "src",
+        "def run(request, emit):\n    return {'status': 'failed', 'artifacts': [], 'metrics': {}}\n",
+        name,
+    )
     module(tmp_path / "other", "X = 1\n", name)  # the same name, later on the path
     target = adapter(f"{name}:run", tmp_path, path=["src", "other"])
     response, _ = execute(target)
@@ -626,7 +711,9 @@ def test_a_module_not_found_names_the_folders_searched(tmp_path: Path) -> None:
         "agent 'my-agent': cannot import 'no_such_agent_module:run': no module named "
         f"'no_such_agent_module' in the folders Python looks in ({tmp_path} (the agent's folder), "
     )
-    assert message.endswith(f"); put the folder that holds it in the agent's 'path' setting (relative to {tmp_path})")
+    assert message.endswith(
+        f"); put the folder that holds it in the agent's 'path' setting (relative to {tmp_path})"
+    )
     assert len(message) < 800
 
 
@@ -643,18 +730,28 @@ def test_a_missing_module_of_a_package_names_the_package(tmp_path: Path) -> None
 @pytest.mark.parametrize(
     ("source", "message"),
     [
-        ("import os\nraise RuntimeError('no API key')\n",
-         "importing module '{name}' raised RuntimeError: no API key (at {name}.py:2)"),
-        ("def run(request, emit):\n    return (\n",
-         "importing module '{name}' raised SyntaxError: '(' was never closed (at {name}.py:2)"),
-        ("import no_such_dependency_anywhere\n",
-         "importing module '{name}' raised ModuleNotFoundError: No module named 'no_such_dependency_anywhere' (at {name}.py:1)"),
-        ("import sys\nsys.exit(2)\n",
-         "importing module '{name}' called sys.exit(2) (at {name}.py:2); is the script's own code under "
-         "'if __name__ == \"__main__\":'?"),
+        (
+            "import os\nraise RuntimeError('no API key')\n",
+            "importing module '{name}' raised RuntimeError: no API key (at {name}.py:2)",
+        ),
+        (
+            "def run(request, emit):\n    return (\n",
+            "importing module '{name}' raised SyntaxError: '(' was never closed (at {name}.py:2)",
+        ),
+        (
+            "import no_such_dependency_anywhere\n",
+            "importing module '{name}' raised ModuleNotFoundError: No module named 'no_such_dependency_anywhere' (at {name}.py:1)",
+        ),
+        (
+            "import sys\nsys.exit(2)\n",
+            "importing module '{name}' called sys.exit(2) (at {name}.py:2); is the script's own code under "
+            "'if __name__ == \"__main__\":'?",
+        ),
     ],
 )
-def test_a_module_that_raises_while_imported_is_an_adapter_error(tmp_path: Path, source: str, message: str) -> None:
+def test_a_module_that_raises_while_imported_is_an_adapter_error(
+    tmp_path: Path, source: str, message: str
+) -> None:
     name = module(tmp_path, source)
     assert start_error(f"{name}:run", tmp_path) == (
         f"agent 'my-agent': cannot import '{name}:run': " + message.format(name=name)
@@ -669,7 +766,9 @@ def test_the_error_names_the_library_line_and_the_agents_own(tmp_path: Path) -> 
 
 
 def test_a_missing_attribute_says_what_is_there(tmp_path: Path) -> None:
-    name = module(tmp_path, "from os.path import join\n\ndef run(request, emit): ...\n\ndef plan(request, emit): ...\n")
+    name = module(
+        tmp_path, "from os.path import join\n\ndef run(request, emit): ...\n\ndef plan(request, emit): ...\n"
+    )
     assert start_error(f"{name}:rnu", tmp_path) == (
         f"agent 'my-agent': cannot import '{name}:rnu': module '{name}' ({name}.py) has no attribute 'rnu'; "
         "did you mean 'run'?"
@@ -705,7 +804,9 @@ def test_an_import_failure_stops_the_suite_before_any_run(tmp_path: Path, plugin
     assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
 
 
-def test_artifacts_are_relative_to_the_working_folder_at_start(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_artifacts_are_relative_to_the_working_folder_at_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(tmp_path)
     target = adapter(f"{HERE}:sync_agent", tmp_path / "elsewhere")
     anyio.run(target.start)
@@ -762,8 +863,9 @@ def test_a_plain_function_outliving_its_timeout_is_abandoned(tmp_path: Path, plu
     RELEASE.clear()
     LATE.clear()
     try:
-        results, _ = run(tmp_path, plugins, suite_text(f"{HERE}:slow_or_fast", tests, "    timeout: 0.5\n"),
-                              parallel=2)
+        results, _ = run(
+            tmp_path, plugins, suite_text(f"{HERE}:slow_or_fast", tests, "    timeout: 0.5\n"), parallel=2
+        )
         # ATP is done while the function still waits in its thread
         assert not LATE
         slow, fast, fast_too = (t.runs[0] for t in results.tests)

@@ -42,7 +42,9 @@ def run(test_id: str = "t", number: int = 1, outcome: str = "passed", **extra: o
 
 
 def a_test(test_id: str, runs: int = 1, description: str = "x") -> Test:
-    return Test(id=test_id, name=test_id, task=Task(description=description), constraints=Constraints(), runs=runs)
+    return Test(
+        id=test_id, name=test_id, task=Task(description=description), constraints=Constraints(), runs=runs
+    )
 
 
 # --- retries --------------------------------------------------------------------------------
@@ -84,7 +86,10 @@ def test_a_budget_counts_the_agents_and_the_judges_spending_and_says_once_when_r
     meter = BudgetMeter(Budget(max_cost_usd=1.0, max_tokens=10_000))
     meter.spend(run(metrics=Metrics(cost_usd=0.5, total_tokens=1000)))
     assert not meter.exceeded
-    judged = run(metrics=Metrics(cost_usd=0.3), evaluation_usage={"llm_eval/m": Usage(calls=1, input_tokens=200, output_tokens=50, cost_usd=0.25)})
+    judged = run(
+        metrics=Metrics(cost_usd=0.3),
+        evaluation_usage={"llm_eval/m": Usage(calls=1, input_tokens=200, output_tokens=50, cost_usd=0.25)},
+    )
     meter.spend(judged)
     assert meter.exceeded and meter.budget.spent_cost_usd == pytest.approx(1.05)
     assert meter.budget.spent_tokens == 1250
@@ -137,7 +142,9 @@ def test_a_rate_limiter_spaces_starts_for_every_worker_sharing_it() -> None:
 # --- shards ---------------------------------------------------------------------------------
 
 
-def shares_of(tests: list[Test], count: int, durations: dict[str, float] | None = None) -> list[dict[str, list[int] | None]]:
+def shares_of(
+    tests: list[Test], count: int, durations: dict[str, float] | None = None
+) -> list[dict[str, list[int] | None]]:
     return partition(tests, count, lambda t: t.runs, lambda t: None, durations or {})
 
 
@@ -163,8 +170,16 @@ def test_shards_balance_by_durations() -> None:
 
 def test_an_adaptive_test_stays_in_one_shard_and_a_skipped_one_goes_to_the_first() -> None:
     adaptive = a_test("auto", runs=20)
-    skipped = Test(id="skipped", name="skipped", task=Task(description="x"), constraints=Constraints(), skip="later")
-    shares = partition([adaptive, skipped, a_test("x", 3)], 3, lambda t: t.runs, lambda t: Adaptive() if t.id == "auto" else None, {})
+    skipped = Test(
+        id="skipped", name="skipped", task=Task(description="x"), constraints=Constraints(), skip="later"
+    )
+    shares = partition(
+        [adaptive, skipped, a_test("x", 3)],
+        3,
+        lambda t: t.runs,
+        lambda t: Adaptive() if t.id == "auto" else None,
+        {},
+    )
     holders = [i for i, share in enumerate(shares) if "auto" in share]
     assert len(holders) == 1 and shares[holders[0]]["auto"] is None
     assert shares[0]["skipped"] is None and all("skipped" not in s for s in shares[1:])
@@ -207,7 +222,9 @@ def test_reopening_a_run_directory_takes_away_a_line_cut_short(tmp_path: Path) -
 def test_done_runs_count_each_planned_run_once() -> None:
     header = header_for([a_test("t", runs=3)])
     done = done_runs([run("t", 1), run("t", 1, outcome="failed"), run("t", 3), run("ghost", 1)], header)
-    assert {k: [(r.run_number, r.outcome) for r in v] for k, v in done.items()} == {"t": [(1, "passed"), (3, "passed")]}
+    assert {k: [(r.run_number, r.outcome) for r in v] for k, v in done.items()} == {
+        "t": [(1, "passed"), (3, "passed")]
+    }
 
 
 def test_resuming_a_changed_suite_is_refused_unless_forced() -> None:
@@ -245,7 +262,10 @@ def test_tests_a_spent_budget_left_out_say_budget_exceeded() -> None:
                         budget=Budget(max_cost_usd=1.0, spent_cost_usd=1.2, exceeded="max_cost_usd 1 reached: $1.2000 spent"))  # fmt: skip
     results = build_suite_results(header, [run("ran")])
     left = results.tests[1]
-    assert left.status == "skipped" and left.skip_reason == "not run: BUDGET_EXCEEDED (max_cost_usd 1 reached: $1.2000 spent)"
+    assert (
+        left.status == "skipped"
+        and left.skip_reason == "not run: BUDGET_EXCEEDED (max_cost_usd 1 reached: $1.2000 spent)"
+    )
     assert results.summary.incomplete == 1 and not results.summary.ok
 
 

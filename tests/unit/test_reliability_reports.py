@@ -48,32 +48,63 @@ MISSING = Check(name="contains:out.txt", passed=False, score=0.0, message="expec
 def run(test_id: str, number: int = 1, outcome: str = "passed", **fields: Any) -> RunResult:
     values: dict[str, Any] = {"status": "completed", "score": 100.0 if outcome == "passed" else 0.0}
     values.update(fields)
-    return RunResult(test_id=test_id, run_number=number, task_id=TID, outcome=outcome,  # type: ignore[arg-type]
-                     duration_seconds=0.5, started_at=NOW, **values)
+    return RunResult(
+        test_id=test_id,
+        run_number=number,
+        task_id=TID,
+        outcome=outcome,  # type: ignore[arg-type]
+        duration_seconds=0.5,
+        started_at=NOW,
+        **values,
+    )
 
 
-def suite(tmp_path: Path, reason: str = "HTTP 503", stopped_by: str | None = "budget",
-          shard: Shard | None = None, budget: Budget | None = None) -> tuple[SuiteResults, RunStore]:
+def suite(
+    tmp_path: Path,
+    reason: str = "HTTP 503",
+    stopped_by: str | None = "budget",
+    shard: Shard | None = None,
+    budget: Budget | None = None,
+) -> tuple[SuiteResults, RunStore]:
     """Five tests: ``steady`` passed after a retry; ``wobbly`` passed twice and failed once (flaky),
     its failed run retried on a worker; ``known_bad`` (quarantined) failed; ``held_ok``
     (quarantined) passed; ``later`` was left out when the budget was spent."""
     header = RunHeader(
-        run_id="r", suite="s", agent="a", agent_type="cli", started_at=NOW, finished_at=NOW + timedelta(seconds=3),
+        run_id="r",
+        suite="s",
+        agent="a",
+        agent_type="cli",
+        started_at=NOW,
+        finished_at=NOW + timedelta(seconds=3),
         stopped_by=stopped_by,
         shard=shard if shard is not None else Shard(index=2, count=3, basis=BASIS),
-        budget=budget if budget is not None else Budget(
-            max_cost_usd=1.0, max_tokens=5000, spent_cost_usd=1.03, spent_tokens=1200, exceeded=EXCEEDED),
-        tests=[PlannedTest(id="steady", name="steady"), PlannedTest(id="wobbly", name="wobbly", runs=3),
-               PlannedTest(id="known_bad", name="known_bad", quarantined=True),
-               PlannedTest(id="held_ok", name="held_ok", quarantined=True), PlannedTest(id="later", name="later")],
+        budget=budget
+        if budget is not None
+        else Budget(
+            max_cost_usd=1.0, max_tokens=5000, spent_cost_usd=1.03, spent_tokens=1200, exceeded=EXCEEDED
+        ),
+        tests=[
+            PlannedTest(id="steady", name="steady"),
+            PlannedTest(id="wobbly", name="wobbly", runs=3),
+            PlannedTest(id="known_bad", name="known_bad", quarantined=True),
+            PlannedTest(id="held_ok", name="held_ok", quarantined=True),
+            PlannedTest(id="later", name="later"),
+        ],
     )
     store = RunStore.create(tmp_path / "runs", header)
     for result in [
         run("steady", retries=[Retry(attempt=1, reason=reason, waited_seconds=0.5)]),
         run("wobbly", 1),
-        run("wobbly", 2, "failed", checks=[MISSING], retries=[
-            Retry(attempt=1, reason="worker died", waited_seconds=1.25, where="10.0.0.7:7001"),
-            Retry(attempt=2, reason="agent unreachable", waited_seconds=2.0)]),
+        run(
+            "wobbly",
+            2,
+            "failed",
+            checks=[MISSING],
+            retries=[
+                Retry(attempt=1, reason="worker died", waited_seconds=1.25, where="10.0.0.7:7001"),
+                Retry(attempt=2, reason="agent unreachable", waited_seconds=2.0),
+            ],
+        ),
         run("wobbly", 3),
         run("known_bad", outcome="failed", checks=[MISSING]),
         run("held_ok"),
@@ -94,7 +125,7 @@ def console(results: SuiteResults, store: RunStore, **options: Any) -> str:
 
 def test_console_marks_each_test_and_lists_the_retries_of_runs_that_did_not_pass(tmp_path: Path) -> None:
     out = console(*suite(tmp_path))
-    body = out[out.index("Tests:"):].splitlines()
+    body = out[out.index("Tests:") :].splitlines()
     assert body[1:9] == [
         "  ✓ steady     100.0/100  time 0.50s  1 retry",
         "  ✗ wobbly      66.7/100  (σ=57.7)  time 1.50s  2/3 runs passed, critical, flaky, 2 retries",
@@ -108,10 +139,12 @@ def test_console_marks_each_test_and_lists_the_retries_of_runs_that_did_not_pass
     assert "HTTP 503" not in out  # the retry of a run that passed: only with --verbose
 
 
-def test_console_says_under_the_summary_what_is_flaky_quarantined_retried_spent_and_sharded(tmp_path: Path) -> None:
+def test_console_says_under_the_summary_what_is_flaky_quarantined_retried_spent_and_sharded(
+    tmp_path: Path,
+) -> None:
     out = console(*suite(tmp_path)).splitlines()
     start = next(i for i, line in enumerate(out) if line.startswith("Summary:"))
-    assert out[start:start + 7] == [
+    assert out[start : start + 7] == [
         "Summary: 2 passed, 2 failed (1 quarantined, not failing the run), 1 skipped (50.0%)",
         "Flaky: wobbly (their runs disagree: some passed, some failed)",
         "Quarantined: known_bad (failed), held_ok (passed); their failures are reported but do not fail the run",
@@ -125,8 +158,13 @@ def test_console_says_under_the_summary_what_is_flaky_quarantined_retried_spent_
 
 def test_console_quiet_keeps_the_lines_under_the_summary(tmp_path: Path) -> None:
     out = console(*suite(tmp_path), quiet=True)
-    assert "steady" not in out.split("Summary:")[0] and "  ✗ known_bad    0.0/100  time 0.50s  quarantined" in out
-    assert "Summary: 2 passed, 2 failed (1 quarantined, not failing the run), 1 skipped (50.0%) in 3.00s" in out
+    assert (
+        "steady" not in out.split("Summary:")[0]
+        and "  ✗ known_bad    0.0/100  time 0.50s  quarantined" in out
+    )
+    assert (
+        "Summary: 2 passed, 2 failed (1 quarantined, not failing the run), 1 skipped (50.0%) in 3.00s" in out
+    )
     assert f"BUDGET_EXCEEDED: {EXCEEDED}; 1 test not run — the suite is incomplete" in out
 
 
@@ -147,23 +185,39 @@ def test_console_other_budgets_and_shards(tmp_path: Path) -> None:
 
 
 def test_console_all_failures_quarantined_and_ascii(tmp_path: Path) -> None:
-    header = RunHeader(run_id="q", suite="s", agent="a", agent_type="cli", started_at=NOW, finished_at=NOW,
-                       tests=[PlannedTest(id="bad", name="bad", quarantined=True),
-                              PlannedTest(id="broken", name="broken", quarantined=True)])
-    results = build_suite_results(header, [
-        run("bad", outcome="failed", checks=[MISSING]),
-        run("broken", outcome="error", status="failed", error="adapter raised"),
-    ])
+    header = RunHeader(
+        run_id="q",
+        suite="s",
+        agent="a",
+        agent_type="cli",
+        started_at=NOW,
+        finished_at=NOW,
+        tests=[
+            PlannedTest(id="bad", name="bad", quarantined=True),
+            PlannedTest(id="broken", name="broken", quarantined=True),
+        ],
+    )
+    results = build_suite_results(
+        header,
+        [
+            run("bad", outcome="failed", checks=[MISSING]),
+            run("broken", outcome="error", status="failed", error="adapter raised"),
+        ],
+    )
     assert results.summary.ok and results.summary.quarantined == 2
     store = RunStore.create(tmp_path, header)
     out = console(results, store)
-    assert ("Summary: 0 passed, 1 failed (quarantined, not failing the run), 0 skipped, "
-            "1 error (quarantined, not failing the run) (0.0%)") in out
+    assert (
+        "Summary: 0 passed, 1 failed (quarantined, not failing the run), 0 skipped, "
+        "1 error (quarantined, not failing the run) (0.0%)"
+    ) in out
     raw = io.BytesIO()
     stream = io.TextIOWrapper(raw, encoding="ascii")
     ConsoleReporter(ReportOptions(stream=stream, color=False)).report(*suite(tmp_path / "x"))
     stream.flush()
-    assert f"BUDGET_EXCEEDED: {EXCEEDED}; 1 test not run - the suite is incomplete" in raw.getvalue().decode("ascii")
+    assert f"BUDGET_EXCEEDED: {EXCEEDED}; 1 test not run - the suite is incomplete" in raw.getvalue().decode(
+        "ascii"
+    )
 
 
 def test_console_escapes_a_hostile_reason_and_id(tmp_path: Path) -> None:
@@ -171,7 +225,10 @@ def test_console_escapes_a_hostile_reason_and_id(tmp_path: Path) -> None:
     results.tests[1].id = "wob\x1b]0;owned\x07bly"
     out = console(results, store, verbose=True)
     assert "\x1b" not in out and "\x07" not in out
-    assert "    ~ retried: attempt 1: HTTP 503 \\e[2J\\x07<script>window.__pwned=1</script> (waited 0.5 s)" in out
+    assert (
+        "    ~ retried: attempt 1: HTTP 503 \\e[2J\\x07<script>window.__pwned=1</script> (waited 0.5 s)"
+        in out
+    )
     assert "Flaky: wob\\e]0;owned\\x07bly (their runs disagree" in out
 
 
@@ -190,14 +247,24 @@ def test_junit_writes_a_quarantined_failure_as_skipped_with_its_failure_in_syste
     node = junit(*suite(tmp_path))
     cases = {case.get("name"): list(case) for case in node.iter("testcase")}
     [held] = cases["known_bad"]
-    assert held.tag == "skipped" and held.get("message") == "quarantined: contains:out.txt: expected 'good'; not found"
+    assert (
+        held.tag == "skipped"
+        and held.get("message") == "quarantined: contains:out.txt: expected 'good'; not found"
+    )
     assert cases["held_ok"] == [] and [c.tag for c in cases["wobbly"]] == ["failure"]
-    assert (node.get("tests"), node.get("failures"), node.get("errors"), node.get("skipped")) == ("5", "1", "0", "2")
+    assert (node.get("tests"), node.get("failures"), node.get("errors"), node.get("skipped")) == (
+        "5",
+        "1",
+        "0",
+        "2",
+    )
     out = node.findtext("system-out") or ""
     assert "5 tests: 2 passed, 2 failed, 0 errors, 1 skipped (1 of them quarantined" in out
-    assert ("===== known_bad: quarantined failure: contains:out.txt: expected 'good'; not found =====\n"
-            "the run: failed, status completed, score 0\n"
-            "  - contains:out.txt (score 0): expected 'good'; not found\n") in out
+    assert (
+        "===== known_bad: quarantined failure: contains:out.txt: expected 'good'; not found =====\n"
+        "the run: failed, status completed, score 0\n"
+        "  - contains:out.txt (score 0): expected 'good'; not found\n"
+    ) in out
 
 
 def test_junit_properties_and_retries(tmp_path: Path) -> None:
@@ -208,35 +275,54 @@ def test_junit_properties_and_retries(tmp_path: Path) -> None:
     assert properties["steady.retries"] == "1" and properties["wobbly.retries"] == "2"
     assert "known_bad.retries" not in properties
     assert {k: v for k, v in properties.items() if k and k.startswith(("atp.budget", "atp.shard"))} == {
-        "atp.budget.max_cost_usd": "1", "atp.budget.max_tokens": "5000", "atp.budget.spent_cost_usd": "1.03",
-        "atp.budget.spent_tokens": "1200", "atp.budget.exceeded": EXCEEDED, "atp.shard": "2/3", "atp.shard.basis": BASIS,
+        "atp.budget.max_cost_usd": "1",
+        "atp.budget.max_tokens": "5000",
+        "atp.budget.spent_cost_usd": "1.03",
+        "atp.budget.spent_tokens": "1200",
+        "atp.budget.exceeded": EXCEEDED,
+        "atp.shard": "2/3",
+        "atp.shard.basis": BASIS,
     }
     out = node.findtext("system-out") or ""
     assert f"BUDGET_EXCEEDED: {EXCEEDED}; no run started after, tests not run are skipped\n" in out
     assert f"shard 2 of 3 (balanced by the durations of run {BASIS})\n" in out
     assert "flaky (runs disagree): wobbly\n" in out
-    assert ("retries: 3 over 2 runs (faults of the infrastructure)\n"
-            "  steady run 1: attempt 1: HTTP 503 (waited 0.5 s)\n"
-            "  wobbly run 2: attempt 1 on 10.0.0.7:7001: worker died (waited 1.25 s)\n"
-            "  wobbly run 2: attempt 2: agent unreachable (waited 2 s)\n") in out
+    assert (
+        "retries: 3 over 2 runs (faults of the infrastructure)\n"
+        "  steady run 1: attempt 1: HTTP 503 (waited 0.5 s)\n"
+        "  wobbly run 2: attempt 1 on 10.0.0.7:7001: worker died (waited 1.25 s)\n"
+        "  wobbly run 2: attempt 2: agent unreachable (waited 2 s)\n"
+    ) in out
 
 
 def test_junit_without_budget_or_shard_has_no_such_properties(tmp_path: Path) -> None:
-    header = RunHeader(run_id="p", suite="s", agent="a", agent_type="cli", started_at=NOW, finished_at=NOW,
-                       tests=[PlannedTest(id="t", name="t")])
+    header = RunHeader(
+        run_id="p",
+        suite="s",
+        agent="a",
+        agent_type="cli",
+        started_at=NOW,
+        finished_at=NOW,
+        tests=[PlannedTest(id="t", name="t")],
+    )
     store = RunStore.create(tmp_path, header)
     store.append(run("t"))
     store.close()
     node = junit(store.results(), store)
     names = [p.get("name") or "" for p in node.iter("property")]
-    assert not [n for n in names if n.startswith(("atp.budget", "atp.shard")) or n.endswith((".flaky", ".retries"))]
+    assert not [
+        n for n in names if n.startswith(("atp.budget", "atp.shard")) or n.endswith((".flaky", ".retries"))
+    ]
     assert "retries" not in (node.findtext("system-out") or "")
 
 
 def test_junit_escapes_a_hostile_reason(tmp_path: Path) -> None:
     node = junit(*suite(tmp_path, reason=HOSTILE_REASON))
     out = node.findtext("system-out") or ""
-    assert "  steady run 1: attempt 1: HTTP 503 \\e[2J\\x07<script>window.__pwned=1</script> (waited 0.5 s)" in out
+    assert (
+        "  steady run 1: attempt 1: HTTP 503 \\e[2J\\x07<script>window.__pwned=1</script> (waited 0.5 s)"
+        in out
+    )
 
 
 # --- HTML ---------------------------------------------------------------------------------------
@@ -250,13 +336,35 @@ def test_html_carries_the_marks_and_draws_them(tmp_path: Path) -> None:
     tests = {t["id"]: t for t in data["tests"]}
     assert tests["wobbly"]["flaky"] is True and tests["known_bad"]["quarantined"] is True
     assert tests["wobbly"]["runs"][1]["retries"][0] == {
-        "attempt": 1, "reason": "worker died", "waited_seconds": 1.25, "where": "10.0.0.7:7001"}
-    assert data["summary"]["flaky"] == 1 and data["summary"]["quarantined"] == 1 and data["summary"]["retries"] == 3
-    assert data["budget"]["exceeded"] == EXCEEDED and data["shard"] == {"index": 2, "count": 3, "basis": BASIS}
+        "attempt": 1,
+        "reason": "worker died",
+        "waited_seconds": 1.25,
+        "where": "10.0.0.7:7001",
+    }
+    assert (
+        data["summary"]["flaky"] == 1
+        and data["summary"]["quarantined"] == 1
+        and data["summary"]["retries"] == 3
+    )
+    assert data["budget"]["exceeded"] == EXCEEDED and data["shard"] == {
+        "index": 2,
+        "count": 3,
+        "basis": BASIS,
+    }
     assert data["stopped_by"] == "budget"
     script = page.script
-    for drawn in ('"flaky"', '"quarantined"', "flag-flaky", "flag-quarantined", '"Retries"', '"Budget"', '"Shard"',
-                  "BUDGET_EXCEEDED: ", "do not fail the run", "s.quarantined"):
+    for drawn in (
+        '"flaky"',
+        '"quarantined"',
+        "flag-flaky",
+        "flag-quarantined",
+        '"Retries"',
+        '"Budget"',
+        '"Shard"',
+        "BUDGET_EXCEEDED: ",
+        "do not fail the run",
+        "s.quarantined",
+    ):
         assert drawn in script, drawn
     assert ".flag-quarantined" in page.styles[0]
 
@@ -279,13 +387,24 @@ def test_json_has_the_new_fields(tmp_path: Path) -> None:
     data = json.loads(bytes(formatted(results, store)))
     jsonschema.Draft202012Validator(results_schema()).validate(data)
     assert data["format_version"] == "1.3" and data["stopped_by"] == "budget"
-    assert {k: data["summary"][k] for k in ("flaky", "quarantined", "retries")} == {"flaky": 1, "quarantined": 1, "retries": 3}
-    assert data["budget"] == {"max_cost_usd": 1.0, "max_tokens": 5000, "spent_cost_usd": 1.03, "spent_tokens": 1200,
-                              "exceeded": EXCEEDED}
+    assert {k: data["summary"][k] for k in ("flaky", "quarantined", "retries")} == {
+        "flaky": 1,
+        "quarantined": 1,
+        "retries": 3,
+    }
+    assert data["budget"] == {
+        "max_cost_usd": 1.0,
+        "max_tokens": 5000,
+        "spent_cost_usd": 1.03,
+        "spent_tokens": 1200,
+        "exceeded": EXCEEDED,
+    }
     assert data["shard"] == {"index": 2, "count": 3, "basis": BASIS}
     tests = {t["id"]: t for t in data["tests"]}
     assert (tests["wobbly"]["flaky"], tests["wobbly"]["quarantined"]) == (True, False)
     assert (tests["known_bad"]["flaky"], tests["known_bad"]["quarantined"]) == (False, True)
-    assert tests["steady"]["runs"][0]["retries"] == [{"attempt": 1, "reason": "HTTP 503", "waited_seconds": 0.5}]
+    assert tests["steady"]["runs"][0]["retries"] == [
+        {"attempt": 1, "reason": "HTTP 503", "waited_seconds": 0.5}
+    ]
     assert tests["held_ok"]["runs"][0]["retries"] == []  # always written
     assert tests["later"]["skip_reason"] == f"not run: BUDGET_EXCEEDED ({EXCEEDED})"

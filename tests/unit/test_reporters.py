@@ -21,28 +21,70 @@ TID = "550e8400-e29b-41d4-a716-446655440000"
 
 def make_store(tmp_path: Path) -> tuple[SuiteResults, RunStore]:
     header = RunHeader(
-        run_id="r", suite="competitor_analysis", agent="research", agent_type="cli", started_at=NOW,
-        finished_at=NOW + timedelta(seconds=7.4), deselected=1,
-        tests=[PlannedTest(id="basic_search", name="Basic", runs=2), PlannedTest(id="unknown_company", name="U"),
-               PlannedTest(id="later", name="L", skip="not ready")],
+        run_id="r",
+        suite="competitor_analysis",
+        agent="research",
+        agent_type="cli",
+        started_at=NOW,
+        finished_at=NOW + timedelta(seconds=7.4),
+        deselected=1,
+        tests=[
+            PlannedTest(id="basic_search", name="Basic", runs=2),
+            PlannedTest(id="unknown_company", name="U"),
+            PlannedTest(id="later", name="L", skip="not ready"),
+        ],
     )
     store = RunStore.create(tmp_path, header)
-    ok = Check(name="contains:report.md", passed=True, score=1.0, message="report.md contains text 'x' (line 1)")
+    ok = Check(
+        name="contains:report.md", passed=True, score=1.0, message="report.md contains text 'x' (line 1)"
+    )
     bad = Check(name="sections:report.md", passed=False, score=0.5, message="missing ['Summary']")
     (store.directory / "events").mkdir()
     (store.directory / "events" / "basic_search.1.jsonl").write_text(
-        json.dumps({"version": "1.0", "task_id": TID, "timestamp": "2026-01-01T00:00:00Z", "sequence": 0,
-                    "event_type": "progress", "payload": {"percentage": 5}}) + "\n"
+        json.dumps(
+            {
+                "version": "1.0",
+                "task_id": TID,
+                "timestamp": "2026-01-01T00:00:00Z",
+                "sequence": 0,
+                "event_type": "progress",
+                "payload": {"percentage": 5},
+            }
+        )
+        + "\n"
     )
     for n, score in ((1, 88.0), (2, 82.0)):
-        store.append(RunResult(test_id="basic_search", run_number=n, task_id=TID, outcome="passed", status="completed",
-                               score=score, duration_seconds=0.6, started_at=NOW, checks=[ok],
-                               events_file="events/basic_search.1.jsonl" if n == 1 else None,
-                               score_breakdown={"quality": 1.0}))
-    store.append(RunResult(test_id="unknown_company", run_number=1, task_id=TID, outcome="failed", status="timeout",
-                           score=0.0, duration_seconds=2.0, started_at=NOW, checks=[ok, bad],
-                           error="timed out after 2 s; the agent was stopped", warnings=["odd"],
-                           log_tail=["thinking...", "still thinking"]))
+        store.append(
+            RunResult(
+                test_id="basic_search",
+                run_number=n,
+                task_id=TID,
+                outcome="passed",
+                status="completed",
+                score=score,
+                duration_seconds=0.6,
+                started_at=NOW,
+                checks=[ok],
+                events_file="events/basic_search.1.jsonl" if n == 1 else None,
+                score_breakdown={"quality": 1.0},
+            )
+        )
+    store.append(
+        RunResult(
+            test_id="unknown_company",
+            run_number=1,
+            task_id=TID,
+            outcome="failed",
+            status="timeout",
+            score=0.0,
+            duration_seconds=2.0,
+            started_at=NOW,
+            checks=[ok, bad],
+            error="timed out after 2 s; the agent was stopped",
+            warnings=["odd"],
+            log_tail=["thinking...", "still thinking"],
+        )
+    )
     store.close()
     return store.results(), store
 
@@ -59,9 +101,15 @@ def test_console_layout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None
     out = render(results, store)
     assert "\033[" not in out  # not a terminal: no colour
     lines = out.splitlines()
-    assert lines[:6] == ["ATP Test Results", "================", "", "Suite: competitor_analysis",
-                         "Agent: research (cli)", "Runs per test: 1, 2"]
-    body = out[out.index("Tests:"):]
+    assert lines[:6] == [
+        "ATP Test Results",
+        "================",
+        "",
+        "Suite: competitor_analysis",
+        "Agent: research (cli)",
+        "Runs per test: 1, 2",
+    ]
+    body = out[out.index("Tests:") :]
     assert body.splitlines()[1:5] == [
         "  ✓ basic_search      85.0/100  (σ=4.2)   time 1.20s",  # every run passed: no count
         "  ✗ unknown_company    0.0/100  time 2.00s",
@@ -107,7 +155,9 @@ def test_console_falls_back_to_ascii(tmp_path: Path) -> None:
     ConsoleReporter(ReportOptions(stream=stream)).report(results, store)
     stream.flush()
     text = raw.getvalue().decode("ascii")
-    assert "  PASS basic_search      85.0/100  (sd=4.2)   time 1.20s" in text and "FAIL unknown_company" in text
+    assert (
+        "  PASS basic_search      85.0/100  (sd=4.2)   time 1.20s" in text and "FAIL unknown_company" in text
+    )
 
 
 def test_progress_line_only_on_a_terminal(tmp_path: Path) -> None:
@@ -143,13 +193,30 @@ def test_json_report_is_valid_and_includes_events(tmp_path: Path) -> None:
     data = json.loads(target.read_text())
     jsonschema.Draft202012Validator(results_schema()).validate(data)
     assert data["format"] == "atp-results" and data["format_version"] == "1.3"
-    assert data["summary"] == {"total": 3, "passed": 1, "failed": 1, "skipped": 1, "errors": 0, "deselected": 1, "runs": 3, "incomplete": 0, "skipped_checks": 0, "flaky": 0, "quarantined": 0, "retries": 0}
+    assert data["summary"] == {
+        "total": 3,
+        "passed": 1,
+        "failed": 1,
+        "skipped": 1,
+        "errors": 0,
+        "deselected": 1,
+        "runs": 3,
+        "incomplete": 0,
+        "skipped_checks": 0,
+        "flaky": 0,
+        "quarantined": 0,
+        "retries": 0,
+    }
     first, second, _ = data["tests"]
     assert first["runs"][0]["events"][0]["payload"] == {"percentage": 5}
     assert first["runs"][1]["events"] == []
     assert second["status"] == "failed" and second["runs"][0]["status"] == "timeout"
-    assert second["runs"][0]["checks"][1] == {"name": "sections:report.md", "passed": False, "score": 0.5,
-                                              "message": "missing ['Summary']"}
+    assert second["runs"][0]["checks"][1] == {
+        "name": "sections:report.md",
+        "passed": False,
+        "score": 0.5,
+        "message": "missing ['Summary']",
+    }
     stream = io.StringIO()
     JsonReporter(ReportOptions(stream=stream)).report(results, store)
     assert json.loads(stream.getvalue()) == data

@@ -18,14 +18,17 @@ def date(offset: float) -> str:
     return formatdate(NOW + offset, usegmt=True)
 
 
-@pytest.mark.parametrize(("value", "seconds"), [
-    ("2", 2.0),
-    ("0", 0.0),
-    ("120", 120.0),
-    (" 7 ", 7.0),
-    ("1.5", 1.5),
-    ("0.25", 0.25),
-])
+@pytest.mark.parametrize(
+    ("value", "seconds"),
+    [
+        ("2", 2.0),
+        ("0", 0.0),
+        ("120", 120.0),
+        (" 7 ", 7.0),
+        ("1.5", 1.5),
+        ("0.25", 0.25),
+    ],
+)
 def test_delta_seconds(value: str, seconds: float) -> None:
     assert retry_after({"Retry-After": value}, now=NOW) == seconds
 
@@ -45,9 +48,21 @@ def test_the_obsolete_date_formats_are_read_too() -> None:
     assert retry_after({"Retry-After": "Sun Nov  6 08:49:37 1994"}) == 0.0
 
 
-@pytest.mark.parametrize("value", [
-    "", "soon", "-5", "1e3", "nan", "inf", "2 seconds", "1,5", "0x10", "Wed, 99 Foo 2015 07:28:00 GMT",
-])
+@pytest.mark.parametrize(
+    "value",
+    [
+        "",
+        "soon",
+        "-5",
+        "1e3",
+        "nan",
+        "inf",
+        "2 seconds",
+        "1,5",
+        "0x10",
+        "Wed, 99 Foo 2015 07:28:00 GMT",
+    ],
+)
 def test_what_makes_no_sense_is_no_wait_at_all(value: str) -> None:
     assert retry_after({"Retry-After": value}, now=NOW) is None
 

@@ -126,9 +126,7 @@ ONE_TEST = """
 """
 
 
-def run(
-    tmp_path: Path, plugins: Plugins, text: str, **options: Any
-) -> tuple[SuiteResults, Runner]:
+def run(tmp_path: Path, plugins: Plugins, text: str, **options: Any) -> tuple[SuiteResults, Runner]:
     suite = load_suite(write(tmp_path / "suite.yaml", text), plugins.evaluators)
     agent = resolve_agent(agent_definitions(load_config(cwd=tmp_path), suite)["agent"], plugins.adapters)
     runner = Runner(plugins, suite, suite.tests, agent, run_root=tmp_path / "runs", **options)
@@ -159,11 +157,14 @@ def test_request_carries_metadata_and_constraints(tmp_path: Path, plugins: Plugi
             seen.append(request)
 
     plugins.register(Spy(), "spy")
-    tests = ONE_TEST.replace('task: {description: "do it", input_data: {x: 1}}',
-                             'task: {description: "do it"}\n    constraints: {max_steps: 7, timeout_seconds: 9}')
+    tests = ONE_TEST.replace(
+        'task: {description: "do it", input_data: {x: 1}}',
+        'task: {description: "do it"}\n    constraints: {max_steps: 7, timeout_seconds: 9}',
+    )
     results, _ = run(tmp_path, plugins, suite_text("agent_ok", tests), runs=2)
     assert [r.metadata for r in seen] == [
-        {"test_id": "only", "run_number": n, "total_runs": 2, "suite": "unit", "run_id": results.run_id} for n in (1, 2)
+        {"test_id": "only", "run_number": n, "total_runs": 2, "suite": "unit", "run_id": results.run_id}
+        for n in (1, 2)
     ]
     assert seen[0].constraints is not None and seen[0].constraints.max_steps == 7
     assert seen[0].constraints.timeout_seconds == 9
@@ -171,7 +172,9 @@ def test_request_carries_metadata_and_constraints(tmp_path: Path, plugins: Plugi
 
 
 def test_timeout_keeps_events_received_before_it(tmp_path: Path, plugins: Plugins) -> None:
-    tests = ONE_TEST.replace('input_data: {x: 1}}', 'input_data: {x: 1}}\n    constraints: {timeout_seconds: 1}')
+    tests = ONE_TEST.replace(
+        "input_data: {x: 1}}", "input_data: {x: 1}}\n    constraints: {timeout_seconds: 1}"
+    )
     t0 = time.monotonic()
     results, runner = run(tmp_path, plugins, suite_text("agent_slow", tests))
     elapsed = time.monotonic() - t0
@@ -186,7 +189,9 @@ def test_timeout_keeps_events_received_before_it(tmp_path: Path, plugins: Plugin
 
 
 def test_agent_timeout_setting_caps_the_test_timeout(tmp_path: Path, plugins: Plugins) -> None:
-    text = suite_text("agent_slow", ONE_TEST).replace("    type: function\n", "    type: function\n    timeout: 0.2\n")
+    text = suite_text("agent_slow", ONE_TEST).replace(
+        "    type: function\n", "    type: function\n    timeout: 0.2\n"
+    )
     results, _ = run(tmp_path, plugins, text)
     assert results.tests[0].runs[0].error == "timed out after 0.2 s; the agent was stopped"
 
@@ -194,10 +199,20 @@ def test_agent_timeout_setting_caps_the_test_timeout(tmp_path: Path, plugins: Pl
 @pytest.mark.parametrize(
     ("agent", "outcome", "status", "error"),
     [
-        ("agent_lies", "failed", "failed", "agent answered with task_id 'someone-else', but the request's task_id was"),
+        (
+            "agent_lies",
+            "failed",
+            "failed",
+            "agent answered with task_id 'someone-else', but the request's task_id was",
+        ),
         ("agent_crashes", "failed", "failed", "agent exited with code 3"),
         ("agent_unreachable", "error", "failed", "cannot connect"),
-        ("agent_buggy_adapter", "failed", "failed", "the agent function tests.unit.test_runner:agent_buggy_adapter raised KeyError: 'oops'"),
+        (
+            "agent_buggy_adapter",
+            "failed",
+            "failed",
+            "the agent function tests.unit.test_runner:agent_buggy_adapter raised KeyError: 'oops'",
+        ),
         ("agent_reports_failure", "failed", "failed", "gave up"),
     ],
 )
@@ -311,8 +326,12 @@ def test_lifecycle_hooks_in_order(tmp_path: Path, plugins: Plugins) -> None:
     assert calls == [
         "suite_started:1",
         "test_started:only",
-        "event:tool_call", "event:progress", "run_finished:1",
-        "event:tool_call", "event:progress", "run_finished:2",
+        "event:tool_call",
+        "event:progress",
+        "run_finished:1",
+        "event:tool_call",
+        "event:progress",
+        "run_finished:2",
         "test_finished:only:passed:2",
         "suite_finished:1",
     ]

@@ -30,7 +30,10 @@ def noisy(request: ATPRequest, sink: EventSink) -> ATPResponse:
     draw = random.Random(f"{data.get('seed', 0)}/{meta.get('test_id')}/{meta.get('run_number')}")
     steps = max(1, min(99, round(draw.gauss(data.get("mean", 20), data.get("spread", 5)))))
     return ATPResponse(
-        version="1.0", task_id=request.task_id, status="completed", artifacts=[],
+        version="1.0",
+        task_id=request.task_id,
+        status="completed",
+        artifacts=[],
         metrics=Metrics(total_steps=steps, total_tokens=steps * 100),
     )
 
@@ -59,9 +62,7 @@ def a_test(test_id: str, mean: float = 20, spread: float = 5, seed: int = 0, ext
     )
 
 
-def run(
-    tmp_path: Path, plugins: Plugins, text: str, **options: Any
-) -> tuple[SuiteResults, Runner]:
+def run(tmp_path: Path, plugins: Plugins, text: str, **options: Any) -> tuple[SuiteResults, Runner]:
     suite = load_suite(write(tmp_path / "suite.yaml", text), plugins.evaluators)
     agent = resolve_agent(agent_definitions(load_config(cwd=tmp_path), suite)["agent"], plugins.adapters)
     runner = Runner(plugins, suite, suite.tests, agent, run_root=tmp_path / "runs", **options)
@@ -79,8 +80,16 @@ def test_pass_rules_decide_a_test_of_several_runs(tmp_path: Path, plugins: Plugi
     # scores about 80 ± 10: some runs fall under max_steps-based checks, none fail outright
     tests = (
         a_test("all_runs", spread=15, extra="assertions: [{type: max_steps, config: {limit: 25}}]")
-        + a_test("most_runs", spread=15, extra="assertions: [{type: max_steps, config: {limit: 25}}]\npass_rule: {pass_rate: 0.5}")
-        + a_test("mean_score", spread=15, extra="assertions: [{type: max_steps, config: {limit: 25}}]\npass_rule: {min_score: 60}")
+        + a_test(
+            "most_runs",
+            spread=15,
+            extra="assertions: [{type: max_steps, config: {limit: 25}}]\npass_rule: {pass_rate: 0.5}",
+        )
+        + a_test(
+            "mean_score",
+            spread=15,
+            extra="assertions: [{type: max_steps, config: {limit: 25}}]\npass_rule: {min_score: 60}",
+        )
         + a_test("high_bar", spread=15, extra="pass_rule: {min_score: 95}")
     )
     results, _ = run(tmp_path, plugins, suite_text(tests, "  runs_per_test: 8"))
@@ -89,7 +98,9 @@ def test_pass_rules_decide_a_test_of_several_runs(tmp_path: Path, plugins: Plugi
     passed = sum(r.outcome == "passed" for r in all_runs.runs)
     assert 0 < passed < 8, "the agent's spread makes some runs fail the check"
     assert all_runs.status == "failed" and all_runs.pass_rule.rule == "all"
-    assert tests_["most_runs"].status == ("passed" if sum(r.outcome == "passed" for r in tests_["most_runs"].runs) >= 4 else "failed")
+    assert tests_["most_runs"].status == (
+        "passed" if sum(r.outcome == "passed" for r in tests_["most_runs"].runs) >= 4 else "failed"
+    )
     assert tests_["mean_score"].status == "passed" and tests_["mean_score"].statistics is not None
     assert tests_["mean_score"].statistics.score.mean >= 60
     assert tests_["high_bar"].status == "failed"
@@ -120,7 +131,11 @@ def test_pass_rule_errors_are_located(tmp_path: Path, plugins: Plugins) -> None:
 
 
 def test_results_carry_statistics_of_score_components_and_metrics(tmp_path: Path, plugins: Plugins) -> None:
-    results, runner = run(tmp_path, plugins, suite_text(a_test("t") + a_test("single", extra="runs_per_test: 1"), "  runs_per_test: 6"))
+    results, runner = run(
+        tmp_path,
+        plugins,
+        suite_text(a_test("t") + a_test("single", extra="runs_per_test: 1"), "  runs_per_test: 6"),
+    )
     test = by_id(results)["t"]
     stats = test.statistics
     assert stats is not None and stats.runs == 6 and stats.passed_runs == 6 and stats.pass_rate == 1.0
@@ -170,14 +185,21 @@ def test_auto_runs_until_the_interval_is_narrow(tmp_path: Path, plugins: Plugins
     assert sorted(r.run_number for r in steady.runs) == list(range(1, len(steady.runs) + 1))
     assert results.summary.incomplete == 0 and results.summary.passed == 3
     # every test is announced finished once, with all its runs
-    assert sorted((t.id, len(t.runs)) for t in spy.tests) == sorted((t.id, len(t.runs)) for t in results.tests)
+    assert sorted((t.id, len(t.runs)) for t in spy.tests) == sorted(
+        (t.id, len(t.runs)) for t in results.tests
+    )
     # atp report replays the same decisions from the run directory
     assert runner.store is not None
     assert RunStore.open(runner.store.directory).results() == results
 
 
 def test_runs_auto_from_the_command_line_overrides_a_fixed_count(tmp_path: Path, plugins: Plugins) -> None:
-    results, _ = run(tmp_path, plugins, suite_text(a_test("t", spread=1), "  runs_per_test: 7\n  max_runs: 10"), runs="auto")
+    results, _ = run(
+        tmp_path,
+        plugins,
+        suite_text(a_test("t", spread=1), "  runs_per_test: 7\n  max_runs: 10"),
+        runs="auto",
+    )
     test = results.tests[0]
     assert test.adaptive is not None and test.adaptive.max_runs == 10 and test.stop is not None
     assert len(test.runs) == test.stop.runs < 7
@@ -189,7 +211,8 @@ def baseline_for(test_ids: list[str], mean: float, spread: float, runs: int = 15
         suite="stats",
         tests={
             i: BaselineTest(
-                mean_score=mean, n_runs=runs,
+                mean_score=mean,
+                n_runs=runs,
                 runs=[BaselineRun(score=min(100.0, max(0.0, draw.gauss(mean, spread)))) for _ in range(runs)],
             )
             for i in test_ids
@@ -205,7 +228,11 @@ def test_auto_with_a_baseline_stops_once_decided(tmp_path: Path, plugins: Plugin
     results, runner = run(tmp_path, plugins, suite_text(tests, defaults), baseline=baseline)
     worse, same, new = (by_id(results)[i] for i in ("worse", "same", "new"))
     assert worse.stop is not None and worse.stop.reason == "regression" and worse.stop.runs < 20
-    assert worse.baseline is not None and worse.baseline.verdict == "regression" and worse.baseline.method == "sequential"
+    assert (
+        worse.baseline is not None
+        and worse.baseline.verdict == "regression"
+        and worse.baseline.method == "sequential"
+    )
     assert same.stop is not None and same.stop.reason == "equivalent" and same.stop.runs < 20
     assert same.baseline is not None and same.baseline.verdict == "no_change"
     assert new.stop is not None and new.stop.reason in ("ci_width", "max_runs")
@@ -218,14 +245,18 @@ def test_auto_with_a_baseline_stops_once_decided(tmp_path: Path, plugins: Plugin
 
 
 def test_fixed_runs_compared_with_a_baseline(tmp_path: Path, plugins: Plugins) -> None:
-    tests = a_test("worse", mean=40) + a_test("same", mean=20, seed=5) + a_test("one", extra="runs_per_test: 1")
+    tests = (
+        a_test("worse", mean=40) + a_test("same", mean=20, seed=5) + a_test("one", extra="runs_per_test: 1")
+    )
     baseline = baseline_for(["worse", "same", "one", "gone"], 80, 5)
     results, _ = run(tmp_path, plugins, suite_text(tests, "  runs_per_test: 8"), baseline=baseline)
     comparison = results.baseline
     assert comparison is not None and comparison.not_in_run == ["gone"]
     worse, same, one = (by_id(results)[i].baseline for i in ("worse", "same", "one"))
     assert worse is not None and worse.verdict == "regression" and worse.method == "welch"
-    assert worse.p_value is not None and worse.p_value < 0.001 and worse.delta is not None and worse.delta < -10
+    assert (
+        worse.p_value is not None and worse.p_value < 0.001 and worse.delta is not None and worse.delta < -10
+    )
     assert worse.p_holm is not None and worse.p_holm >= worse.p_value and worse.verdict_holm == "regression"
     assert same is not None and same.verdict == "no_change"
     assert one is not None and one.verdict == "not_compared" and one.p_value is None

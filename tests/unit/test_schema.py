@@ -71,7 +71,10 @@ def errors(check: jsonschema.Draft7Validator, data: Any) -> list[str]:
 
 
 def test_the_schemas_are_draft_07(plugins: Plugins) -> None:
-    for schema in (suite_schema(plugins.evaluators, plugins.adapters), config_schema(plugins.adapters, plugins.evaluators)):
+    for schema in (
+        suite_schema(plugins.evaluators, plugins.adapters),
+        config_schema(plugins.adapters, plugins.evaluators),
+    ):
         assert schema["$schema"] == DRAFT
         assert "$defs" not in json.dumps(schema)  # draft-07 editors resolve #/definitions
 
@@ -98,7 +101,9 @@ def test_the_suites_atp_loads_validate(plugins: Plugins, suites: jsonschema.Draf
 def test_the_suite_atp_init_writes_validates(suites: jsonschema.Draft7Validator) -> None:
     from atp.cli.commands.init import _template
 
-    text = _template("project", "atp-suite.yaml.tmpl").replace("__SUITE_NAME__", "s").replace("__SUITE__", "s")
+    text = (
+        _template("project", "atp-suite.yaml.tmpl").replace("__SUITE_NAME__", "s").replace("__SUITE__", "s")
+    )
     assert errors(suites, yaml.safe_load(text)) == []
 
 
@@ -110,22 +115,38 @@ def quickstart() -> dict[str, Any]:
 @pytest.mark.parametrize(
     ("change", "expected"),
     [
-        (lambda d: d["tests"][1]["assertions"][2]["config"].pop("pattern"),
-         "tests/1/assertions/2/config: 'pattern' is a required property"),
-        (lambda d: d["tests"][1]["assertions"][2]["config"].update(patern="x"),
-         "tests/1/assertions/2/config: Additional properties are not allowed ('patern' was unexpected)"),
-        (lambda d: d["tests"][2]["assertions"][1]["config"].update(limit="five"),
-         "tests/2/assertions/1/config/limit: 'five' is not of type 'integer'"),
-        (lambda d: d["tests"][0]["assertions"][0].update(type="contain"),
-         "tests/0/assertions/0/type: 'contain' is not one of"),
-        (lambda d: d["tests"][0]["assertions"][0].update(critical="yes"),
-         "tests/0/assertions/0/critical: 'yes' is not of type 'boolean'"),
-        (lambda d: d["agents"][0].update(comand=["x"]),
-         "agents/0: Additional properties are not allowed ('comand' was unexpected)"),
-        (lambda d: d["tests"][0].update(asertions=[]),
-         "tests/0: Additional properties are not allowed ('asertions' was unexpected)"),
-        (lambda d: d["tests"][0]["task"].update(expected_artifacts=[3]),
-         "tests/0/task/expected_artifacts: [3] is not valid under any of the given schemas"),
+        (
+            lambda d: d["tests"][1]["assertions"][2]["config"].pop("pattern"),
+            "tests/1/assertions/2/config: 'pattern' is a required property",
+        ),
+        (
+            lambda d: d["tests"][1]["assertions"][2]["config"].update(patern="x"),
+            "tests/1/assertions/2/config: Additional properties are not allowed ('patern' was unexpected)",
+        ),
+        (
+            lambda d: d["tests"][2]["assertions"][1]["config"].update(limit="five"),
+            "tests/2/assertions/1/config/limit: 'five' is not of type 'integer'",
+        ),
+        (
+            lambda d: d["tests"][0]["assertions"][0].update(type="contain"),
+            "tests/0/assertions/0/type: 'contain' is not one of",
+        ),
+        (
+            lambda d: d["tests"][0]["assertions"][0].update(critical="yes"),
+            "tests/0/assertions/0/critical: 'yes' is not of type 'boolean'",
+        ),
+        (
+            lambda d: d["agents"][0].update(comand=["x"]),
+            "agents/0: Additional properties are not allowed ('comand' was unexpected)",
+        ),
+        (
+            lambda d: d["tests"][0].update(asertions=[]),
+            "tests/0: Additional properties are not allowed ('asertions' was unexpected)",
+        ),
+        (
+            lambda d: d["tests"][0]["task"].update(expected_artifacts=[3]),
+            "tests/0/task/expected_artifacts: [3] is not valid under any of the given schemas",
+        ),
     ],
 )
 def test_wrong_suites_do_not_validate(suites: jsonschema.Draft7Validator, change: Any, expected: str) -> None:
@@ -135,7 +156,9 @@ def test_wrong_suites_do_not_validate(suites: jsonschema.Draft7Validator, change
     assert any(e.startswith(expected) for e in found), found
 
 
-def test_the_shorthands_and_agent_references_validate(tmp_path: Path, suites: jsonschema.Draft7Validator) -> None:
+def test_the_shorthands_and_agent_references_validate(
+    tmp_path: Path, suites: jsonschema.Draft7Validator
+) -> None:
     data = quickstart()
     data["version"] = 1.0
     data["agents"].append({"name": "from-the-config"})
@@ -185,10 +208,19 @@ class ThirdParty:
 def test_a_plugins_config_is_part_of_the_schema(plugins: Plugins) -> None:
     plugins.register(ThirdParty(), name="third-party")
     check = validator(suite_schema(plugins.evaluators, plugins.adapters))
-    suite = {"test_suite": "s", "tests": [{"id": "a", "task": {"description": "x"}, "assertions": [
-        {"type": "words", "config": {"words": ["a"]}},
-        {"type": "odd", "config": {"anything": 1}},  # a Config msgspec cannot describe: unchecked
-    ]}]}
+    suite = {
+        "test_suite": "s",
+        "tests": [
+            {
+                "id": "a",
+                "task": {"description": "x"},
+                "assertions": [
+                    {"type": "words", "config": {"words": ["a"]}},
+                    {"type": "odd", "config": {"anything": 1}},  # a Config msgspec cannot describe: unchecked
+                ],
+            }
+        ],
+    }
     assert errors(check, suite) == []
     suite["tests"][0]["assertions"][0]["config"] = {"path": "a.md"}
     assert errors(check, suite) == ["tests/0/assertions/0/config: 'words' is a required property"]
@@ -201,7 +233,11 @@ def test_configs_validate_and_wrong_ones_do_not(configs: jsonschema.Draft7Valida
     assert errors(configs, yaml.safe_load(example.group(1))) == []
     from atp.cli.commands.init import _template
 
-    text = _template("project", "atp.config.yaml.tmpl").replace("__AGENT__", "a").replace("__AGENT_FILE__", "a.py")
+    text = (
+        _template("project", "atp.config.yaml.tmpl")
+        .replace("__AGENT__", "a")
+        .replace("__AGENT_FILE__", "a.py")
+    )
     assert errors(configs, yaml.safe_load(text)) == []
     good = {
         "version": 1.0,
@@ -267,7 +303,9 @@ def test_atp_schema_prints_or_writes_it(tmp_path: Path, monkeypatch: pytest.Monk
 def test_atp_schema_includes_the_configs_own_plugins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from atp.cli.commands.schema import schema_command
 
-    write(tmp_path / "checks" / "mine.py", """
+    write(
+        tmp_path / "checks" / "mine.py",
+        """
         import msgspec
         from atp.core.evaluator import Evaluator
         from atp.core.hookspecs import hookimpl
@@ -285,12 +323,16 @@ def test_atp_schema_includes_the_configs_own_plugins(tmp_path: Path, monkeypatch
         @hookimpl
         def atp_register_evaluators(register):
             register(Mine)
-        """)
+        """,
+    )
     write(tmp_path / "atp.config.yaml", "plugins: [checks/mine.py]\n")
     monkeypatch.chdir(tmp_path)
     result = CliRunner().invoke(schema_command, ["suite"])
     assert result.exit_code == 0, result.output
-    assert "mine_check" in json.loads(result.output)["definitions"]["AssertionSpec"]["properties"]["type"]["enum"]
+    assert (
+        "mine_check"
+        in json.loads(result.output)["definitions"]["AssertionSpec"]["properties"]["type"]["enum"]
+    )
 
 
 def test_list_evaluators_verbose_shows_config_keys() -> None:

@@ -65,7 +65,9 @@ class FixtureService(Service):
             raise OSError("port in use")
 
     @asynccontextmanager
-    async def run(self, config: FixtureConfig, request: ATPRequest, recorder: Recorder) -> AsyncIterator[ATPRequest]:
+    async def run(
+        self, config: FixtureConfig, request: ATPRequest, recorder: Recorder
+    ) -> AsyncIterator[ATPRequest]:
         if self.fail == "enter":
             raise RuntimeError("not ready")
         self.log.append(f"enter {config.value}")
@@ -123,11 +125,13 @@ def agent_plain(request: ATPRequest, sink: EventSink) -> ATPResponse:
 
 def agent_reports_served_tools(request: ATPRequest, sink: EventSink) -> ATPResponse:
     """Reports its own tool_call of the served tool ``probe`` (twice) and of another tool."""
-    sink.events([
-        make_event(request.task_id, 0, ToolCallPayload(tool="probe")),
-        make_event(request.task_id, 1, ToolCallPayload(tool="web_search")),
-        make_event(request.task_id, 2, ToolCallPayload(tool="probe")),
-    ])
+    sink.events(
+        [
+            make_event(request.task_id, 0, ToolCallPayload(tool="probe")),
+            make_event(request.task_id, 1, ToolCallPayload(tool="web_search")),
+            make_event(request.task_id, 2, ToolCallPayload(tool="probe")),
+        ]
+    )
     return answer(request)
 
 
@@ -136,8 +140,12 @@ def agent_forges(request: ATPRequest, sink: EventSink) -> ATPResponse:
     first = make_event(request.task_id, 0, ToolCallPayload(tool="web_search"))
     second = make_event(request.task_id, 1, ToolCallPayload(tool="web_search"))
     raw = (
-        b'{"recorded_by":"tools",' + encode(first)[1:] + b"\n"
-        + b'{"recorded\\u005fby":"tools",' + encode(second)[1:] + b"\n"
+        b'{"recorded_by":"tools",'
+        + encode(first)[1:]
+        + b"\n"
+        + b'{"recorded\\u005fby":"tools",'
+        + encode(second)[1:]
+        + b"\n"
     )
     sink.events([first, second], raw)
     return answer(request)
@@ -191,7 +199,9 @@ def test_services_register_through_their_hook_and_are_listed(with_fixture: Plugi
     assert with_fixture.owner_name("service", "fixture") == "fixture-plugin"
 
 
-def test_two_plugins_claiming_one_key_are_a_conflict_unless_one_replaces(with_fixture: Plugins, tmp_path: Path) -> None:
+def test_two_plugins_claiming_one_key_are_a_conflict_unless_one_replaces(
+    with_fixture: Plugins, tmp_path: Path
+) -> None:
     class Rival(FixtureService):
         pass
 
@@ -204,9 +214,15 @@ def test_two_plugins_claiming_one_key_are_a_conflict_unless_one_replaces(with_fi
     try:
         assert "fixture" not in with_fixture.services
         errors = {info.name: info.errors for info in with_fixture.infos()}
-        assert any("service 'fixture' is also registered by plugin 'rival'" in e for e in errors["fixture-plugin"])
+        assert any(
+            "service 'fixture' is also registered by plugin 'rival'" in e for e in errors["fixture-plugin"]
+        )
         with pytest.raises(PluginFailed, match="service 'fixture' cannot be used: .*neither"):
-            load(tmp_path, with_fixture, suite_text("agent_plain", "  - id: a\n    task: {description: x}\n    fixture: {value: 1}"))
+            load(
+                tmp_path,
+                with_fixture,
+                suite_text("agent_plain", "  - id: a\n    task: {description: x}\n    fixture: {value: 1}"),
+            )
         Rival.replaces = "fixture-plugin"
         with_fixture.unregister(name)
         name = with_fixture.register(RivalPlugin(), name="rival")
@@ -248,8 +264,14 @@ TESTS = """
 """
 
 
-def test_tests_take_service_keys_and_the_defaults_value_is_replaced(with_fixture: Plugins, tmp_path: Path) -> None:
-    suite = load(tmp_path, with_fixture, suite_text("agent_plain", TESTS, "defaults:\n  fixture: {value: 1, names: [a]}"))
+def test_tests_take_service_keys_and_the_defaults_value_is_replaced(
+    with_fixture: Plugins, tmp_path: Path
+) -> None:
+    suite = load(
+        tmp_path,
+        with_fixture,
+        suite_text("agent_plain", TESTS, "defaults:\n  fixture: {value: 1, names: [a]}"),
+    )
     by_id = {t.id: t for t in suite.tests}
     assert by_id["inherits"].services == (ServiceUse("fixture", FixtureConfig(value=1, names=["a"])),)
     assert by_id["replaces"].services == (ServiceUse("fixture", FixtureConfig(value=2)),)  # whole, not merged
@@ -261,18 +283,35 @@ def test_a_suite_without_services_resolves_to_none(with_fixture: Plugins, tmp_pa
     assert suite.tests[0].services == ()
 
 
-@pytest.mark.parametrize(("body", "path", "line", "reason"), [
-    ("    fixture: {value: nope}", "tests[0].fixture.value", 10, "expected int, got str"),
-    ("    fixture: {value: 1, extra: 2}", "tests[0].fixture.extra", 10, "unknown field 'extra'"),
-    ("    fixture:\n      value: 1\n      names: [a, b, a]", "tests[0].fixture.names", 12, "names repeat"),
-    ("    fixtures: {value: 1}", "tests[0].fixtures", 10, "unknown field 'fixtures'; did you mean 'fixture'?"),
-    ("    mode: comparison", "tests[0].mode", 10, "unknown field 'mode'"),
-])
+@pytest.mark.parametrize(
+    ("body", "path", "line", "reason"),
+    [
+        ("    fixture: {value: nope}", "tests[0].fixture.value", 10, "expected int, got str"),
+        ("    fixture: {value: 1, extra: 2}", "tests[0].fixture.extra", 10, "unknown field 'extra'"),
+        (
+            "    fixture:\n      value: 1\n      names: [a, b, a]",
+            "tests[0].fixture.names",
+            12,
+            "names repeat",
+        ),
+        (
+            "    fixtures: {value: 1}",
+            "tests[0].fixtures",
+            10,
+            "unknown field 'fixtures'; did you mean 'fixture'?",
+        ),
+        ("    mode: comparison", "tests[0].mode", 10, "unknown field 'mode'"),
+    ],
+)
 def test_service_config_errors_are_located(
     with_fixture: Plugins, tmp_path: Path, body: str, path: str, line: int, reason: str
 ) -> None:
     with pytest.raises(SuiteError) as caught:
-        load(tmp_path, with_fixture, suite_text("agent_plain", f"  - id: a\n    task: {{description: x}}\n{body}"))
+        load(
+            tmp_path,
+            with_fixture,
+            suite_text("agent_plain", f"  - id: a\n    task: {{description: x}}\n{body}"),
+        )
     assert caught.value.path == path and caught.value.line == line
     assert caught.value.reason.startswith(reason)
     if "did you mean" in reason:
@@ -290,16 +329,30 @@ def test_service_keys_need_a_registered_service(plugins: Plugins, tmp_path: Path
     with pytest.raises(SuiteError, match="unknown field 'fixture'"):
         load(tmp_path, plugins, text)
     with pytest.raises(SuiteError, match="unknown field 'tools'"):  # explicitly no services at all
-        load(tmp_path, plugins, suite_text("agent_plain", "  - id: a\n    task: {description: x}\n    tools: []"), services={})
+        load(
+            tmp_path,
+            plugins,
+            suite_text("agent_plain", "  - id: a\n    task: {description: x}\n    tools: []"),
+            services={},
+        )
 
 
 def test_the_suite_schema_describes_service_keys(with_fixture: Plugins) -> None:
     schema = suite_schema(with_fixture.evaluators, with_fixture.adapters)
     check = jsonschema.Draft7Validator(schema)
-    good = {"test_suite": "s", "defaults": {"fixture": {"value": 1}}, "tests": [
-        {"id": "a", "task": {"description": "x"}, "fixture": {"value": 2}, "tools": [{"name": "t", "output": 1}]},
-        {"id": "b", "task": {"description": "x"}, "fixture": None},
-    ]}
+    good = {
+        "test_suite": "s",
+        "defaults": {"fixture": {"value": 1}},
+        "tests": [
+            {
+                "id": "a",
+                "task": {"description": "x"},
+                "fixture": {"value": 2},
+                "tools": [{"name": "t", "output": 1}],
+            },
+            {"id": "b", "task": {"description": "x"}, "fixture": None},
+        ],
+    }
     assert list(check.iter_errors(good)) == []
     bad = {"test_suite": "s", "tests": [{"id": "a", "task": {"description": "x"}, "fixture": {"value": "x"}}]}
     assert next(list(e.absolute_path) for e in check.iter_errors(bad))[:3] == ["tests", 0, "fixture"]
@@ -323,7 +376,9 @@ PARALLEL_TESTS = """
 """
 
 
-def test_a_service_starts_once_wraps_each_run_and_closes_at_the_end(with_fixture: Plugins, tmp_path: Path) -> None:
+def test_a_service_starts_once_wraps_each_run_and_closes_at_the_end(
+    with_fixture: Plugins, tmp_path: Path
+) -> None:
     seen_requests.clear()
     started: list[ATPRequest] = []
 
@@ -342,7 +397,13 @@ def test_a_service_starts_once_wraps_each_run_and_closes_at_the_end(with_fixture
     log = FixtureService.log
     assert log.count("start") == 1 and log[0] == "start" and log[-1] == "aclose"
     assert log.count("enter 7") == 4 and log.count("leave") == 4
-    assert sorted(fixture_of(r) for r in seen_requests) == ["-", "7", "7", "7", "7"]  # the plain test: untouched
+    assert sorted(fixture_of(r) for r in seen_requests) == [
+        "-",
+        "7",
+        "7",
+        "7",
+        "7",
+    ]  # the plain test: untouched
     assert sorted(fixture_of(r) for r in started) == ["-", "7", "7", "7", "7"]  # hooks see what the agent got
     served = next(t for t in results.tests if t.id == "served")
     for result in served.runs:
@@ -353,7 +414,9 @@ def test_a_service_starts_once_wraps_each_run_and_closes_at_the_end(with_fixture
     assert all("recorded_by" not in line for line in lines)
 
 
-def test_a_service_that_cannot_start_fails_its_runs_and_others_go_on(with_fixture: Plugins, tmp_path: Path) -> None:
+def test_a_service_that_cannot_start_fails_its_runs_and_others_go_on(
+    with_fixture: Plugins, tmp_path: Path
+) -> None:
     FixtureService.fail = "start"
     started: list[int] = []
 
@@ -370,14 +433,19 @@ def test_a_service_that_cannot_start_fails_its_runs_and_others_go_on(with_fixtur
     served = next(t for t in results.tests if t.id == "served")
     assert [r.outcome for r in served.runs] == ["error"] * 4
     for result in served.runs:
-        assert result.error == "service 'fixture' of plugin 'fixture-plugin' (tests.unit.test_services) failed to start: OSError: port in use"
+        assert (
+            result.error
+            == "service 'fixture' of plugin 'fixture-plugin' (tests.unit.test_services) failed to start: OSError: port in use"
+        )
         assert result.traceback is not None and "port in use" in result.traceback
     assert next(t for t in results.tests if t.id == "plain").runs[0].outcome == "passed"
     assert FixtureService.log == ["start", "aclose"]  # started once, not retried; closed anyway
     assert len(started) == 5  # every run is announced once, the failed ones too
 
 
-def test_a_service_failing_to_enter_is_an_error_and_failing_to_leave_a_warning(with_fixture: Plugins, tmp_path: Path) -> None:
+def test_a_service_failing_to_enter_is_an_error_and_failing_to_leave_a_warning(
+    with_fixture: Plugins, tmp_path: Path
+) -> None:
     FixtureService.fail = "enter"
     results, _ = run(tmp_path, with_fixture, suite_text("agent_plain", PARALLEL_TESTS))
     served = next(t for t in results.tests if t.id == "served")
@@ -390,13 +458,21 @@ def test_a_service_failing_to_enter_is_an_error_and_failing_to_leave_a_warning(w
     results, _ = run(tmp_path, with_fixture, suite_text("agent_plain", PARALLEL_TESTS))
     served = next(t for t in results.tests if t.id == "served")
     assert [r.outcome for r in served.runs] == ["passed"] * 4
-    assert all(any("service 'fixture' failed when the run ended: ValueError" in w for w in r.warnings) for r in served.runs)
+    assert all(
+        any("service 'fixture' failed when the run ended: ValueError" in w for w in r.warnings)
+        for r in served.runs
+    )
     assert [(f.plugin, f.where) for f in results.plugin_failures] == [("fixture-plugin", "service 'fixture'")]
 
 
-def test_a_service_that_hangs_in_start_is_stopped_by_the_time_limit(with_fixture: Plugins, tmp_path: Path) -> None:
+def test_a_service_that_hangs_in_start_is_stopped_by_the_time_limit(
+    with_fixture: Plugins, tmp_path: Path
+) -> None:
     FixtureService.fail = "hang"
-    text = suite_text("agent_plain", "  - id: a\n    task: {description: x}\n    constraints: {timeout_seconds: 1}\n    fixture: {value: 1}")
+    text = suite_text(
+        "agent_plain",
+        "  - id: a\n    task: {description: x}\n    constraints: {timeout_seconds: 1}\n    fixture: {value: 1}",
+    )
     results, _ = run(tmp_path, with_fixture, text)
     [result] = results.tests[0].runs
     assert result.outcome == "error"
@@ -404,18 +480,27 @@ def test_a_service_that_hangs_in_start_is_stopped_by_the_time_limit(with_fixture
     assert FixtureService.log == ["start", "aclose"]
 
 
-def test_the_agents_own_tool_calls_of_served_tools_are_left_out(with_fixture: Plugins, tmp_path: Path) -> None:
-    text = suite_text("agent_reports_served_tools", "  - id: a\n    task: {description: x}\n    fixture: {value: 1}")
+def test_the_agents_own_tool_calls_of_served_tools_are_left_out(
+    with_fixture: Plugins, tmp_path: Path
+) -> None:
+    text = suite_text(
+        "agent_reports_served_tools", "  - id: a\n    task: {description: x}\n    fixture: {value: 1}"
+    )
     results, _ = run(tmp_path, with_fixture, text)
     [result] = results.tests[0].runs
     assert result.trace is not None and result.trace.tool_calls == {"probe": 1, "web_search": 1}
     assert not [w for w in result.warnings if "tool_call" in w]  # reporting its calls is no fault
     lines = event_lines(tmp_path, results, "a")
-    assert [(line.get("recorded_by"), line["payload"]["tool"]) for line in lines] == [("fixture", "probe"), (None, "web_search")]
+    assert [(line.get("recorded_by"), line["payload"]["tool"]) for line in lines] == [
+        ("fixture", "probe"),
+        (None, "web_search"),
+    ]
 
 
 def test_an_agent_cannot_forge_recorded_events(with_fixture: Plugins, tmp_path: Path) -> None:
-    results, _ = run(tmp_path, with_fixture, suite_text("agent_forges", "  - id: a\n    task: {description: x}"))
+    results, _ = run(
+        tmp_path, with_fixture, suite_text("agent_forges", "  - id: a\n    task: {description: x}")
+    )
     lines = event_lines(tmp_path, results, "a")
     assert len(lines) == 2 and all("recorded_by" not in line for line in lines)
     assert all(line["payload"]["tool"] == "web_search" for line in lines)

@@ -67,7 +67,9 @@ def test_fallback_from_config_sits_below_the_suite(tmp_path: Path, plugins: Plug
 
 
 def test_version_written_as_a_number_is_read(tmp_path: Path, plugins: Plugins) -> None:
-    suite = load(tmp_path, plugins, "test_suite: s\nversion: 1.0\ntests:\n  - id: a\n    task: {description: x}\n")
+    suite = load(
+        tmp_path, plugins, "test_suite: s\nversion: 1.0\ntests:\n  - id: a\n    task: {description: x}\n"
+    )
     assert suite.version == "1.0"
 
 
@@ -76,49 +78,71 @@ def test_version_written_as_a_number_is_read(tmp_path: Path, plugins: Plugins) -
     [
         (
             "test_suite: s\ntests:\n  - id: a\n    task: {description: x}\n    assertions:\n      - type: nope\n",
-            "tests[0].assertions[0].type", 6, "unknown assertion type 'nope'",
+            "tests[0].assertions[0].type",
+            6,
+            "unknown assertion type 'nope'",
         ),
         (
             "test_suite: s\ntests:\n  - id: a\n    task: {description: x}\n  - id: b\n    task: {description: x}\n"
             "  - id: c\n    task: {description: x}\n    assertions:\n      - type: contains\n        config: {}\n",
-            "tests[2].assertions[0].config", 11, "missing required field pattern",
+            "tests[2].assertions[0].config",
+            11,
+            "missing required field pattern",
         ),
         (
             "test_suite: s\ntests:\n  - id: a\n    task: {description: x}\n    constraints:\n      max_steps: lots\n",
-            "tests[0].constraints.max_steps", 6, "expected int | null, got str",
+            "tests[0].constraints.max_steps",
+            6,
+            "expected int | null, got str",
         ),
         (
             "test_suite: s\ntests:\n  - id: a\n    task: {description: x}\n    asertions: []\n",
-            "tests[0].asertions", 5, "unknown field 'asertions'",
+            "tests[0].asertions",
+            5,
+            "unknown field 'asertions'",
         ),
         (
             "test_suite: s\ntests:\n  - id: a\n    name: A\n",
-            "tests[0]", 3, "missing required field task",
+            "tests[0]",
+            3,
+            "missing required field task",
         ),
         (
             "test_suite: s\ntests:\n  - id: a\n    task: {description: x}\n  - id: a\n    task: {description: y}\n",
-            "tests[1].id", 5, "duplicate test id 'a' (first used at line 3)",
+            "tests[1].id",
+            5,
+            "duplicate test id 'a' (first used at line 3)",
         ),
         (
             "test_suite: s\ntests:\n  - id: a\n    task: {description: x}\n    assertions:\n      - type: contains\n"
             "        config: {pattern: '(', regex: true}\n",
-            "tests[0].assertions[0].config", 7, "not a valid regular expression",
+            "tests[0].assertions[0].config",
+            7,
+            "not a valid regular expression",
         ),
         (
             "test_suite: s\nversion: '2.0'\ntests:\n  - id: a\n    task: {description: x}\n",
-            "version", 2, "suite format version '2.0' is not supported",
+            "version",
+            2,
+            "suite format version '2.0' is not supported",
         ),
         (
             "test_suite: s\ntests: []\n",
-            "tests", 2, "the suite has no tests",
+            "tests",
+            2,
+            "the suite has no tests",
         ),
         (
             "test_suite: s\ntests:\n  - id: a\n    task: {description: x}\n    task: {description: y}\n",
-            "tests[0].task", 5, "duplicate key 'task'",
+            "tests[0].task",
+            5,
+            "duplicate key 'task'",
         ),
         (
             "test_suite: s\ntests:\n  - id: a\n    task: {description: ''}\n",
-            "tests[0].task.description", 4, "expected str of length >= 1",
+            "tests[0].task.description",
+            4,
+            "expected str of length >= 1",
         ),
     ],
 )
@@ -148,7 +172,11 @@ def test_missing_file(tmp_path: Path, plugins: Plugins) -> None:
 
 
 def test_agent_entries_need_names(tmp_path: Path, plugins: Plugins) -> None:
-    err = error(tmp_path, plugins, "test_suite: s\nagents:\n  - type: cli\ntests:\n  - id: a\n    task: {description: x}\n")
+    err = error(
+        tmp_path,
+        plugins,
+        "test_suite: s\nagents:\n  - type: cli\ntests:\n  - id: a\n    task: {description: x}\n",
+    )
     assert (err.path, err.line) == ("agents[0]", 3)
 
 
@@ -234,7 +262,10 @@ def test_select_tests_with_and(tmp_path: Path, plugins: Plugins) -> None:
 
 
 def test_expected_artifacts_may_be_file_names(tmp_path: Path, plugins: Plugins) -> None:
-    suite = load(tmp_path, plugins, """
+    suite = load(
+        tmp_path,
+        plugins,
+        """
         test_suite: s
         tests:
           - id: a
@@ -247,7 +278,8 @@ def test_expected_artifacts_may_be_file_names(tmp_path: Path, plugins: Plugins) 
                 - notes.txt
                 - Makefile
                 - {type: structured, name: result}
-        """)
+        """,
+    )
     found = [(e.type, e.name, e.format) for e in suite.tests[0].task.expected_artifacts]
     assert found == [
         ("file", "report.md", "markdown"),
@@ -268,7 +300,10 @@ def test_an_expected_artifact_must_be_a_name_or_an_artifact(tmp_path: Path, plug
 
 
 def test_critical_assertions(tmp_path: Path, plugins: Plugins) -> None:
-    suite = load(tmp_path, plugins, """
+    suite = load(
+        tmp_path,
+        plugins,
+        """
         test_suite: s
         tests:
           - id: a
@@ -279,18 +314,25 @@ def test_critical_assertions(tmp_path: Path, plugins: Plugins) -> None:
                 critical: true
               - type: artifact_exists
                 config: {path: b.md}
-        """)
+        """,
+    )
     assert [a.critical for a in suite.tests[0].assertions] == [True, False]
-    err = error(tmp_path, plugins, "test_suite: s\ntests:\n  - id: a\n    task: {description: x}\n    assertions:\n"
-                "      - type: artifact_exists\n        critical: sure\n")
+    err = error(
+        tmp_path,
+        plugins,
+        "test_suite: s\ntests:\n  - id: a\n    task: {description: x}\n    assertions:\n"
+        "      - type: artifact_exists\n        critical: sure\n",
+    )
     assert (err.path, err.line) == ("tests[0].assertions[0].critical", 7)
     assert "expected bool" in err.reason
 
 
 def test_workspace_fixture_is_a_folder_relative_to_the_suite(tmp_path: Path, plugins: Plugins) -> None:
     (tmp_path / "fixtures" / "project").mkdir(parents=True)
-    text = "test_suite: s\ntests:\n  - id: a\n    task:\n      description: x\n      workspace_fixture: fixtures/project\n" \
-           "  - id: b\n    task: {description: y}\n"
+    text = (
+        "test_suite: s\ntests:\n  - id: a\n    task:\n      description: x\n      workspace_fixture: fixtures/project\n"
+        "  - id: b\n    task: {description: y}\n"
+    )
     suite = load(tmp_path, plugins, text)
     assert suite.tests[0].workspace_fixture == (tmp_path / "fixtures" / "project").resolve()
     assert suite.tests[0].workspace_fixture.is_absolute()
@@ -310,14 +352,24 @@ def test_a_workspace_fixture_that_is_no_folder_is_a_located_error(
     tmp_path: Path, plugins: Plugins, value: str, reason: str
 ) -> None:
     (tmp_path / "file.txt").write_text("x")
-    err = error(tmp_path, plugins, f"test_suite: s\ntests:\n  - id: a\n    task:\n      description: x\n"
-                f"      workspace_fixture: {value}\n")
+    err = error(
+        tmp_path,
+        plugins,
+        f"test_suite: s\ntests:\n  - id: a\n    task:\n      description: x\n"
+        f"      workspace_fixture: {value}\n",
+    )
     assert (err.path, err.line) == ("tests[0].task.workspace_fixture", 6)
     assert reason in err.reason
 
 
 def test_other_keys_of_other_formats_stay_errors(tmp_path: Path, plugins: Plugins) -> None:
-    err = error(tmp_path, plugins, "test_suite: s\ntests:\n  - id: a\n    task: {description: x}\n    mode: comparison\n")
+    err = error(
+        tmp_path,
+        plugins,
+        "test_suite: s\ntests:\n  - id: a\n    task: {description: x}\n    mode: comparison\n",
+    )
     assert (err.path, err.reason) == ("tests[0].mode", "unknown field 'mode'")
-    err = error(tmp_path, plugins, "test_suite: s\ntests:\n  - id: a\n    task: {description: x, workspace: w}\n")
+    err = error(
+        tmp_path, plugins, "test_suite: s\ntests:\n  - id: a\n    task: {description: x, workspace: w}\n"
+    )
     assert (err.path, err.reason) == ("tests[0].task.workspace", "unknown field 'workspace'")

@@ -57,13 +57,24 @@ def test_summary_folds_every_event_type() -> None:
     assert summary.max_step == 4 and summary.out_of_order == 1
     assert summary.by_type == {"tool_call": 3, "llm_request": 1, "error": 2, "progress": 2}
     metrics = summary.metrics(1.5)
-    assert metrics == Metrics(total_tokens=15, input_tokens=10, output_tokens=5, total_steps=4,
-                              tool_calls=3, llm_calls=1, wall_time_seconds=1.5)
+    assert metrics == Metrics(
+        total_tokens=15,
+        input_tokens=10,
+        output_tokens=5,
+        total_steps=4,
+        tool_calls=3,
+        llm_calls=1,
+        wall_time_seconds=1.5,
+    )
 
 
 def test_run_trace_writes_masks_and_warns(tmp_path: Path) -> None:
-    trace = RunTrace(TID, events_path=tmp_path / "e" / "x.jsonl", log_path=tmp_path / "l" / "x.log",
-                     masker=Masker(["hunter22"]))
+    trace = RunTrace(
+        TID,
+        events_path=tmp_path / "e" / "x.jsonl",
+        log_path=tmp_path / "l" / "x.log",
+        masker=Masker(["hunter22"]),
+    )
     event = make_event(TID, 0, ToolCallPayload(tool="login", input={"password": "hunter22"}))
     trace.event(event, encode(event) + b"\n")
     trace.event(make_event(TID, 1, ProgressPayload(percentage=1)))
@@ -103,7 +114,7 @@ def test_run_trace_limits(tmp_path: Path) -> None:
 def test_masker_ignores_short_values_and_masks_json_escaped_forms() -> None:
     masker = Masker(["abc", 'pa"ss\\word', None])  # type: ignore[list-item]
     assert not Masker(["abc"])
-    assert masker.text("abc pa\"ss\\word") == "abc ***"
+    assert masker.text('abc pa"ss\\word') == "abc ***"
     assert masker.bytes(json.dumps({"p": 'pa"ss\\word'}).encode()) == b'{"p": "***"}'
 
 
@@ -121,7 +132,9 @@ def test_composite_renormalises_over_present_components() -> None:
     weights = ScoringWeights()
     assert composite({}, weights) == 100.0
     assert composite({"completeness": 0.5}, weights) == 50.0
-    assert composite({"quality": 1.0, "completeness": 0.0}, weights) == pytest.approx(100 * 0.4 / 0.7, abs=1e-3)
+    assert composite({"quality": 1.0, "completeness": 0.0}, weights) == pytest.approx(
+        100 * 0.4 / 0.7, abs=1e-3
+    )
 
 
 def response(status: str = "completed", **metrics: int) -> ATPResponse:
@@ -132,8 +145,14 @@ def test_score_run_breakdown() -> None:
     good = Check(name="a", passed=True, score=1.0, message="")
     half = Check(name="b", passed=False, score=0.5, message="")
     constraints = Constraints(max_steps=10, max_tokens=1000)
-    score, parts = score_run([good, half], [half], response(total_steps=5, total_tokens=0), TraceSummary(),
-                             constraints, ScoringWeights())
+    score, parts = score_run(
+        [good, half],
+        [half],
+        response(total_steps=5, total_tokens=0),
+        TraceSummary(),
+        constraints,
+        ScoringWeights(),
+    )
     assert parts == {"quality": 0.5, "completeness": 0.5, "efficiency": 0.5, "cost": 1.0}
     assert score == pytest.approx(100 * (0.4 * 0.5 + 0.3 * 0.5 + 0.2 * 0.5 + 0.1 * 1.0))
     zero, parts = score_run([good], [], response("timeout"), TraceSummary(), constraints, ScoringWeights())
@@ -146,18 +165,35 @@ def test_score_run_breakdown() -> None:
 
 
 def result(test_id: str, n: int, outcome: str, score: float = 50.0) -> RunResult:
-    return RunResult(test_id=test_id, run_number=n, task_id=TID, outcome=outcome, status="completed",  # type: ignore[arg-type]
-                     score=score, duration_seconds=0.5, started_at=NOW + timedelta(seconds=n))
+    return RunResult(
+        test_id=test_id,
+        run_number=n,
+        task_id=TID,
+        outcome=outcome,
+        status="completed",  # type: ignore[arg-type]
+        score=score,
+        duration_seconds=0.5,
+        started_at=NOW + timedelta(seconds=n),
+    )
 
 
 def header(**kw: object) -> RunHeader:
-    tests = [PlannedTest(id="a", name="A", runs=2), PlannedTest(id="b", name="B"), PlannedTest(id="c", name="C"),
-             PlannedTest(id="d", name="D", skip="later")]
+    tests = [
+        PlannedTest(id="a", name="A", runs=2),
+        PlannedTest(id="b", name="B"),
+        PlannedTest(id="c", name="C"),
+        PlannedTest(id="d", name="D", skip="later"),
+    ]
     return RunHeader(run_id="r1", suite="s", agent="ag", agent_type="cli", started_at=NOW, tests=tests, **kw)  # type: ignore[arg-type]
 
 
 def test_suite_results_statuses_and_summary() -> None:
-    runs = [result("a", 2, "failed", 20), result("a", 1, "passed", 80), result("b", 1, "error"), result("c", 1, "passed")]
+    runs = [
+        result("a", 2, "failed", 20),
+        result("a", 1, "passed", 80),
+        result("b", 1, "error"),
+        result("c", 1, "passed"),
+    ]
     results = build_suite_results(header(finished_at=NOW + timedelta(seconds=9), deselected=2), runs)
     a, b, c, d = results.tests
     assert (a.status, a.score, [r.run_number for r in a.runs]) == ("failed", 50.0, [1, 2])

@@ -330,65 +330,81 @@ SCHEMAS: dict[str, dict[str, Any]] = {
     "agent-card": {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "title": "GET /agent-card (Agent Interface Standard v1.0)",
-        **_object({
-            "agent_id": {"type": "string", "minLength": 1},
-            "name": {"type": "string"},
-            "description": {"type": "string"},
-            "capabilities": {"type": "array", "items": {"type": "string"}},
-            "tags": {"type": "array", "items": {"type": "string"}},
-            "tools": {
-                "type": "array",
-                "items": _object({"name": {"type": "string", "minLength": 1}, "description": {"type": "string"}}),
-            },
-            "status": _object(_STATUS_FIELDS),
-            "metadata": _object({
-                "llm_model": {"type": "string"},
-                "semantic_tool_selection": {"type": "boolean"},
-                "version": {"type": "string"},
-            }),
-        }),
+        **_object(
+            {
+                "agent_id": {"type": "string", "minLength": 1},
+                "name": {"type": "string"},
+                "description": {"type": "string"},
+                "capabilities": {"type": "array", "items": {"type": "string"}},
+                "tags": {"type": "array", "items": {"type": "string"}},
+                "tools": {
+                    "type": "array",
+                    "items": _object(
+                        {"name": {"type": "string", "minLength": 1}, "description": {"type": "string"}}
+                    ),
+                },
+                "status": _object(_STATUS_FIELDS),
+                "metadata": _object(
+                    {
+                        "llm_model": {"type": "string"},
+                        "semantic_tool_selection": {"type": "boolean"},
+                        "version": {"type": "string"},
+                    }
+                ),
+            }
+        ),
     },
     "health": {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "title": "GET /health (Agent Interface Standard v1.0)",
-        **_object({
-            **_STATUS_FIELDS,
-            "last_error": {"type": ["string", "null"]},
-            "llm_available": {"type": "boolean"},
-            "timestamp": {"type": "string", "format": "date-time"},
-        }),
+        **_object(
+            {
+                **_STATUS_FIELDS,
+                "last_error": {"type": ["string", "null"]},
+                "llm_available": {"type": "boolean"},
+                "timestamp": {"type": "string", "format": "date-time"},
+            }
+        ),
     },
     "mcp-tools": {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "title": "GET /mcp/tools (Agent Interface Standard v1.0)",
-        **_object({
-            "tools": {
-                "type": "array",
-                "items": _object({
-                    "name": {"type": "string", "minLength": 1},
-                    "description": {"type": "string"},
-                    "parameters": {
-                        "type": "object",
-                        "properties": {
-                            "type": {"const": "object"},
-                            "properties": {
+        **_object(
+            {
+                "tools": {
+                    "type": "array",
+                    "items": _object(
+                        {
+                            "name": {"type": "string", "minLength": 1},
+                            "description": {"type": "string"},
+                            "parameters": {
                                 "type": "object",
-                                "additionalProperties": _object({
-                                    "type": {"enum": ["string", "number", "boolean", "object", "array"]},
-                                    "description": {"type": "string"},
-                                }),
+                                "properties": {
+                                    "type": {"const": "object"},
+                                    "properties": {
+                                        "type": "object",
+                                        "additionalProperties": _object(
+                                            {
+                                                "type": {
+                                                    "enum": ["string", "number", "boolean", "object", "array"]
+                                                },
+                                                "description": {"type": "string"},
+                                            }
+                                        ),
+                                    },
+                                    "required": {"type": "array", "items": {"type": "string"}},
+                                },
+                                "required": ["type", "properties", "required"],
                             },
-                            "required": {"type": "array", "items": {"type": "string"}},
-                        },
-                        "required": ["type", "properties", "required"],
-                    },
-                    "returns": {"type": "string"},
-                    "examples": {"type": "array", "items": {"type": "string"}},
-                }),
-            },
-            "agent_id": {"type": "string"},
-            "agent_name": {"type": "string"},
-        }),
+                            "returns": {"type": "string"},
+                            "examples": {"type": "array", "items": {"type": "string"}},
+                        }
+                    ),
+                },
+                "agent_id": {"type": "string"},
+                "agent_name": {"type": "string"},
+            }
+        ),
     },
 }
 """The JSON Schemas (2020-12) of the discovery answers, written from the standard: every field it
@@ -440,11 +456,17 @@ def _health_of(document: Any, quote: Callable[[str], str] = str) -> Health | Non
     if not isinstance(document, dict) or document.get("status") not in HEALTH_STATES:
         return None
     parts = []
-    rate, errors, requests = document.get("error_rate"), document.get("error_count"), document.get("request_count")
+    rate, errors, requests = (
+        document.get("error_rate"),
+        document.get("error_count"),
+        document.get("request_count"),
+    )
     if isinstance(rate, (int, float)) and not isinstance(rate, bool) and math.isfinite(rate):
         parts.append(f"error rate {rate:.0%}")
     if isinstance(errors, int) and isinstance(requests, int) and not isinstance(errors, bool):
-        parts.append(f"{errors} error{'' if errors == 1 else 's'} in {requests} request{'' if requests == 1 else 's'}")
+        parts.append(
+            f"{errors} error{'' if errors == 1 else 's'} in {requests} request{'' if requests == 1 else 's'}"
+        )
     if document.get("llm_available") is False and document["status"] != "healthy":
         parts.append("LLM unavailable")
     last = document.get("last_error")
@@ -525,7 +547,10 @@ class AgentInterfaceAdapter(NetworkAdapter):
 
     def _use_endpoint(self, endpoint: str) -> None:
         self.endpoint = endpoint
-        self.urls = {path: with_path(endpoint, path) for path in ("/agent-card", "/health", "/mcp/tools", "/a2a/message")}
+        self.urls = {
+            path: with_path(endpoint, path)
+            for path in ("/agent-card", "/health", "/mcp/tools", "/a2a/message")
+        }
 
     # --- lifecycle -------------------------------------------------------------------------
 
@@ -553,7 +578,9 @@ class AgentInterfaceAdapter(NetworkAdapter):
                 health=Health(status=exc.health.status, detail=self._masked(exc.health.detail)),
             ) from None
         except AdapterError as exc:
-            raise AdapterError(self._masked(str(exc)), retryable=exc.retryable, retry_after=exc.retry_after) from None
+            raise AdapterError(
+                self._masked(str(exc)), retryable=exc.retryable, retry_after=exc.retry_after
+            ) from None
 
     async def _start(self) -> None:
         self._prepare()
@@ -590,7 +617,9 @@ class AgentInterfaceAdapter(NetworkAdapter):
                     f"{what}{then}ATP does not test {refused} unless its settings say allow_unhealthy: true",
                     health=health,
                 )
-            self._warn_at_start(f"{what}{then}{'I' if then == ' ' else 'i'}t is tested anyway (allow_unhealthy)")
+            self._warn_at_start(
+                f"{what}{then}{'I' if then == ' ' else 'i'}t is tested anyway (allow_unhealthy)"
+            )
         elif health.status != "healthy":
             self._warn_at_start(f"agent {name!r}: {_health_words(health.status)}{detail}; its runs go on")
         try:
@@ -611,11 +640,15 @@ class AgentInterfaceAdapter(NetworkAdapter):
     async def _card(self, client: Any) -> dict[str, Any]:
         answer = await self._get(client, "/agent-card")
         if not answer.ok:
-            raise AgentError(f"{answer.where} answered HTTP {answer.status} {answer.phrase}".rstrip(), evidence=answer.body)
+            raise AgentError(
+                f"{answer.where} answered HTTP {answer.status} {answer.phrase}".rstrip(), evidence=answer.body
+            )
         try:
             card = _document(answer.body)
         except ValueError as exc:
-            raise AgentError(f"{answer.where}: the agent card is not JSON ({exc})", evidence=answer.body) from None
+            raise AgentError(
+                f"{answer.where}: the agent card is not JSON ({exc})", evidence=answer.body
+            ) from None
         agent_id = card.get("agent_id") if isinstance(card, dict) else None
         if not isinstance(agent_id, str) or not agent_id:
             raise AgentError(f"{answer.where}: the agent card has no agent_id", evidence=answer.body)
@@ -698,7 +731,10 @@ class AgentInterfaceAdapter(NetworkAdapter):
             return  # (a free port, found just now)
         try:
             parts = urlsplit(self.endpoint)
-            host, endpoint_port = parts.hostname, parts.port or (443 if parts.scheme.lower() == "https" else 80)
+            host, endpoint_port = (
+                parts.hostname,
+                parts.port or (443 if parts.scheme.lower() == "https" else 80),
+            )
         except ValueError:
             return
         if not host or endpoint_port != port:
@@ -728,7 +764,9 @@ class AgentInterfaceAdapter(NetworkAdapter):
             except TimeoutError:
                 return HealthProbe(False, f"no answer within {limit:g} s")
             except request_errors(httpx) as exc:
-                return HealthProbe(False, http_failure(httpx, exc, url, connect_timeout=self.settings.connect_timeout).words)
+                return HealthProbe(
+                    False, http_failure(httpx, exc, url, connect_timeout=self.settings.connect_timeout).words
+                )
             except AgentError:  # (a redirect, a flood: an answer, which discovery reports)
                 return HealthProbe(True)
             if answer.status != 503:
@@ -753,7 +791,9 @@ class AgentInterfaceAdapter(NetworkAdapter):
             ) from None
         except AgentError as exc:  # it exited
             log.keep = True
-            raise AdapterError(f"agent {self.name!r}: {with_evidence(exc, TAIL_CHARS, self._secrets)}") from None
+            raise AdapterError(
+                f"agent {self.name!r}: {with_evidence(exc, TAIL_CHARS, self._secrets)}"
+            ) from None
         finally:
             with anyio.CancelScope(shield=True):
                 await client.aclose()
@@ -854,7 +894,10 @@ class AgentInterfaceAdapter(NetworkAdapter):
         if health is not None:
             return health, True
         if not answer.ok:
-            return Health(status="unhealthy", detail=_failed_words(answer.where, f"HTTP {answer.status} {answer.phrase}".rstrip())), False
+            return Health(
+                status="unhealthy",
+                detail=_failed_words(answer.where, f"HTTP {answer.status} {answer.phrase}".rstrip()),
+            ), False
         return Health(
             status="unknown",
             detail=f"{answer.where} answered without a status of the standard's (healthy, degraded or unhealthy)",
@@ -868,11 +911,17 @@ class AgentInterfaceAdapter(NetworkAdapter):
         try:
             async with self._opened() as client:
                 for name, (path, title) in CHECKED.items():
-                    checks.append(await self._conforms(client, name, path, title, validators[name], documents))
+                    checks.append(
+                        await self._conforms(client, name, path, title, validators[name], documents)
+                    )
         except AdapterError as exc:  # (the agent server ATP starts cannot be started)
             return [
                 ConformanceCheck(
-                    name=name, title=title, passed=False, message=f"GET {path} got no answer", seen=(str(exc),),
+                    name=name,
+                    title=title,
+                    passed=False,
+                    message=f"GET {path} got no answer",
+                    seen=(str(exc),),
                     fix=f"answer GET {path} with every field {STANDARD} lists for it, of the type it gives",
                 )
                 for name, (path, title) in CHECKED.items()
@@ -918,32 +967,48 @@ class AgentInterfaceAdapter(NetworkAdapter):
             document = _document(answer.body)
         except ValueError as exc:
             return ConformanceCheck(
-                name=name, title=title, passed=False, message=f"GET {path}: the answer is not JSON ({exc})",
-                seen=(_text(answer.body),), fix=fix,
+                name=name,
+                title=title,
+                passed=False,
+                message=f"GET {path}: the answer is not JSON ({exc})",
+                seen=(_text(answer.body),),
+                fix=fix,
             )
         found = list(itertools.islice(validator.iter_errors(document), MAX_PROBLEMS + 1))
         errors = sorted(found[:MAX_PROBLEMS], key=lambda e: (list(map(str, e.absolute_path)), e.message))
         if errors:
             count = len(errors)
-            problems = f"over {MAX_PROBLEMS} problems" if len(found) > MAX_PROBLEMS else f"{count} problem{'s' if count != 1 else ''}"
+            problems = (
+                f"over {MAX_PROBLEMS} problems"
+                if len(found) > MAX_PROBLEMS
+                else f"{count} problem{'s' if count != 1 else ''}"
+            )
             return ConformanceCheck(
                 name=name,
                 title=title,
                 passed=False,
                 message=f"GET {path} breaks the standard's schema ({problems})",
                 seen=tuple(f"at {error.json_path}: {error.message}" for error in errors[:5])
-                + ((f"... and {'over ' if len(found) > MAX_PROBLEMS else ''}{count - 5} more",) if count > 5 else ()),
+                + (
+                    (f"... and {'over ' if len(found) > MAX_PROBLEMS else ''}{count - 5} more",)
+                    if count > 5
+                    else ()
+                ),
                 fix=fix,
             )
         documents[name] = document
-        return ConformanceCheck(name=name, title=title, passed=True, message=_summary(name, document), notes=notes)
+        return ConformanceCheck(
+            name=name, title=title, passed=True, message=_summary(name, document), notes=notes
+        )
 
     # --- runs ------------------------------------------------------------------------------
 
     async def execute(self, request: ATPRequest, sink: EventSink) -> ATPResponse:
         client = self._client
         if client is None:
-            raise AdapterError(f"agent {self.name!r}: the agent-interface adapter was not started", retryable=False)
+            raise AdapterError(
+                f"agent {self.name!r}: the agent-interface adapter was not started", retryable=False
+            )
         if self.server is None:
             return await self._execute(client, request, sink)
         failed = await self._server_exited(wait=False)
@@ -964,7 +1029,9 @@ class AgentInterfaceAdapter(NetworkAdapter):
             return await self._call_tool(client, request, data, sink)
         action = data.pop(ACTION_KEY, self.settings.action)
         if not isinstance(action, str) or not action:
-            raise ConfigError(f"task.input_data.{ACTION_KEY} must be the name of an A2A action, not {action!r}")
+            raise ConfigError(
+                f"task.input_data.{ACTION_KEY} must be the name of an A2A action, not {action!r}"
+            )
         settings = self.settings
         payload: dict[str, Any] = dict(settings.payload)
         if settings.payload_key is not None:
@@ -987,7 +1054,9 @@ class AgentInterfaceAdapter(NetworkAdapter):
         try:
             reply = _a2a_decoder.decode(answer.body)
         except (msgspec.MsgspecError, UnicodeDecodeError, RecursionError) as exc:
-            raise AgentError(f"{answer.where}: the agent's answer is not an A2A response ({exc})", evidence=answer.body) from None
+            raise AgentError(
+                f"{answer.where}: the agent's answer is not an A2A response ({exc})", evidence=answer.body
+            ) from None
         events: list[Event] = [
             make_event(request.task_id, sequence, ToolCallPayload(tool=tool, status="success"))
             for sequence, tool in enumerate(reply.tools_used)
@@ -996,10 +1065,14 @@ class AgentInterfaceAdapter(NetworkAdapter):
             sink.events(events)
         return self._response(request, reply.success, reply.result, reply.error, len(events), seconds)
 
-    async def _call_tool(self, client: Any, request: ATPRequest, data: dict[str, Any], sink: EventSink) -> ATPResponse:
+    async def _call_tool(
+        self, client: Any, request: ATPRequest, data: dict[str, Any], sink: EventSink
+    ) -> ATPResponse:
         tool, parameters = data.get(TOOL_KEY), data.get(PARAMETERS_KEY, {})
         if not isinstance(tool, str) or not tool:
-            raise ConfigError(f"task.input_data.{TOOL_KEY} must be the name of the tool to call, not {tool!r}")
+            raise ConfigError(
+                f"task.input_data.{TOOL_KEY} must be the name of the tool to call, not {tool!r}"
+            )
         if not isinstance(parameters, dict):
             raise ConfigError(f"task.input_data.{PARAMETERS_KEY} must be an object (the tool's parameters)")
         if tool in (".", ".."):
@@ -1019,7 +1092,9 @@ class AgentInterfaceAdapter(NetworkAdapter):
         try:
             reply = _tool_decoder.decode(answer.body)
         except (msgspec.MsgspecError, UnicodeDecodeError, RecursionError) as exc:
-            raise AgentError(f"{answer.where}: the agent's answer is not a tool result ({exc})", evidence=answer.body) from None
+            raise AgentError(
+                f"{answer.where}: the agent's answer is not a tool result ({exc})", evidence=answer.body
+            ) from None
         payload = ToolCallPayload(
             tool=tool,
             input=parameters,
@@ -1035,7 +1110,9 @@ class AgentInterfaceAdapter(NetworkAdapter):
     def _response(
         request: ATPRequest, success: bool, result: Any, error: str | None, tool_calls: int, seconds: float
     ) -> ATPResponse:
-        artifacts: list[Any] = [] if result is None else [StructuredArtifact(name=ARTIFACT, data=_wrapped(result))]
+        artifacts: list[Any] = (
+            [] if result is None else [StructuredArtifact(name=ARTIFACT, data=_wrapped(result))]
+        )
         return ATPResponse(
             version=PROTOCOL_VERSION,
             task_id=request.task_id,
@@ -1058,7 +1135,9 @@ class AgentInterfaceAdapter(NetworkAdapter):
             with anyio.fail_after(seconds):
                 return await self._exchange(client, "GET", url, None, DISCOVERY_BYTES)
         except TimeoutError:
-            raise _Failed(f"GET {shown_url(url)}", f"no answer within {seconds:g} s (discovery_timeout)") from None
+            raise _Failed(
+                f"GET {shown_url(url)}", f"no answer within {seconds:g} s (discovery_timeout)"
+            ) from None
 
     async def _post(self, client: Any, url: str, body: dict[str, Any]) -> Answer:
         """``POST`` JSON; an answer that is not a 2xx is the agent's refusal or failure, or (a 429,
@@ -1066,11 +1145,15 @@ class AgentInterfaceAdapter(NetworkAdapter):
         answer = await self._exchange(client, "POST", url, msgspec.json.encode(body))
         if not answer.ok:
             if is_transient(answer.status):
-                raise transient_fault(self.name, answer.where, answer.status, answer.phrase, answer.headers, answer.body)
+                raise transient_fault(
+                    self.name, answer.where, answer.status, answer.phrase, answer.headers, answer.body
+                )
             raise refusal(answer.where, answer.status, answer.phrase, answer.body)
         return answer
 
-    async def _exchange(self, client: Any, method: str, url: str, content: bytes | None, cap: int | None = None) -> Answer:
+    async def _exchange(
+        self, client: Any, method: str, url: str, content: bytes | None, cap: int | None = None
+    ) -> Answer:
         """:meth:`_read`, its transport's errors worded as the network adapters word them
         (:func:`~atp.adapters.network.http_failure`): no connection is an AdapterError (the
         agent cannot be reached); a URL httpx will not send an AdapterError; a connection cut
@@ -1082,7 +1165,9 @@ class AgentInterfaceAdapter(NetworkAdapter):
         except request_errors(httpx) as exc:
             failure = http_failure(httpx, exc, url, connect_timeout=self.settings.connect_timeout)
             if failure.kind == "connect":
-                raise unreachable(self.name, url, exc, connect_timeout=self.settings.connect_timeout) from None
+                raise unreachable(
+                    self.name, url, exc, connect_timeout=self.settings.connect_timeout
+                ) from None
             if failure.kind == "url":
                 raise AdapterError(f"{where}: {failure.words}", retryable=False) from None
             if failure.kind == "decode":
@@ -1193,7 +1278,9 @@ def _summary(name: str, document: dict[str, Any]) -> str:
         assert health is not None
         return f"status {health.status}" + (f": {health.detail}" if health.detail else "")
     names = [tool["name"] for tool in document["tools"]]
-    shown = ", ".join(names[:SHOWN_TOOLS]) + (f" and {len(names) - SHOWN_TOOLS} more" if len(names) > SHOWN_TOOLS else "")
+    shown = ", ".join(names[:SHOWN_TOOLS]) + (
+        f" and {len(names) - SHOWN_TOOLS} more" if len(names) > SHOWN_TOOLS else ""
+    )
     return f"{len(names)} tool{'s' if len(names) != 1 else ''}" + (f": {shown}" if names else "")
 
 

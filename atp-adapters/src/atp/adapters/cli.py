@@ -131,7 +131,9 @@ class CliSettings(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
             if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
                 raise ValueError("'max_runs_per_process' must be a whole number of runs, at least 1")
             if not self.persistent:
-                raise ValueError("'max_runs_per_process' applies to persistent agents only (persistent: true)")
+                raise ValueError(
+                    "'max_runs_per_process' applies to persistent agents only (persistent: true)"
+                )
 
 
 class CliAdapter(Adapter):
@@ -166,7 +168,9 @@ class CliAdapter(Adapter):
         does not start) saying why."""
         problem = await anyio.to_thread.run_sync(cannot_start, self.argv, self.cwd, self.env)
         if problem is not None:
-            raise AdapterError(f"agent {self.name!r}: cannot start {self.command_line!r}: {problem}", retryable=False)
+            raise AdapterError(
+                f"agent {self.name!r}: cannot start {self.command_line!r}: {problem}", retryable=False
+            )
 
     def artifact_dir(self, request: ATPRequest) -> Path | None:
         """The agent's working folder: its relative artifact paths are relative to it."""
@@ -212,7 +216,12 @@ class ProcessAdapter(Protocol):
 
 
 async def run_process(
-    adapter: ProcessAdapter, argv: list[str], cwd: Path, env: Mapping[bytes, bytes], request: ATPRequest, sink: EventSink
+    adapter: ProcessAdapter,
+    argv: list[str],
+    cwd: Path,
+    env: Mapping[bytes, bytes],
+    request: ATPRequest,
+    sink: EventSink,
 ) -> ATPResponse:
     """One run over the stdin/stdout transport, one process: start ``argv``, send the request,
     read events and the log from stderr and the response from stdout, and stop the process

@@ -125,7 +125,7 @@ def parse_cpu(value: str | float) -> float:
     try:
         number = float(value[:-1]) / 1000 if isinstance(value, str) and value.endswith("m") else float(value)
     except ValueError:
-        raise ValueError(f"{value!r} is not a number of CPUs (write it like \"1\", \"0.5\" or \"500m\")") from None
+        raise ValueError(f'{value!r} is not a number of CPUs (write it like "1", "0.5" or "500m")') from None
     if not math.isfinite(number) or number <= 0 or number > 1024:
         raise ValueError(f"{value!r} is not a number of CPUs between 0 and 1024")
     return number
@@ -235,7 +235,10 @@ def client() -> Any:
         found = docker.from_env(timeout=API_TIMEOUT)
         found.ping()
     except docker.errors.DockerException as exc:
-        where = os.environ.get("DOCKER_HOST") or "the current Docker context's engine (the default socket /var/run/docker.sock unless a context says otherwise)"
+        where = (
+            os.environ.get("DOCKER_HOST")
+            or "the current Docker context's engine (the default socket /var/run/docker.sock unless a context says otherwise)"
+        )
         raise AdapterError(
             f"the Docker engine is not reachable at {where} ({exc}); start it (for example "
             "'sudo systemctl start docker', or 'sudo dockerd &') or set DOCKER_HOST to one that runs"
@@ -319,7 +322,11 @@ class ContainerAdapter(Adapter):
         super().__init__(settings, name=name, base_dir=base_dir)
         self.workspace = (self.base_dir / settings.workspace).resolve() if settings.workspace else None
         self.mounts = [_mount(entry, self.base_dir) for entry in settings.readonly_mounts]
-        self.command = command_argv(settings.command, settings.args) if settings.command is not None else list(settings.args)
+        self.command = (
+            command_argv(settings.command, settings.args)
+            if settings.command is not None
+            else list(settings.args)
+        )
         # The client's environment: ATP's (DOCKER_HOST, DOCKER_CONFIG...) and the container's
         # variables, which "-e NAME" then passes on without their values on a command line.
         environment = dict(os.environ)
@@ -348,7 +355,9 @@ class ContainerAdapter(Adapter):
         """Check, before any run, that containers can run: the client program, the SDK, the
         engine, the image (pulled when the policy allows), the mounts. Leftovers of ATP
         processes that no longer run are removed first."""
-        problem = await anyio.to_thread.run_sync(cannot_start, [self.settings.docker], self.base_dir, os.environ)
+        problem = await anyio.to_thread.run_sync(
+            cannot_start, [self.settings.docker], self.base_dir, os.environ
+        )
         if problem is not None:
             raise AdapterError(
                 f"agent {self.name!r}: the Docker client {self.settings.docker!r} cannot be run: {problem}; "
@@ -357,9 +366,13 @@ class ContainerAdapter(Adapter):
             )
         for host, _ in self.mounts:
             if not host.exists():
-                raise AdapterError(f"agent {self.name!r}: the readonly mount {host} does not exist", retryable=False)
+                raise AdapterError(
+                    f"agent {self.name!r}: the readonly mount {host} does not exist", retryable=False
+                )
         if self.workspace is not None and not self.workspace.is_dir():
-            raise AdapterError(f"agent {self.name!r}: the workspace {self.workspace} is not a folder", retryable=False)
+            raise AdapterError(
+                f"agent {self.name!r}: the workspace {self.workspace} is not a folder", retryable=False
+            )
         try:
             self.engine = await anyio.to_thread.run_sync(client)
         except AdapterError as exc:
@@ -388,7 +401,8 @@ class ContainerAdapter(Adapter):
             have = int(self.engine.info().get("NCPU") or 0)
             if have and parse_cpu(cpu) > have:
                 raise AdapterError(
-                    f"agent {self.name!r}: resources.cpu asks for {cpu} CPUs; the engine has {have}", retryable=False
+                    f"agent {self.name!r}: resources.cpu asks for {cpu} CPUs; the engine has {have}",
+                    retryable=False,
                 )
 
     def _image(self) -> None:
@@ -429,11 +443,25 @@ class ContainerAdapter(Adapter):
         s = self.settings
         run_id = str((request.metadata or {}).get("run_id", ""))
         argv = [
-            s.docker, "run", "--interactive", "--name", name,
-            "--label", f"{LABEL_OWNER}={_owner(os.getpid())}", "--label", f"{LABEL_RUN}={run_id}",
-            "--label", f"{LABEL_AGENT}={self.name}",
-            "--network", network or s.network, "--cap-drop", "ALL", "--security-opt", "no-new-privileges",
-            "--log-driver", "none",  # the engine keeps no copy of the streams ATP reads
+            s.docker,
+            "run",
+            "--interactive",
+            "--name",
+            name,
+            "--label",
+            f"{LABEL_OWNER}={_owner(os.getpid())}",
+            "--label",
+            f"{LABEL_RUN}={run_id}",
+            "--label",
+            f"{LABEL_AGENT}={self.name}",
+            "--network",
+            network or s.network,
+            "--cap-drop",
+            "ALL",
+            "--security-opt",
+            "no-new-privileges",
+            "--log-driver",
+            "none",  # the engine keeps no copy of the streams ATP reads
         ]
         if s.user is not None:
             argv += ["--user", s.user]
@@ -451,7 +479,12 @@ class ContainerAdapter(Adapter):
             argv += ["--mount", _bind(str(host), inside, readonly=True)]
         workspace = self.workspace_of(request)
         if workspace is not None:
-            argv += ["--mount", _bind(str(workspace), str(workspace), readonly=False), "--workdir", str(workspace)]
+            argv += [
+                "--mount",
+                _bind(str(workspace), str(workspace), readonly=False),
+                "--workdir",
+                str(workspace),
+            ]
         for key in s.env:
             argv += ["--env", key]  # its value comes from the client's environment
         return [*argv, s.image, *self.command]
@@ -469,7 +502,9 @@ class ContainerAdapter(Adapter):
 
     async def execute(self, request: ATPRequest, sink: EventSink) -> ATPResponse:
         if self._aborted:
-            raise AdapterError(f"agent {self.name!r}: ATP is stopping; no container is started", retryable=False)
+            raise AdapterError(
+                f"agent {self.name!r}: ATP is stopping; no container is started", retryable=False
+            )
         name = f"atp-{ledger.new_token()}"
         workspace = self.workspace_of(request)
         if request.context is not None and request.context.workspace_path and self.settings.user != "0":
@@ -545,7 +580,9 @@ class ContainerAdapter(Adapter):
             if name == "none":
                 name = f"atp-net-{ledger.new_token()}"
                 self.engine.networks.create(
-                    name, driver="bridge", internal=True,
+                    name,
+                    driver="bridge",
+                    internal=True,
                     options={"com.docker.network.bridge.enable_icc": "false"},
                     labels={LABEL_OWNER: _owner(os.getpid()), LABEL_AGENT: self.name},
                 )
@@ -556,7 +593,9 @@ class ContainerAdapter(Adapter):
                 self._interface = options.get("com.docker.network.bridge.name") or f"br-{attrs['Id'][:12]}"
                 self._firewall = self._filter(["-I", "INPUT", "-i", self._interface, "-j", "DROP"])
         except errors.DockerException as exc:
-            raise AdapterError(f"agent {self.name!r}: cannot prepare the network {name!r} for the mock tools: {exc}") from None
+            raise AdapterError(
+                f"agent {self.name!r}: cannot prepare the network {name!r} for the mock tools: {exc}"
+            ) from None
         gateways = []
         for config in (attrs.get("IPAM") or {}).get("Config") or []:
             if config.get("Gateway"):
@@ -566,7 +605,8 @@ class ContainerAdapter(Adapter):
                     gateways.append(str(next(ipaddress.ip_network(config["Subnet"]).hosts())))
         if not gateways:
             raise AdapterError(
-                f"agent {self.name!r}: the network {name!r} has no gateway address for the mock tools", retryable=False
+                f"agent {self.name!r}: the network {name!r} has no gateway address for the mock tools",
+                retryable=False,
             )
         return name, str(gateways[0])
 
@@ -618,7 +658,9 @@ class ContainerAdapter(Adapter):
             state = self.engine.api.inspect_container(name)["State"]
         except errors.NotFound:
             said = f": {quoted(as_text(exc.evidence))}" if exc.evidence else ""
-            return AdapterError(f"the container could not be created (the engine has no container {name}); {exc}{said}")
+            return AdapterError(
+                f"the container could not be created (the engine has no container {name}); {exc}{said}"
+            )
         except Exception:
             return None
         if state.get("OOMKilled"):
@@ -690,4 +732,3 @@ def _open_to_all(folder: Path) -> None:
                 os.chmod(entry, mode | (0o777 if stat.S_ISDIR(mode) else 0o666))
             except OSError:
                 continue
-

@@ -141,7 +141,9 @@ class CrewAISettings(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
 
 def _dotted_problem(setting: str, value: str) -> str | None:
     """What is wrong with the form of the ``module`` or ``crew`` setting, or ``None``."""
-    example = "like research_crew or my_pkg.crews" if setting == "module" else "like build_crew or crews.research"
+    example = (
+        "like research_crew or my_pkg.crews" if setting == "module" else "like build_crew or crews.research"
+    )
     if "\0" in value:
         return f"'{setting}' holds a NUL byte (\\0), which no Python name can"
     if setting == "module" and (value.endswith(".py") or "/" in value or "\\" in value):
@@ -300,7 +302,9 @@ class _Refused(Exception):
 
 class CrewAIAdapter(Adapter):
     type: ClassVar[str] = "crewai"
-    summary: ClassVar[str] = "a CrewAI crew run inside ATP: module: my_crew, crew: build_crew (a function returning a Crew)"
+    summary: ClassVar[str] = (
+        "a CrewAI crew run inside ATP: module: my_crew, crew: build_crew (a function returning a Crew)"
+    )
     Settings = CrewAISettings
     settings: CrewAISettings
 
@@ -436,7 +440,9 @@ class CrewAIAdapter(Adapter):
             ) from None
 
     def _error(self, problem: str) -> AdapterError:
-        return AdapterError(f"agent {self.name!r}: cannot use 'crew' {self.spec!r}: {problem}", retryable=False)
+        return AdapterError(
+            f"agent {self.name!r}: cannot use 'crew' {self.spec!r}: {problem}", retryable=False
+        )
 
     # --- the adapter --------------------------------------------------------------------------
 
@@ -517,7 +523,9 @@ class CrewAIAdapter(Adapter):
             group.start_soon(watch)
             try:
                 outcome.append(
-                    await anyio.to_thread.run_sync(run.kickoff, own, abandon_on_cancel=True, limiter=self._limiter)
+                    await anyio.to_thread.run_sync(
+                        run.kickoff, own, abandon_on_cancel=True, limiter=self._limiter
+                    )
                 )
             except anyio.get_cancelled_exc_class():
                 raise
@@ -617,7 +625,10 @@ class CrewAIAdapter(Adapter):
         raw = output.raw if isinstance(output.raw, str) else str(output.raw)
         artifacts: list[Artifact] = [
             FileArtifact(
-                path=OUTPUT_FILE, content=raw, content_type="text/markdown", size_bytes=len(raw.encode("utf-8"))
+                path=OUTPUT_FILE,
+                content=raw,
+                content_type="text/markdown",
+                size_bytes=len(raw.encode("utf-8")),
             )
         ]
         data = _structured(output)
@@ -629,7 +640,11 @@ class CrewAIAdapter(Adapter):
         for index, task_output in enumerate(outputs, 1):
             task = tasks[index - 1] if len(tasks) == len(outputs) else None
             own_name = getattr(task, "name", None) if task is not None else None
-            name = own_name if isinstance(own_name, str) and own_name and own_name not in taken else f"task_{index}"
+            name = (
+                own_name
+                if isinstance(own_name, str) and own_name and own_name not in taken
+                else f"task_{index}"
+            )
             while name in taken:  # (a task named like another artifact)
                 name = f"{name}_{index}"
             taken.add(name)
@@ -710,12 +725,16 @@ class _Run:
                     for _ in output:  # a streaming crew (stream=True): run it to its end
                         pass
                     output = output.result
-            except BaseException as exc:  # (a KeyboardInterrupt here is the crew's: signals reach the main thread)
+            except (
+                BaseException
+            ) as exc:  # (a KeyboardInterrupt here is the crew's: signals reach the main thread)
                 raise _Failed(f"the crew {adapter.spec}", exc) from None
             finally:
                 self.crewai.settle()
             if not hasattr(output, "raw"):
-                raise _Refused(f"the crew {adapter.spec} returned {_a(output)} from kickoff(), not a CrewOutput")
+                raise _Refused(
+                    f"the crew {adapter.spec} returned {_a(output)} from kickoff(), not a CrewOutput"
+                )
             return crew, output
         finally:
             undo()
@@ -884,7 +903,7 @@ class _Run:
         if isinstance(thought, str):
             thought = thought.strip()
             if thought.startswith("Thought:"):
-                thought = thought[len("Thought:"):].strip()
+                thought = thought[len("Thought:") :].strip()
         tool = getattr(answer, "tool", None)
         if tool:
             try:
@@ -930,7 +949,11 @@ class _Run:
         tool = self._tool(event)
         started = self._tool_start(tool)
         began, ended = getattr(event, "started_at", None), getattr(event, "finished_at", None)
-        if isinstance(began, datetime) and isinstance(ended, datetime) and (began.tzinfo is None) == (ended.tzinfo is None):
+        if (
+            isinstance(began, datetime)
+            and isinstance(ended, datetime)
+            and (began.tzinfo is None) == (ended.tzinfo is None)
+        ):
             duration: float | None = max((ended - began).total_seconds() * 1000, 0.0)
         else:
             duration = _ms_since(started, event.timestamp)

@@ -160,14 +160,18 @@ class GrpcSettings(NetworkSettings, kw_only=True):
         lowercased; the value of a ``-bin`` key as its UTF-8 bytes."""
         merged = {key.lower(): value for key, value in self.headers.items()}
         merged.update((key.lower(), value) for key, value in self.metadata.items())
-        return tuple((key, value.encode() if key.endswith("-bin") else value) for key, value in merged.items())
+        return tuple(
+            (key, value.encode() if key.endswith("-bin") else value) for key, value in merged.items()
+        )
 
 
 def check_metadata(setting: str, key: str, value: str, reserved: frozenset[str]) -> None:
     """Refuse, when the suite loads, metadata gRPC would refuse at every call. Raises ValueError."""
     lowered = key.lower()
     if not lowered or not set(lowered) <= _METADATA_KEY:
-        raise ValueError(f"'{setting}' has the key {key!r}, which is not a gRPC metadata key (letters, digits, '-', '_', '.')")
+        raise ValueError(
+            f"'{setting}' has the key {key!r}, which is not a gRPC metadata key (letters, digits, '-', '_', '.')"
+        )
     if lowered.startswith("grpc-") or lowered in reserved:
         raise ValueError(f"'{setting}' may not set {key!r}: gRPC sets it")
     if not lowered.endswith("-bin") and not all(" " <= char <= "~" for char in value):
@@ -258,7 +262,8 @@ class GrpcAdapter(NetworkAdapter):
                     roots = await anyio.Path(path).read_bytes()
                 except OSError as exc:
                     raise AdapterError(
-                        f"agent {self.name!r}: cannot read its ca_bundle {path}: {exc.strerror or exc}", retryable=False
+                        f"agent {self.name!r}: cannot read its ca_bundle {path}: {exc.strerror or exc}",
+                        retryable=False,
                     ) from None
             credentials = grpc.ssl_channel_credentials(root_certificates=roots)
             self._channel = grpc.aio.secure_channel(settings.target, credentials, options=options)
@@ -282,7 +287,9 @@ class GrpcAdapter(NetworkAdapter):
         grpc = self._grpc
         try:
             answer = await answer_of(
-                self._stub.Health(self._pb2.HealthRequest(), metadata=self.metadata, timeout=self.settings.connect_timeout)
+                self._stub.Health(
+                    self._pb2.HealthRequest(), metadata=self.metadata, timeout=self.settings.connect_timeout
+                )
             )
         except grpc.aio.AioRpcError as exc:
             return exc.code() == grpc.StatusCode.UNIMPLEMENTED  # (the server is there, without Health)
@@ -353,8 +360,10 @@ class GrpcAdapter(NetworkAdapter):
         grpc = self._grpc
         code = exc.code()
         details = exc.details() or ""
-        if code == grpc.StatusCode.UNAVAILABLE and not incoming.received_bytes and (
-            not connected or details.startswith(_CONNECT_FAILURES)
+        if (
+            code == grpc.StatusCode.UNAVAILABLE
+            and not incoming.received_bytes
+            and (not connected or details.startswith(_CONNECT_FAILURES))
         ):
             raise self.unreachable(details) from None
         if code == grpc.StatusCode.INVALID_ARGUMENT:
@@ -364,7 +373,10 @@ class GrpcAdapter(NetworkAdapter):
                 f"{incoming.where}: the agent sent a message of more than {self.settings.max_message_bytes} "
                 f"bytes (max_message_bytes), {incoming.so_far}: {details}"
             ) from None
-        if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.RESOURCE_EXHAUSTED) and not incoming.received_bytes:
+        if (
+            code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.RESOURCE_EXHAUSTED)
+            and not incoming.received_bytes
+        ):
             raise self.transient(exc, incoming) from None
         if code == grpc.StatusCode.UNAVAILABLE:
             raise incoming.cut(f"gRPC status UNAVAILABLE: {details}") from None
@@ -501,7 +513,9 @@ class _Stream:
         with anyio.move_on_after(DRAIN_SECONDS):
             try:
                 if await call.read() is not grpc.aio.EOF:
-                    sink.warn(f"{where}: the agent sent more after the ATP Response; ATP ignored it and ended the call")
+                    sink.warn(
+                        f"{where}: the agent sent more after the ATP Response; ATP ignored it and ended the call"
+                    )
             except grpc.aio.AioRpcError as exc:
                 sink.warn(
                     f"{where}: the agent ended the call with the gRPC status {exc.code().name} after its "

@@ -222,7 +222,12 @@ class HttpAdapter(NetworkAdapter):
         except request_errors(httpx) as exc:
             failure = http_failure(httpx, exc, url, connect_timeout=self.settings.connect_timeout)
             if failure.kind == "connect":
-                return Health(status="unreachable", detail=str(unreachable(self.name, url, exc, connect_timeout=self.settings.connect_timeout)))
+                return Health(
+                    status="unreachable",
+                    detail=str(
+                        unreachable(self.name, url, exc, connect_timeout=self.settings.connect_timeout)
+                    ),
+                )
             return Health(status="unhealthy", detail=f"{where} failed: {failure.words}")
         if 200 <= status < 300 or status == 404:
             return Health(status="healthy")
@@ -297,7 +302,9 @@ class HttpAdapter(NetworkAdapter):
         status = answer.status_code
         if not answer.is_success:
             if answer.is_redirect:
-                raise AgentError(f"{incoming.where}: {redirect_words(status, answer.headers.get('location', ''))}")
+                raise AgentError(
+                    f"{incoming.where}: {redirect_words(status, answer.headers.get('location', ''))}"
+                )
             data = await read_some(answer)
             phrase = self._httpx.codes.get_reason_phrase(status)
             if is_transient(status):  # (overloaded, or a gateway before the agent failed)

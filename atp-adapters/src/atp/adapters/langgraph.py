@@ -396,7 +396,9 @@ class LangGraphAdapter(Adapter):
         run.emit(ErrorPayload(error_type=name, message=message, recoverable=False))
         artifacts: list[Artifact] = []
         if final is not _NOTHING:
-            artifacts.append(StructuredArtifact(name=STATE_ARTIFACT, data=await self._off_loop(_state_data, final)))
+            artifacts.append(
+                StructuredArtifact(name=STATE_ARTIFACT, data=await self._off_loop(_state_data, final))
+            )
         return ATPResponse(
             version=PROTOCOL_VERSION,
             task_id=request.task_id,
@@ -476,7 +478,9 @@ class LangGraphAdapter(Adapter):
             spec = getattr(self.settings, setting)
             if spec is None:
                 continue
-            importer = attribute_importer(spec, agent=self.name, base_dir=self.base_dir, path=self.settings.path)
+            importer = attribute_importer(
+                spec, agent=self.name, base_dir=self.base_dir, path=self.settings.path
+            )
             function = importer.import_attribute()
             if not callable(function):
                 raise AdapterError(
@@ -771,7 +775,8 @@ class _Run:
                 self._warned = True
                 with contextlib.suppress(Exception):
                     self.on_loop(
-                        self.sink.warn, f"ATP could not translate a LangGraph callback: {type(exc).__name__}: {exc}"
+                        self.sink.warn,
+                        f"ATP could not translate a LangGraph callback: {type(exc).__name__}: {exc}",
                     )
 
     def metrics(self, seconds: float) -> Metrics:
@@ -819,7 +824,9 @@ class _Run:
         running = self.running.copy()
         if running:
             names = sorted(set(running.values()))
-            nodes = f"node {names[0]!r} was" if len(names) == 1 else f"nodes {', '.join(map(repr, names))} were"
+            nodes = (
+                f"node {names[0]!r} was" if len(names) == 1 else f"nodes {', '.join(map(repr, names))} were"
+            )
             self.sink.warn(
                 f"the run ended while {nodes} running: cancelled, but what cannot be stopped (a "
                 f"node or tool that is a plain def, an async node blocking in sync code) is "
@@ -862,11 +869,21 @@ class _Run:
 
     def llm_failed(self, run_id: Any, error: BaseException) -> None:
         model, temperature, started = self.llms.pop(run_id, (None, None, None))
-        self.emit(LLMRequestPayload(model=model, duration_ms=_ms(started), temperature=temperature, stop_reason="error"))
+        self.emit(
+            LLMRequestPayload(
+                model=model, duration_ms=_ms(started), temperature=temperature, stop_reason="error"
+            )
+        )
 
-    def tool_started(self, run_id: Any, serialized: Any, input_str: Any, inputs: Any, kwargs: Mapping[str, Any]) -> None:
+    def tool_started(
+        self, run_id: Any, serialized: Any, input_str: Any, inputs: Any, kwargs: Mapping[str, Any]
+    ) -> None:
         self.alive()
-        name = (serialized.get("name") if isinstance(serialized, Mapping) else None) or kwargs.get("name") or "tool"
+        name = (
+            (serialized.get("name") if isinstance(serialized, Mapping) else None)
+            or kwargs.get("name")
+            or "tool"
+        )
         value = inputs if inputs is not None else input_str
         self.tools[run_id] = (str(name), _plain(value), time.perf_counter())
 
@@ -880,14 +897,21 @@ class _Run:
                 status, error = "error", _text(content)
         self.emit(
             ToolCallPayload(
-                tool=name, input=value, output=_plain(content), duration_ms=_ms(started), status=status, error=error
+                tool=name,
+                input=value,
+                output=_plain(content),
+                duration_ms=_ms(started),
+                status=status,
+                error=error,
             )
         )
 
     def tool_failed(self, run_id: Any, error: BaseException) -> None:
         name, value, started = self.tools.pop(run_id, ("tool", None, None))
         what = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
-        self.emit(ToolCallPayload(tool=name, input=value, duration_ms=_ms(started), status="error", error=what))
+        self.emit(
+            ToolCallPayload(tool=name, input=value, duration_ms=_ms(started), status="error", error=what)
+        )
 
 
 class _WorkerPool(concurrent.futures.ThreadPoolExecutor):
@@ -949,10 +973,14 @@ def _handler_class(base: type[Any]) -> type[Any]:
         def ignore_custom_event(self) -> bool:
             return True
 
-        def on_chat_model_start(self, serialized: Any, messages: Any, *, run_id: Any, metadata: Any = None, **kwargs: Any) -> None:
+        def on_chat_model_start(
+            self, serialized: Any, messages: Any, *, run_id: Any, metadata: Any = None, **kwargs: Any
+        ) -> None:
             self.run.guarded(self.run.llm_started, run_id, serialized, metadata, kwargs)
 
-        def on_llm_start(self, serialized: Any, prompts: Any, *, run_id: Any, metadata: Any = None, **kwargs: Any) -> None:
+        def on_llm_start(
+            self, serialized: Any, prompts: Any, *, run_id: Any, metadata: Any = None, **kwargs: Any
+        ) -> None:
             self.run.guarded(self.run.llm_started, run_id, serialized, metadata, kwargs)
 
         def on_llm_end(self, response: Any, *, run_id: Any, **kwargs: Any) -> None:
@@ -1058,7 +1086,11 @@ def _text(content: Any) -> str:
         for block in content:
             if isinstance(block, str):
                 parts.append(block)
-            elif isinstance(block, Mapping) and block.get("type") == "text" and isinstance(block.get("text"), str):
+            elif (
+                isinstance(block, Mapping)
+                and block.get("type") == "text"
+                and isinstance(block.get("text"), str)
+            ):
                 parts.append(block["text"])
         return "".join(parts)
     return "" if content is None else str(content)
@@ -1236,7 +1268,11 @@ class _Plain:
         calls = getattr(message, "tool_calls", None)
         if calls:
             data["tool_calls"] = [
-                {"name": call.get("name"), "args": self.convert(call.get("args"), depth), "id": call.get("id")}
+                {
+                    "name": call.get("name"),
+                    "args": self.convert(call.get("args"), depth),
+                    "id": call.get("id"),
+                }
                 for call in calls
                 if isinstance(call, Mapping)
             ]

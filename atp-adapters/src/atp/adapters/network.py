@@ -173,9 +173,13 @@ def check_settings(settings: NetworkSettings) -> None:
         if not _TOKEN.match(name):
             raise ValueError(f"'headers' has the name {name!r}, which is not a valid HTTP header name")
         if name.lower() in reserved:
-            raise ValueError(f"'headers' may not set {name!r}: the {'/'.join(schemes) or 'transport'} adapter sets it")
+            raise ValueError(
+                f"'headers' may not set {name!r}: the {'/'.join(schemes) or 'transport'} adapter sets it"
+            )
         if any(c in value for c in "\0\r\n"):
-            raise ValueError(f"'headers' value of {name!r} holds a line break or NUL byte, which no header can")
+            raise ValueError(
+                f"'headers' value of {name!r} holds a line break or NUL byte, which no header can"
+            )
     if settings.ca_bundle is not None:
         if not settings.ca_bundle or "\0" in settings.ca_bundle:
             raise ValueError("'ca_bundle' must be the path of a PEM file")
@@ -188,9 +192,15 @@ def check_settings(settings: NetworkSettings) -> None:
         or not math.isfinite(timeout)
         or not 0 < timeout <= MAX_CONNECT_TIMEOUT
     ):
-        raise ValueError(f"'connect_timeout' must be a number of seconds above 0 and at most {MAX_CONNECT_TIMEOUT:g}")
+        raise ValueError(
+            f"'connect_timeout' must be a number of seconds above 0 and at most {MAX_CONNECT_TIMEOUT:g}"
+        )
     limit = settings.max_message_bytes
-    if isinstance(limit, bool) or not isinstance(limit, int) or not MIN_MESSAGE_BYTES <= limit <= MAX_MESSAGE_BYTES:
+    if (
+        isinstance(limit, bool)
+        or not isinstance(limit, int)
+        or not MIN_MESSAGE_BYTES <= limit <= MAX_MESSAGE_BYTES
+    ):
         raise ValueError(
             f"'max_message_bytes' must be a whole number of bytes from {MIN_MESSAGE_BYTES} to {MAX_MESSAGE_BYTES}"
         )
@@ -257,7 +267,10 @@ class NetworkAdapter(Adapter):
         endpoint = self.settings.endpoint
         failure = await connect_test(endpoint, self.settings.connect_timeout)
         if failure is not None:
-            return Health(status="unreachable", detail=f"cannot reach agent {self.name!r} at {shown_url(endpoint)}: {failure}")
+            return Health(
+                status="unreachable",
+                detail=f"cannot reach agent {self.name!r} at {shown_url(endpoint)}: {failure}",
+            )
         return Health(
             status="unhealthy",
             detail=f"a connection to {shown_url(endpoint)} opens, but the agent's health check fails there",
@@ -327,7 +340,9 @@ def tls_context(settings: NetworkSettings, base_dir: Path, *, agent: str) -> ssl
             return ssl.create_default_context(cafile=str(path))
         except (OSError, ssl.SSLError) as exc:
             reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-            raise AdapterError(f"agent {agent!r}: cannot read its ca_bundle {path}: {reason}", retryable=False) from None
+            raise AdapterError(
+                f"agent {agent!r}: cannot read its ca_bundle {path}: {reason}", retryable=False
+            ) from None
     context = ssl.create_default_context()
     try:
         import certifi
@@ -419,7 +434,12 @@ class HttpFailure(NamedTuple):
 
 
 def http_failure(
-    httpx: Any, exc: BaseException, url: str, *, connect_timeout: float | None = None, timeout: str | None = None
+    httpx: Any,
+    exc: BaseException,
+    url: str,
+    *,
+    connect_timeout: float | None = None,
+    timeout: str | None = None,
 ) -> HttpFailure:
     """An httpx error of a request to ``url`` in words: :func:`connect_failure`'s for no
     connection; ``timeout`` (``no answer within 10 s (request_timeout)``) for a read or write
@@ -458,7 +478,9 @@ def quoted(text: str, limit: int = QUOTE_CHARS, *, secrets: Any = None) -> str:
     return printable(shorten(mask(text), limit))
 
 
-def unreachable(agent: str, url: str, exc: BaseException, *, connect_timeout: float | None = None) -> AdapterError:
+def unreachable(
+    agent: str, url: str, exc: BaseException, *, connect_timeout: float | None = None
+) -> AdapterError:
     """The agent at ``url`` cannot be reached: ``exc`` (or what it wraps: httpx and websockets
     wrap the OSError) as words a user can act on. Retryable (the agent may be there at the next
     try), but for a TLS certificate that does not verify: that takes a change of settings."""
@@ -548,7 +570,9 @@ def transient_fault(
     after = f" (retry after {wait:.3g} s)" if wait is not None else ""
     text = as_text(body).strip()
     said = f": {quoted(text)}" if text else ""
-    return AdapterError(f"agent {agent!r}: {where} answered {answer}{after}{said}", retryable=True, retry_after=wait)
+    return AdapterError(
+        f"agent {agent!r}: {where} answered {answer}{after}{said}", retryable=True, retry_after=wait
+    )
 
 
 def connect_failure(exc: BaseException, url: str, connect_timeout: float | None = None) -> str:
@@ -616,10 +640,16 @@ def refusal(where: str, status: int | str, phrase: str, body: bytes | str, *, hi
     evidence: str | bytes | None = error if error is not None else (body or None)
     answer = f"{status} {phrase}".rstrip()
     if isinstance(status, int) and 400 <= status < 500:
-        return AgentRefused(f"{where}: the agent refused the request with HTTP {answer}{shown}{hint}", status=status, evidence=evidence)
+        return AgentRefused(
+            f"{where}: the agent refused the request with HTTP {answer}{shown}{hint}",
+            status=status,
+            evidence=evidence,
+        )
     if isinstance(status, int):
         return AgentError(f"{where}: the agent failed with HTTP {answer}{shown}{hint}", evidence=evidence)
-    return AgentRefused(f"{where}: the agent refused the request with {answer}{shown}{hint}", status=status, evidence=evidence)
+    return AgentRefused(
+        f"{where}: the agent refused the request with {answer}{shown}{hint}", status=status, evidence=evidence
+    )
 
 
 # --- the messages of one run -----------------------------------------------------------------
@@ -697,7 +727,9 @@ class Incoming:
             f"(max_message_bytes), {self.so_far}"
         )
 
-    def take(self, messages: Sequence[bytes | str], final: Sequence[bool] | None = None) -> ATPResponse | None:
+    def take(
+        self, messages: Sequence[bytes | str], final: Sequence[bool] | None = None
+    ) -> ATPResponse | None:
         """Decode the ``messages`` that arrived (in order), deliver the events among them and
         return the response when one is there (what follows it is ignored, with a warning).
         ``final[i]`` marks a message the transport says is the response. Events that come
@@ -771,7 +803,9 @@ class Incoming:
 
     def cut(self, detail: str) -> AgentError:
         """The connection broke before the response."""
-        return AgentError(f"{self.where}: the connection was cut {self.so_far}, before an ATP Response ({detail})")
+        return AgentError(
+            f"{self.where}: the connection was cut {self.so_far}, before an ATP Response ({detail})"
+        )
 
     def ended(self, how: str = "the stream ended") -> AgentError:
         """The agent ended its stream (cleanly) without sending the response."""

@@ -167,9 +167,13 @@ class ProcessPool:
     def _start(self) -> Worker:
         adapter = self.adapter
         if self.closed:
-            raise AdapterError(f"agent {adapter.name!r}: ATP is stopping; no agent is started", retryable=False)
+            raise AdapterError(
+                f"agent {adapter.name!r}: ATP is stopping; no agent is started", retryable=False
+            )
         try:
-            process = AgentProcess.start(adapter.argv, cwd=adapter.cwd, env=adapter.encoded_env, owner=adapter)
+            process = AgentProcess.start(
+                adapter.argv, cwd=adapter.cwd, env=adapter.encoded_env, owner=adapter
+            )
         except OSError as exc:
             raise AdapterError(
                 f"agent {adapter.name!r}: cannot start {adapter.command_line!r} in {adapter.cwd}: "
@@ -393,7 +397,9 @@ class _Turn(Exchange):
             response = decode_response(line)
         except DECODE_ERRORS as exc:
             problem = exc if isinstance(exc, ProtocolError) else ProtocolError(f"ATP response: {exc}")
-            self.fail(AgentError(f"the agent's stdout line is not an ATP response ({problem})", evidence=line))
+            self.fail(
+                AgentError(f"the agent's stdout line is not an ATP response ({problem})", evidence=line)
+            )
             return
         if response.task_id != self.task_id:
             self.fail(

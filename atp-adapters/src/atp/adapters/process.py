@@ -871,7 +871,7 @@ class AgentProcess:
 
 
 def processes(count: int) -> str:
-    """"1 process", "2 processes"."""
+    """ "1 process", "2 processes"."""
     return f"{count} process" if count == 1 else f"{count} processes"
 
 

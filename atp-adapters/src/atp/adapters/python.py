@@ -296,7 +296,9 @@ class PythonAdapter(Adapter):
             raise self._error(self._raised_while_importing(exc)) from exc
 
     def _error(self, problem: str, verb: str = "cannot import") -> AdapterError:
-        return AdapterError(f"agent {self.name!r}: {verb} {self.settings.callable!r}: {problem}", retryable=False)
+        return AdapterError(
+            f"agent {self.name!r}: {verb} {self.settings.callable!r}: {problem}", retryable=False
+        )
 
     def _not_found(self, missing: str) -> str:
         parent, _, leaf = missing.rpartition(".")

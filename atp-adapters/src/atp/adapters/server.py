@@ -166,7 +166,9 @@ def command_line(command: str | list[str]) -> str:
     return shlex.join(command_argv(command, []))
 
 
-async def check_startable(argv: list[str], folder: Path, env: Mapping[str, str], *, agent: str, command: str) -> None:
+async def check_startable(
+    argv: list[str], folder: Path, env: Mapping[str, str], *, agent: str, command: str
+) -> None:
     """Raise AdapterError (nothing starts) when ``argv`` cannot be started in ``folder``: its
     program is not found or not executable, the folder does not exist."""
     problem = await anyio.to_thread.run_sync(cannot_start, argv, folder, env)
@@ -339,7 +341,9 @@ class LogFile:
         self._size += len(text)
         try:
             if self._size > MAX_LOG_FILE_BYTES:
-                file.write(f"[ATP wrote no more of the output: the log reached {MAX_LOG_FILE_BYTES // (1024 * 1024)} MiB]\n")
+                file.write(
+                    f"[ATP wrote no more of the output: the log reached {MAX_LOG_FILE_BYTES // (1024 * 1024)} MiB]\n"
+                )
             else:
                 file.write(text)
         except OSError:  # a full disk: the tail in memory still says how it ended
@@ -493,7 +497,9 @@ class Server:
             warn(f"{self.what} did not exit within {grace:g} s of SIGTERM (stop_grace); ATP killed it")
         count = result.stopped + result.running
         if result.running or result.unfinished:
-            warn(f"stopping {self.what}: {processes(count)} it started: {outcome(result, count)}{trouble(result)}")
+            warn(
+                f"stopping {self.what}: {processes(count)} it started: {outcome(result, count)}{trouble(result)}"
+            )
 
 
 def abort_all(owner: object) -> None:

@@ -168,7 +168,9 @@ class TermSdkSettings(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
             check_whole("port", self.port, 1, 65535)
         host = self.host
         if not host or any(c in host for c in "/\\@?#[] \t\r\n\0"):
-            raise ValueError(f"'host' {host!r} is not a host name or an IP address (write IPv6 without brackets)")
+            raise ValueError(
+                f"'host' {host!r} is not a host name or an IP address (write IPv6 without brackets)"
+            )
         check_env(self.env, AGENT_PORT)
         for name in ("health_timeout", "health_interval", "poll_interval", "request_timeout"):
             check_seconds(name, getattr(self, name))
@@ -311,7 +313,10 @@ class TermSdkAdapter(Adapter):
                     return Health(status="unhealthy", detail=with_evidence(exc))
                 raise AdapterError(f"agent {self.name!r}: {with_evidence(exc)}") from None
             seconds = time.perf_counter() - started
-            return Health(status="healthy", detail=f'GET /health said {{"status": "ok"}} {seconds:.2f} s after the start')
+            return Health(
+                status="healthy",
+                detail=f'GET /health said {{"status": "ok"}} {seconds:.2f} s after the start',
+            )
 
         health: Health = await self._with_agent(None, QUIET, wait_for_the_started_agent)
         return health
@@ -348,7 +353,9 @@ class TermSdkAdapter(Adapter):
         if self._lock.locked():
             # (a run that times out while it waits says "the agent was stopped": it never started)
             shared_thing = (
-                f"the fixed port {self.settings.port}" if self.settings.port is not None else f"the folder 'cwd' ({self.cwd})"
+                f"the fixed port {self.settings.port}"
+                if self.settings.port is not None
+                else f"the folder 'cwd' ({self.cwd})"
             )
             sink.warn(
                 f"this run waits for its turn: the runs of agent {self.name!r} share {shared_thing} and take "
@@ -358,14 +365,20 @@ class TermSdkAdapter(Adapter):
             return await self._in_folder(request, sink, body, workspace)
 
     async def _in_folder(
-        self, request: ATPRequest | None, sink: EventSink, body: Callable[[_Agent], Awaitable[_T]], workspace: Path | None
+        self,
+        request: ATPRequest | None,
+        sink: EventSink,
+        body: Callable[[_Agent], Awaitable[_T]],
+        workspace: Path | None,
     ) -> _T:
         temporary: Path | None = None
         folder = workspace or self.cwd
         if folder is None:
             import tempfile
 
-            temporary = folder = Path(await anyio.to_thread.run_sync(lambda: tempfile.mkdtemp(prefix="atp-term-sdk-")))
+            temporary = folder = Path(
+                await anyio.to_thread.run_sync(lambda: tempfile.mkdtemp(prefix="atp-term-sdk-"))
+            )
         try:
             since = time.time_ns() - 50_000_000  # (file times come from a clock that may lag a tick)
             result = await self._run_agent(folder, sink, body, request.task_id if request is not None else "")
@@ -420,7 +433,9 @@ class TermSdkAdapter(Adapter):
                 server.read_output(sink.log)
                 timeout = settings.request_timeout
                 # (no proxy between ATP and its agent: trust_env=False)
-                async with http_client(self._httpx, connect_timeout=timeout, timeout=timeout, trust_env=False) as client:
+                async with http_client(
+                    self._httpx, connect_timeout=timeout, timeout=timeout, trust_env=False
+                ) as client:
                     base = f"http://{url_host(settings.host)}:{port}"
                     agent = _Agent(self, client, server, sink, base, task_id)
                     return await body(agent)
@@ -494,15 +509,23 @@ class _Agent:
             # (httpx's timeouts are per read: an answer sent a byte at a time would never end)
             with anyio.fail_after(timeout):
                 async with self.client.stream(method, url, content=body, headers=headers) as answer:
-                    data = await read_body(answer, MAX_BODY_BYTES, lambda: AgentError(
-                        f"{method} {url}: the agent's answer is larger than {MAX_BODY_BYTES} bytes"
-                    ))
+                    data = await read_body(
+                        answer,
+                        MAX_BODY_BYTES,
+                        lambda: AgentError(
+                            f"{method} {url}: the agent's answer is larger than {MAX_BODY_BYTES} bytes"
+                        ),
+                    )
                     return answer.status_code, data, answer.headers
         except TimeoutError:
             raise _NoAnswer(f"no answer within {timeout:g} s (request_timeout)") from None
         except request_errors(self.httpx) as exc:
             failure = http_failure(
-                self.httpx, exc, url, connect_timeout=timeout, timeout=f"no answer within {timeout:g} s (request_timeout)"
+                self.httpx,
+                exc,
+                url,
+                connect_timeout=timeout,
+                timeout=f"no answer within {timeout:g} s (request_timeout)",
             )
             raise _NoAnswer(failure.words, exc if failure.kind == "connect" else None) from None
 
@@ -552,14 +575,20 @@ class _Agent:
     async def start_task(self, request: ATPRequest) -> None:
         """``POST /start`` with the instruction, ``max_steps`` and ``timeout_secs``."""
         constraints = request.constraints
-        max_steps = constraints.max_steps if constraints is not None and constraints.max_steps else self.settings.max_steps
+        max_steps = (
+            constraints.max_steps
+            if constraints is not None and constraints.max_steps
+            else self.settings.max_steps
+        )
         self.max_steps = max_steps
         timeout = (
             constraints.timeout_seconds
             if constraints is not None and constraints.timeout_seconds
             else DEFAULT_TIMEOUT_SECONDS
         )
-        body = msgspec.json.encode({"instruction": instruction(request), "max_steps": max_steps, "timeout_secs": timeout})
+        body = msgspec.json.encode(
+            {"instruction": instruction(request), "max_steps": max_steps, "timeout_secs": timeout}
+        )
         url = self.base + "/start"
         where = f"POST {url}"
         try:
@@ -569,7 +598,9 @@ class _Agent:
             if failed is not None:
                 raise failed from None
             if exc.unconnected is not None:
-                raise unreachable(self.name, url, exc.unconnected, connect_timeout=self.settings.request_timeout) from None
+                raise unreachable(
+                    self.name, url, exc.unconnected, connect_timeout=self.settings.request_timeout
+                ) from None
             raise AgentError(f"{where}: {exc.words}") from None
         if is_transient(status):
             phrase = self.httpx.codes.get_reason_phrase(status)
@@ -578,7 +609,13 @@ class _Agent:
             hint = ""
             if status == 409:
                 hint = "; it says a task is already running, though ATP started it for this run and sent one POST /start"
-            raise refusal(where, status, self.httpx.codes.get_reason_phrase(status), answer[:ERROR_BODY_BYTES], hint=hint)
+            raise refusal(
+                where,
+                status,
+                self.httpx.codes.get_reason_phrase(status),
+                answer[:ERROR_BODY_BYTES],
+                hint=hint,
+            )
         try:
             _decoder(_Started).decode(answer)
         except _DECODE_ERRORS as exc:
@@ -586,7 +623,9 @@ class _Agent:
                 f'{where}: the agent broke the protocol: its answer (HTTP {status}) is not {{"status": "started"}} ({exc})',
                 evidence=answer,
             ) from None
-        self._event(StateChangePayload(from_state="idle", to_state="started", reason="POST /start accepted the task"))
+        self._event(
+            StateChangePayload(from_state="idle", to_state="started", reason="POST /start accepted the task")
+        )
 
     async def follow(self, request: ATPRequest) -> ATPResponse:
         """Poll ``GET /status`` until the agent says ``completed`` or ``failed``; each new
@@ -635,7 +674,9 @@ class _Agent:
                     )
             else:
                 if errors:
-                    self.sink.warn(f"{where} failed {errors} times in a row ({last_failure}); then the agent answered again")
+                    self.sink.warn(
+                        f"{where} failed {errors} times in a row ({last_failure}); then the agent answered again"
+                    )
                 errors = 0
                 final = report.status in ("completed", "failed")
                 if report.status != state and not final:
@@ -650,7 +691,12 @@ class _Agent:
                 if report.status == "running" and steps != steps_shown:
                     steps_shown = steps
                     elapsed = f", {report.elapsed_secs:g} s" if report.elapsed_secs is not None else ""
-                    self._event(ProgressPayload(current_step=steps, message=f"running: {steps} step{'' if steps == 1 else 's'}{elapsed}"))
+                    self._event(
+                        ProgressPayload(
+                            current_step=steps,
+                            message=f"running: {steps} step{'' if steps == 1 else 's'}{elapsed}",
+                        )
+                    )
                 if report.status == "idle" and anyio.current_time() - accepted > settings.health_timeout:
                     raise AgentError(
                         f"{where}: the agent still says 'idle' {settings.health_timeout:g} s (health_timeout) after "
@@ -672,7 +718,10 @@ class _Agent:
         (:meth:`_bounded`)."""
         if len(report.history) > HISTORY_ENTRIES:
             self.longest_history = max(self.longest_history, len(report.history))
-        entries = sorted((e for e in report.history if self.last_step is None or e.step > self.last_step), key=lambda e: e.step)
+        entries = sorted(
+            (e for e in report.history if self.last_step is None or e.step > self.last_step),
+            key=lambda e: e.step,
+        )
         events = []
         for entry in entries:
             if self.last_step is not None and entry.step <= self.last_step:
@@ -747,7 +796,9 @@ class _Agent:
         if report.status == "failed":
             error = report.error or "the agent reported status 'failed' without an error"
         elif report.error:
-            self.sink.warn(f"the agent reported status 'completed' with an error: {printable(shorten(report.error))}")
+            self.sink.warn(
+                f"the agent reported status 'completed' with an error: {printable(shorten(report.error))}"
+            )
         return ATPResponse(
             version=PROTOCOL_VERSION,
             task_id=request.task_id,
@@ -762,7 +813,9 @@ class _Agent:
         )
 
 
-def _artifacts(response: ATPResponse, folder: Path, since: int, inline: bool) -> tuple[ATPResponse, list[str]]:
+def _artifacts(
+    response: ATPResponse, folder: Path, since: int, inline: bool
+) -> tuple[ATPResponse, list[str]]:
     """The files the agent wrote in ``folder`` since ``since`` as the response's artifacts;
     with ``inline`` (a temporary folder, removed after the run) the content of each text file
     up to :data:`INLINE_BYTES` kept in its artifact (blocking: a worker thread)."""

@@ -97,7 +97,13 @@ READ_SIZE = 64 * 1024
 DEFAULT_PROXY_TIMEOUT = 30.0
 
 ErrorCode = Literal[
-    "INVALID_REQUEST", "TOOL_NOT_FOUND", "TOOL_ERROR", "LLM_ERROR", "TIMEOUT", "BUDGET_EXCEEDED", "INTERNAL_ERROR"
+    "INVALID_REQUEST",
+    "TOOL_NOT_FOUND",
+    "TOOL_ERROR",
+    "LLM_ERROR",
+    "TIMEOUT",
+    "BUDGET_EXCEEDED",
+    "INTERNAL_ERROR",
 ]
 DEFAULT_STATUS: dict[str, int] = {
     "INVALID_REQUEST": 400,
@@ -251,7 +257,9 @@ class ToolServer(Service):
         return f"http://{HOST}:{self._port}"
 
     @asynccontextmanager
-    async def run(self, config: list[Tool], request: ATPRequest, recorder: Recorder) -> AsyncIterator[ATPRequest]:
+    async def run(
+        self, config: list[Tool], request: ATPRequest, recorder: Recorder
+    ) -> AsyncIterator[ATPRequest]:
         if self._server is None:
             await self.start()
         allowed = request.constraints.allowed_tools if request.constraints is not None else None
@@ -301,7 +309,13 @@ class ToolServer(Service):
                     break
                 except h11.RemoteProtocolError as exc:
                     status = getattr(exc, "error_status_hint", 400)
-                    await _send(h11, conn, writer, status, _error_body("INVALID_REQUEST", f"not valid HTTP/1.1: {exc}"))
+                    await _send(
+                        h11,
+                        conn,
+                        writer,
+                        status,
+                        _error_body("INVALID_REQUEST", f"not valid HTTP/1.1: {exc}"),
+                    )
                     break
                 if received is None:
                     break
@@ -325,33 +339,51 @@ class ToolServer(Service):
         started = time.perf_counter()
         path = request.target.split(b"?", 1)[0]
         parts = path.split(b"/")
-        run = self._runs.get(parts[2].decode("ascii", "replace")) if len(parts) > 2 and parts[1] == b"runs" else None
+        run = (
+            self._runs.get(parts[2].decode("ascii", "replace"))
+            if len(parts) > 2 and parts[1] == b"runs"
+            else None
+        )
         if run is None or run.closed:
             return 404, _error_body(
-                "TOOL_NOT_FOUND", "no run is served at this address (the run has ended, or the address is wrong)"
+                "TOOL_NOT_FOUND",
+                "no run is served at this address (the run has ended, or the address is wrong)",
             )
         run.connections.add(connection)
         connection.runs.add(run)
         if len(parts) != 5 or parts[3] != b"tools" or not parts[4]:
-            run.warn_once("path", f"the agent asked the tool server for {shorten_path(path)}, which is no tool's address")
+            run.warn_once(
+                "path",
+                f"the agent asked the tool server for {shorten_path(path)}, which is no tool's address",
+            )
             return 404, _error_body("INVALID_REQUEST", "a tool is called at {tools_endpoint}/tools/<name>")
         name = unquote(parts[4].decode("ascii", "replace"))
         shown = shorten(name, 200)
         if request.method != b"POST":
-            answer = _error("INVALID_REQUEST", f"a tool is called with POST, not {request.method.decode('ascii', 'replace')}", 405)
+            answer = _error(
+                "INVALID_REQUEST",
+                f"a tool is called with POST, not {request.method.decode('ascii', 'replace')}",
+                405,
+            )
             return run.finish(name, None, answer, started)
         try:
             call = msgspec.json.decode(body) if body else None
         except (msgspec.MsgspecError, UnicodeDecodeError, RecursionError) as exc:
-            return run.finish(name, None, _error("INVALID_REQUEST", f"the body is not valid JSON: {exc}"), started)
+            return run.finish(
+                name, None, _error("INVALID_REQUEST", f"the body is not valid JSON: {exc}"), started
+            )
         if not isinstance(call, dict):
-            answer = _error("INVALID_REQUEST", 'the body must be a JSON object: {"task_id": "...", "input": {...}}')
+            answer = _error(
+                "INVALID_REQUEST", 'the body must be a JSON object: {"task_id": "...", "input": {...}}'
+            )
             return run.finish(name, call, answer, started)
         tool_input = call.get("input", {})
         task_id = call.get("task_id")
         if task_id != run.task_id:
             said = "no task_id" if task_id is None else f"task_id {shorten_path(str(task_id).encode())}"
-            run.warn_once("task_id", f"a call of tool {shown!r} carried {said}, not the run's task_id {run.task_id!r}")
+            run.warn_once(
+                "task_id", f"a call of tool {shown!r} carried {said}, not the run's task_id {run.task_id!r}"
+            )
         tool = run.tools.get(name)
         if tool is None or (run.allowed is not None and name not in run.allowed):
             available = run.available()
@@ -380,15 +412,22 @@ class ToolServer(Service):
                     return response
             if default is not None:
                 return default
-            return _error("INVALID_REQUEST", f"no response of tool {tool.name!r} matches this input (and it has no default)")
+            return _error(
+                "INVALID_REQUEST",
+                f"no response of tool {tool.name!r} matches this input (and it has no default)",
+            )
         if tool.sequence is not None:
             count = run.calls.get(tool.name, 0)
             run.calls[tool.name] = count + 1
             return tool.sequence[min(count, len(tool.sequence) - 1)]
         assert tool.proxy is not None
-        return await self._proxy(tool.proxy, tool.timeout_seconds or DEFAULT_PROXY_TIMEOUT, call, run.task_id, tool_input)
+        return await self._proxy(
+            tool.proxy, tool.timeout_seconds or DEFAULT_PROXY_TIMEOUT, call, run.task_id, tool_input
+        )
 
-    async def _proxy(self, url: str, timeout: float, call: dict[str, Any], task_id: str, tool_input: Any) -> Answer:
+    async def _proxy(
+        self, url: str, timeout: float, call: dict[str, Any], task_id: str, tool_input: Any
+    ) -> Answer:
         """The answer of the real tool at ``url`` to the call (see the module)."""
         httpx = require("httpx", install="atp-adapters", feature="the mock tool server's proxy")
         if self._client is None:
@@ -402,16 +441,22 @@ class ToolServer(Service):
                 async for chunk in reply.aiter_bytes():
                     data += chunk
                     if len(data) > MAX_BODY_BYTES:
-                        return _error("TOOL_ERROR", f"the tool at {url} answered more than {MAX_BODY_BYTES} bytes", 502)
+                        return _error(
+                            "TOOL_ERROR", f"the tool at {url} answered more than {MAX_BODY_BYTES} bytes", 502
+                        )
                 status = reply.status_code
         except httpx.TimeoutException:
             return _error("TIMEOUT", f"the tool at {url} did not answer within {timeout:g} s")
         except httpx.HTTPError as exc:
-            return _error("TOOL_ERROR", f"the tool at {url} could not be reached: {type(exc).__name__}: {exc}", 502)
+            return _error(
+                "TOOL_ERROR", f"the tool at {url} could not be reached: {type(exc).__name__}: {exc}", 502
+            )
         try:
             answer = msgspec.json.decode(bytes(data))
         except (msgspec.MsgspecError, UnicodeDecodeError, RecursionError):
-            return _error("TOOL_ERROR", f"the tool at {url} answered HTTP {status} with a body that is not JSON", 502)
+            return _error(
+                "TOOL_ERROR", f"the tool at {url} answered HTTP {status} with a body that is not JSON", 502
+            )
         protocol = isinstance(answer, dict) and answer.get("status") in ("success", "error")
         if 200 <= status < 300 and not (protocol and answer["status"] == "error"):
             return Answer(output=answer.get("output") if protocol else answer)
@@ -476,7 +521,9 @@ class _Run:
             self.warned.add(topic)
             self.recorder.warn(message)
 
-    def finish(self, tool: str, tool_input: Any, answer: Answer, started: float) -> tuple[int, dict[str, Any]]:
+    def finish(
+        self, tool: str, tool_input: Any, answer: Answer, started: float
+    ) -> tuple[int, dict[str, Any]]:
         """Record the call and give the status and body of its answer."""
         duration_ms = round((time.perf_counter() - started) * 1000, 3)
         error = answer.error
@@ -503,7 +550,9 @@ class _Run:
             connection.close()
 
 
-def _error(code: ErrorCode, message: str, status: int | None = None, *, details: dict[str, Any] | None = None) -> Answer:
+def _error(
+    code: ErrorCode, message: str, status: int | None = None, *, details: dict[str, Any] | None = None
+) -> Answer:
     return Answer(error=ToolError(code=code, message=message, status=status, details=details))
 
 

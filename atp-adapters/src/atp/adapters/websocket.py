@@ -52,7 +52,13 @@ CLOSE_SECONDS = 2.0
 """How long ATP waits for the agent to answer its closing handshake."""
 REFUSING_CLOSE_CODES = {1003: "unsupported data", 1007: "invalid data", 1008: "policy violation"}
 """Close codes by which an agent refuses the request it was sent."""
-CLOSE_CODE_NAMES = {1000: "normal closure", 1001: "going away", 1011: "internal error", 1012: "service restart", 1013: "try again later"}
+CLOSE_CODE_NAMES = {
+    1000: "normal closure",
+    1001: "going away",
+    1011: "internal error",
+    1012: "service restart",
+    1013: "try again later",
+}
 _INSTALL = "atp-adapters"
 
 
@@ -75,7 +81,9 @@ class WebSocketSettings(NetworkSettings, kw_only=True):
 
 class WebSocketAdapter(NetworkAdapter):
     type = "websocket"
-    summary = "an agent behind a WebSocket endpoint: the request as a message, events and the response as messages"
+    summary = (
+        "an agent behind a WebSocket endpoint: the request as a message, events and the response as messages"
+    )
     Settings = WebSocketSettings
     settings: WebSocketSettings
 
@@ -113,17 +121,28 @@ class WebSocketAdapter(NetworkAdapter):
             where = f"GET {self.where} (WebSocket handshake)"
             if is_transient(answer.status_code):
                 raise transient_fault(
-                    self.name, where, answer.status_code, answer.reason_phrase, answer.headers, answer.body or b""
+                    self.name,
+                    where,
+                    answer.status_code,
+                    answer.reason_phrase,
+                    answer.headers,
+                    answer.body or b"",
                 ) from None
             raise refusal(where, answer.status_code, answer.reason_phrase, answer.body or b"") from None
-        except (OSError, TimeoutError, getattr(errors, "ProxyError", OSError)) as exc:  # (ProxyError: websockets 15)
+        except (
+            OSError,
+            TimeoutError,
+            getattr(errors, "ProxyError", OSError),
+        ) as exc:  # (ProxyError: websockets 15)
             if self._tls is not None and type(exc) is ConnectionResetError and not exc.args:
                 # asyncio's bare error for a server that closed during the TLS handshake
                 raise AdapterError(
                     f"cannot reach agent {self.name!r} at {self.where}: the TLS handshake failed (the server "
                     f"closed the connection); does the agent speak TLS there?"
                 ) from None
-            raise unreachable(self.name, settings.endpoint, exc, connect_timeout=settings.connect_timeout) from None
+            raise unreachable(
+                self.name, settings.endpoint, exc, connect_timeout=settings.connect_timeout
+            ) from None
         except errors.InvalidHandshake as exc:
             raise AgentError(
                 f"{self.where}: the WebSocket handshake failed ({exc}); is a WebSocket server listening there?"
@@ -183,6 +202,9 @@ class WebSocketAdapter(NetworkAdapter):
         name = CLOSE_CODE_NAMES.get(code, "")
         how = f"the agent closed the connection (code {code}{', ' + name if name else ''})"
         if code in (1000, 1001):
-            return incoming.ended(how) if not reason else AgentError(str(incoming.ended(how)), evidence=reason)
-        return AgentError(f"{incoming.where}: {how} {incoming.so_far} without an ATP Response", evidence=reason or None)
-
+            return (
+                incoming.ended(how) if not reason else AgentError(str(incoming.ended(how)), evidence=reason)
+            )
+        return AgentError(
+            f"{incoming.where}: {how} {incoming.so_far} without an ATP Response", evidence=reason or None
+        )

@@ -104,7 +104,9 @@ def with_workspace_files(response: ATPResponse, workspace: Path, since: int) -> 
         if isinstance(artifact, FileArtifact) and artifact.content is None:
             real = _inside(root, artifact.path)
             if real is None:
-                warn(f"the artifact {artifact.path!r} leads out of the workspace {workspace}; ATP does not read it")
+                warn(
+                    f"the artifact {artifact.path!r} leads out of the workspace {workspace}; ATP does not read it"
+                )
             else:
                 found = None
                 if real not in listed and (artifact.size_bytes is None or artifact.content_hash is None):
@@ -150,7 +152,9 @@ def with_workspace_files(response: ATPResponse, workspace: Path, since: int) -> 
             "them are not listed as artifacts"
         )
     if unreadable:
-        warn(f"{unreadable} folder{'' if unreadable == 1 else 's'} of the workspace could not be read; their files are not listed")
+        warn(
+            f"{unreadable} folder{'' if unreadable == 1 else 's'} of the workspace could not be read; their files are not listed"
+        )
     return msgspec.structs.replace(response, artifacts=artifacts), warnings
 
 
@@ -230,7 +234,9 @@ def remove_tree(root: Path) -> str | None:
     if not failed:
         return None
     shown = "; ".join(dict.fromkeys(failed[:5]))
-    return f"{root}: {len(failed)} thing{'' if len(failed) == 1 else 's'} in it could not be removed ({shown})"
+    return (
+        f"{root}: {len(failed)} thing{'' if len(failed) == 1 else 's'} in it could not be removed ({shown})"
+    )
 
 
 def _names(top: int, failed: list[str]) -> list[str]:

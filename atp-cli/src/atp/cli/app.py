@@ -64,7 +64,10 @@ def debug_option(func: F) -> F:
             main._debug = True
 
     return click.option(
-        "--debug", is_flag=True, expose_value=False, callback=turn_on,
+        "--debug",
+        is_flag=True,
+        expose_value=False,
+        callback=turn_on,
         help="Show tracebacks for errors, plugin failures included.",
     )(func)
 
@@ -81,11 +84,15 @@ def config_option(func: F) -> F:
 def verbosity_options(func: F) -> F:
     """``-v/--verbose`` and ``-q/--quiet`` on a command that reports results."""
     func = click.option(
-        "-q", "--quiet", is_flag=True,
+        "-q",
+        "--quiet",
+        is_flag=True,
         help="Only the tests that did not pass and the summary; no progress display.",
     )(func)
     return click.option(
-        "-v", "--verbose", is_flag=True,
+        "-v",
+        "--verbose",
+        is_flag=True,
         help="Show every check, each failed run's response, warnings and log tails.",
     )(func)
 
@@ -179,7 +186,11 @@ def make_reporters(
         targets.append((output, output.file, output.option))
     if output_file is not None:
         free = next(
-            (i for i, (o, f, _) in enumerate(targets) if f is None and classes[o.name].file_extension is not None),
+            (
+                i
+                for i, (o, f, _) in enumerate(targets)
+                if f is None and classes[o.name].file_extension is not None
+            ),
             None,
         )
         if free is None:
@@ -206,7 +217,9 @@ def make_reporters(
             seen[key] = how
         if cls.file_extension is not None and target is None:
             stdout_writers.append(output.name)
-        reporters.append(cls(ReportOptions(output_file=target, verbose=verbose, quiet=quiet, stream=sys.stdout)))
+        reporters.append(
+            cls(ReportOptions(output_file=target, verbose=verbose, quiet=quiet, stream=sys.stdout))
+        )
     if stdout_writers and rename is not None:
         raise ConfigError(
             f"the {stdout_writers[0]} report to stdout takes one suite; name a file "
@@ -218,7 +231,11 @@ def make_reporters(
             f"the {first} and {second} reports would both go to standard output; give them files "
             f"(--output={first}:FILE --output={second}:FILE)"
         )
-    if not stdout_writers and not any(r.name == "console" for r in reporters) and "console" in loaded.reporters:
+    if (
+        not stdout_writers
+        and not any(r.name == "console" for r in reporters)
+        and "console" in loaded.reporters
+    ):
         console = loaded.reporter("console")
         reporters.insert(0, console(ReportOptions(verbose=verbose, quiet=quiet, stream=sys.stdout)))
     return reporters
@@ -270,7 +287,9 @@ def render(reporters: Sequence[Reporter], results: SuiteResults, store: RunStore
                 import traceback
 
                 traceback.print_exception(type(exc), exc, exc.__traceback__, file=sys.stderr)
-            owner = loaded.owner("reporter", reporter.name) if reporter.name in loaded.reporters else "a plugin"
+            owner = (
+                loaded.owner("reporter", reporter.name) if reporter.name in loaded.reporters else "a plugin"
+            )
             click.echo(
                 printable(
                     f"atp: plugin error: reporter {reporter.name!r} of {owner} failed: "

@@ -62,7 +62,9 @@ def find_suites(paths: Iterable[Path], cwd: Path | None = None) -> list[Path]:
         if path.is_dir():
             inside = suites_in(path)
             if not inside:
-                raise ConfigError(f"no suite files in the folder {path} (*.yaml files with a 'test_suite' key)")
+                raise ConfigError(
+                    f"no suite files in the folder {path} (*.yaml files with a 'test_suite' key)"
+                )
             suites.extend(inside)
         elif path.exists():
             suites.append(path)

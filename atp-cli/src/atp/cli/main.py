@@ -18,20 +18,64 @@ from typing import Any
 import click
 
 BUILTIN_COMMANDS = {
-    "init": ("atp.cli.commands.init", "init_command", "Start here: write a config, a suite and an agent, or a plugin package."),
-    "schema": ("atp.cli.commands.schema", "schema_command", "Print the JSON Schema of suite files or of the config, for editors."),
+    "init": (
+        "atp.cli.commands.init",
+        "init_command",
+        "Start here: write a config, a suite and an agent, or a plugin package.",
+    ),
+    "schema": (
+        "atp.cli.commands.schema",
+        "schema_command",
+        "Print the JSON Schema of suite files or of the config, for editors.",
+    ),
     "test": ("atp.cli.commands.test", "test_command", "Run a suite against an agent."),
-    "validate": ("atp.cli.commands.validate", "validate_command", "Check that an agent speaks ATP: probes, events, refusals."),
+    "validate": (
+        "atp.cli.commands.validate",
+        "validate_command",
+        "Check that an agent speaks ATP: probes, events, refusals.",
+    ),
     "report": ("atp.cli.commands.report", "report_command", "Render the results of a run directory."),
-    "merge": ("atp.cli.commands.merge", "merge_command", "Merge the shards of a sharded run into one run directory and report it."),
-    "view": ("atp.cli.commands.view", "view_command", "Browse the stored runs in a browser: reports and each test's trend."),
-    "baseline": ("atp.cli.commands.baseline", "baseline_command", "Save a baseline of an agent's scores, or compare a run with one."),
-    "clean": ("atp.cli.commands.clean", "clean_command", "Remove what killed ATP processes left behind (agent processes, containers)."),
-    "compare": ("atp.cli.commands.compare", "compare_command", "Run a suite against several agents, interleaved, and compare their scores."),
+    "merge": (
+        "atp.cli.commands.merge",
+        "merge_command",
+        "Merge the shards of a sharded run into one run directory and report it.",
+    ),
+    "view": (
+        "atp.cli.commands.view",
+        "view_command",
+        "Browse the stored runs in a browser: reports and each test's trend.",
+    ),
+    "baseline": (
+        "atp.cli.commands.baseline",
+        "baseline_command",
+        "Save a baseline of an agent's scores, or compare a run with one.",
+    ),
+    "clean": (
+        "atp.cli.commands.clean",
+        "clean_command",
+        "Remove what killed ATP processes left behind (agent processes, containers).",
+    ),
+    "compare": (
+        "atp.cli.commands.compare",
+        "compare_command",
+        "Run a suite against several agents, interleaved, and compare their scores.",
+    ),
     "plugins": ("atp.cli.commands.info", "plugins_command", "List installed plugins and what they register."),
-    "list-agents": ("atp.cli.commands.info", "list_agents_command", "List the agents defined in the config and a suite."),
-    "list-evaluators": ("atp.cli.commands.info", "list_evaluators_command", "List the assertion types evaluators provide."),
-    "version": ("atp.cli.commands.info", "version_command", "Show the versions of ATP's installed distributions."),
+    "list-agents": (
+        "atp.cli.commands.info",
+        "list_agents_command",
+        "List the agents defined in the config and a suite.",
+    ),
+    "list-evaluators": (
+        "atp.cli.commands.info",
+        "list_evaluators_command",
+        "List the assertion types evaluators provide.",
+    ),
+    "version": (
+        "atp.cli.commands.info",
+        "version_command",
+        "Show the versions of ATP's installed distributions.",
+    ),
 }
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_PLUGIN, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 1, 2, 3, 4, 130
@@ -57,9 +101,11 @@ class LazyGroup(click.Group):
             try:
                 call.function(*[{"cli": self}[name] for name in call.argnames])
             except Exception as exc:
-                warn_problems([
-                    f"{loaded.describe(call.plugin)} could not add its commands: {type(exc).__name__}: {exc}"
-                ])
+                warn_problems(
+                    [
+                        f"{loaded.describe(call.plugin)} could not add its commands: {type(exc).__name__}: {exc}"
+                    ]
+                )
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         self._load_plugin_commands()
@@ -98,7 +144,11 @@ def _show_version(ctx: click.Context, param: click.Parameter, value: bool) -> No
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--debug", is_flag=True, help="Show tracebacks for errors, plugin failures included.")
 @click.option(
-    "--version", is_flag=True, expose_value=False, is_eager=True, callback=_show_version,
+    "--version",
+    is_flag=True,
+    expose_value=False,
+    is_eager=True,
+    callback=_show_version,
     help="Show the versions of ATP's distributions and exit.",
 )
 def cli(debug: bool) -> None:

@@ -24,7 +24,9 @@ from atp.core.results import HEADER_FILE, RESULTS_FILE, RunStore, SuiteResults
 
 FRAMING_POLICY = "frame-ancestors 'none'"
 """No other site may frame a page of the viewer (a header only: browsers ignore it in a <meta>)."""
-META_POLICY = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'"
+META_POLICY = (
+    "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'"
+)
 """The pages of the viewer run no script and fetch nothing but themselves."""
 PAGE_POLICY = f"{META_POLICY}; {FRAMING_POLICY}"
 CHART_WIDTH, CHART_HEIGHT = 360, 90
@@ -63,7 +65,11 @@ class RunIndex:
     def runs(self) -> list[Run]:
         """Every readable run, newest first."""
         found = []
-        directories = sorted(p for p in self.root.iterdir() if (p / HEADER_FILE).is_file()) if self.root.is_dir() else []
+        directories = (
+            sorted(p for p in self.root.iterdir() if (p / HEADER_FILE).is_file())
+            if self.root.is_dir()
+            else []
+        )
         with self._lock:
             for directory in directories:
                 run = self._read(directory)
@@ -125,8 +131,8 @@ svg circle.passed{fill:#067647}svg circle.failed{fill:#b42318}svg circle.error{f
 
 def _page(title: str, body: str) -> bytes:
     return (
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-        f"<meta http-equiv=\"Content-Security-Policy\" content=\"{META_POLICY}\">"
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f'<meta http-equiv="Content-Security-Policy" content="{META_POLICY}">'
         f"<title>{html.escape(title)}</title><style>{_STYLE}</style></head><body>{body}</body></html>\n"
     ).encode()
 
@@ -151,18 +157,18 @@ def index_page(runs: list[Run], root: Path) -> bytes:
         state = "interrupted" if run.results.interrupted else ""
         rows.append(
             "<tr>"
-            f"<td><a href=\"/runs/{quote(run.run_id, safe='')}/report.html\">{_e(run.run_id)}</a></td>"
+            f'<td><a href="/runs/{quote(run.run_id, safe="")}/report.html">{_e(run.run_id)}</a></td>'
             f"<td>{_e(run.started_at.strftime('%Y-%m-%d %H:%M:%S'))}</td>"
-            f"<td><a href=\"{_trend_link(run.suite, run.agent)}\">{_e(run.suite)}</a></td>"
+            f'<td><a href="{_trend_link(run.suite, run.agent)}">{_e(run.suite)}</a></td>'
             f"<td>{_e(run.agent)}</td>"
-            f"<td class=\"num\">{summary.total}</td>"
-            f"<td class=\"num\">{summary.passed}</td>"
-            f"<td class=\"num{' bad' if summary.failed else ''}\">{summary.failed}</td>"
-            f"<td class=\"num{' bad' if summary.errors else ''}\">{summary.errors}</td>"
-            f"<td class=\"num\">{summary.skipped}</td>"
-            f"<td class=\"num\">{_rate(run.pass_rate)}</td>"
-            f"<td class=\"num\">{run.results.duration_seconds:.1f}s</td>"
-            f"<td class=\"muted\">{state}</td>"
+            f'<td class="num">{summary.total}</td>'
+            f'<td class="num">{summary.passed}</td>'
+            f'<td class="num{" bad" if summary.failed else ""}">{summary.failed}</td>'
+            f'<td class="num{" bad" if summary.errors else ""}">{summary.errors}</td>'
+            f'<td class="num">{summary.skipped}</td>'
+            f'<td class="num">{_rate(run.pass_rate)}</td>'
+            f'<td class="num">{run.results.duration_seconds:.1f}s</td>'
+            f'<td class="muted">{state}</td>'
             "</tr>"
         )
     table = (
@@ -172,7 +178,7 @@ def index_page(runs: list[Run], root: Path) -> bytes:
         if rows
         else f"<p>No runs in {_e(root)} yet: <code>atp test</code> stores each run there.</p>"
     )
-    body = f"<h1>ATP runs</h1><p class=\"muted\">{len(runs)} run{'s' if len(runs) != 1 else ''} in {_e(root)}</p>{table}"
+    body = f'<h1>ATP runs</h1><p class="muted">{len(runs)} run{"s" if len(runs) != 1 else ""} in {_e(root)}</p>{table}'
     return _page("ATP runs", body)
 
 
@@ -189,21 +195,24 @@ def _chart(points: list[tuple[float, str, str]]) -> str:
 
     line = " ".join(f"{x(i):.1f},{y(s):.1f}" for i, (s, _, _) in enumerate(points))
     dots = "".join(
-        f"<circle class=\"{_e(status)}\" cx=\"{x(i):.1f}\" cy=\"{y(s):.1f}\" r=\"3\"><title>{_e(label)}</title></circle>"
+        f'<circle class="{_e(status)}" cx="{x(i):.1f}" cy="{y(s):.1f}" r="3"><title>{_e(label)}</title></circle>'
         for i, (s, status, label) in enumerate(points)
     )
-    axes = f"<line class=\"axis\" x1=\"{pad}\" y1=\"{y(0):.1f}\" x2=\"{width - pad}\" y2=\"{y(0):.1f}\"/>" + (
-        f"<line class=\"axis\" x1=\"{pad}\" y1=\"{y(100):.1f}\" x2=\"{width - pad}\" y2=\"{y(100):.1f}\"/>"
+    axes = f'<line class="axis" x1="{pad}" y1="{y(0):.1f}" x2="{width - pad}" y2="{y(0):.1f}"/>' + (
+        f'<line class="axis" x1="{pad}" y1="{y(100):.1f}" x2="{width - pad}" y2="{y(100):.1f}"/>'
     )
     return (
-        f"<svg width=\"{width}\" height=\"{height}\" viewBox=\"0 0 {width} {height}\" role=\"img\">"
-        f"{axes}<polyline class=\"line\" points=\"{line}\"/>{dots}</svg>"
+        f'<svg width="{width}" height="{height}" viewBox="0 0 {width} {height}" role="img">'
+        f'{axes}<polyline class="line" points="{line}"/>{dots}</svg>'
     )
 
 
 def trend_page(runs: list[Run], suite: str, agent: str) -> bytes:
     """Each test's score across the stored runs of ``suite`` by ``agent``, oldest first."""
-    mine = sorted((r for r in runs if r.suite == suite and r.agent == agent), key=lambda r: (r.started_at.timestamp(), r.run_id))
+    mine = sorted(
+        (r for r in runs if r.suite == suite and r.agent == agent),
+        key=lambda r: (r.started_at.timestamp(), r.run_id),
+    )
     tests: dict[str, list[tuple[float, str, str]]] = {}
     for run in mine:
         for test in run.results.tests:
@@ -218,12 +227,12 @@ def trend_page(runs: list[Run], suite: str, agent: str) -> bytes:
         change = f"{last - scores[-2]:+.1f}" if len(scores) > 1 else "—"
         rows.append(
             f"<tr><td>{_e(test_id)}</td><td>{_chart(points)}</td>"
-            f"<td class=\"num\">{last:.1f}</td><td class=\"num\">{change}</td>"
-            f"<td class=\"num\">{min(scores):.1f} – {max(scores):.1f}</td><td class=\"num\">{len(points)}</td></tr>"
+            f'<td class="num">{last:.1f}</td><td class="num">{change}</td>'
+            f'<td class="num">{min(scores):.1f} – {max(scores):.1f}</td><td class="num">{len(points)}</td></tr>'
         )
     runs_list = "".join(
-        f"<li><a href=\"/runs/{quote(r.run_id, safe='')}/report.html\">{_e(r.run_id)}</a> "
-        f"<span class=\"muted\">{_e(r.started_at.strftime('%Y-%m-%d %H:%M'))}, pass rate {_rate(r.pass_rate)}</span></li>"
+        f'<li><a href="/runs/{quote(r.run_id, safe="")}/report.html">{_e(r.run_id)}</a> '
+        f'<span class="muted">{_e(r.started_at.strftime("%Y-%m-%d %H:%M"))}, pass rate {_rate(r.pass_rate)}</span></li>'
         for r in mine
     )
     title = f"{suite} · {agent}"
@@ -234,7 +243,7 @@ def trend_page(runs: list[Run], suite: str, agent: str) -> bytes:
         else "<p>No stored run of this suite and agent has a test that ran.</p>"
     )
     body = (
-        f"<p><a href=\"/\">← all runs</a></p><h1>{_e(title)}</h1>"
+        f'<p><a href="/">← all runs</a></p><h1>{_e(title)}</h1>'
         f"<p class=\"muted\">Each test's mean score in each stored run (0–100); a point's colour is the test's status "
         f"(green passed, red failed, orange error), its tooltip the run.</p>{table}"
         f"<h2>Runs</h2><ol>{runs_list}</ol>"
@@ -243,7 +252,7 @@ def trend_page(runs: list[Run], suite: str, agent: str) -> bytes:
 
 
 def message_page(title: str, text: str) -> bytes:
-    return _page(title, f"<p><a href=\"/\">← all runs</a></p><h1>{_e(title)}</h1><p>{_e(text)}</p>")
+    return _page(title, f'<p><a href="/">← all runs</a></p><h1>{_e(title)}</h1><p>{_e(text)}</p>')
 
 
 # --- the server --------------------------------------------------------------------------------
@@ -279,7 +288,11 @@ class _Handler(BaseHTTPRequestHandler):
         self._answer(head=False)
 
     def _refuse_method(self) -> None:
-        self._send(405, message_page("Not allowed", "The viewer is read-only: it answers GET and HEAD."), {"Allow": "GET, HEAD"})
+        self._send(
+            405,
+            message_page("Not allowed", "The viewer is read-only: it answers GET and HEAD."),
+            {"Allow": "GET, HEAD"},
+        )
 
     do_POST = do_PUT = do_DELETE = do_PATCH = do_OPTIONS = _refuse_method
 
@@ -287,7 +300,9 @@ class _Handler(BaseHTTPRequestHandler):
         host = self.headers.get("Host", "")
         port = self.server.server_address[1]
         if host not in (f"127.0.0.1:{port}", f"localhost:{port}"):
-            self._send(403, message_page("Forbidden", "The viewer answers requests to 127.0.0.1 only."), head=head)
+            self._send(
+                403, message_page("Forbidden", "The viewer answers requests to 127.0.0.1 only."), head=head
+            )
             return
         url = urlsplit(self.path)
         parts = [p for p in url.path.split("/") if p]

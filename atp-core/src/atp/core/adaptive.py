@@ -107,7 +107,9 @@ def look_alpha(plan: Adaptive, n: int, alpha: float = ALPHA) -> float:
     return spend(n / plan.max_runs, alpha) - spend((n - 1) / plan.max_runs, alpha)
 
 
-def decide(plan: Adaptive, current: Sample, baseline: Sample | None = None, alpha: float = ALPHA) -> Stop | None:
+def decide(
+    plan: Adaptive, current: Sample, baseline: Sample | None = None, alpha: float = ALPHA
+) -> Stop | None:
     """The decision at the look of ``current.n`` finished runs (their scores' size, mean and
     variance): a :class:`Stop`, or ``None`` to run on."""
     n = current.n
@@ -128,7 +130,11 @@ def decide(plan: Adaptive, current: Sample, baseline: Sample | None = None, alph
                 message=f"95% interval ±{half:.1f} ≤ ±{plan.ci_width:g} points after {n} runs",
             )
     if n >= plan.max_runs:
-        verdict = "with no significant change" if baseline is not None and baseline.n >= 2 else "before the interval was narrow enough"
+        verdict = (
+            "with no significant change"
+            if baseline is not None and baseline.n >= 2
+            else "before the interval was narrow enough"
+        )
         return Stop(runs=n, reason="max_runs", message=f"reached max_runs ({plan.max_runs}) {verdict}")
     return None
 

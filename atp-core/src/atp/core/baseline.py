@@ -277,7 +277,9 @@ def compare(
     for test_id, adjusted in zip(family, holm([results[i].p_value or 0.0 for i in family]), strict=True):
         comparison = results[test_id]
         comparison.p_holm = adjusted
-        comparison.verdict_holm = "no_change" if comparison.verdict == "no_change" or adjusted >= ALPHA else comparison.verdict
+        comparison.verdict_holm = (
+            "no_change" if comparison.verdict == "no_change" or adjusted >= ALPHA else comparison.verdict
+        )
     for comparison in results.values():
         if comparison.verdict_holm is None:
             comparison.verdict_holm = comparison.verdict

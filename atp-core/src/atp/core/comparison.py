@@ -168,7 +168,11 @@ def _runs(n: int) -> str:
 
 
 def _pair_test(a: str, b: str, scores_a: Sequence[float], scores_b: Sequence[float]) -> PairTest:
-    short = [f"{name} has {_runs(len(scores))}" for name, scores in ((a, scores_a), (b, scores_b)) if len(scores) < MIN_RUNS]
+    short = [
+        f"{name} has {_runs(len(scores))}"
+        for name, scores in ((a, scores_a), (b, scores_b))
+        if len(scores) < MIN_RUNS
+    ]
     if short:
         missing = [name for name, scores in ((a, scores_a), (b, scores_b)) if not scores]
         if missing:
@@ -229,7 +233,9 @@ def _overall(a: str, b: str, rows: Sequence[TestRow], index_a: int, index_b: int
     return result
 
 
-def compare_agents(results: Sequence[SuiteResults], run_dirs: Sequence[str | None] | None = None) -> AgentComparison:
+def compare_agents(
+    results: Sequence[SuiteResults], run_dirs: Sequence[str | None] | None = None
+) -> AgentComparison:
     """Each agent's results (one :class:`SuiteResults` per agent, of one suite, agents named
     differently) compared test by test and overall; ``run_dirs`` are recorded with them."""
     if len(results) < 2:

@@ -337,7 +337,9 @@ def config_from_document(doc: YamlDocument) -> Config:
 
 _TOML_AT = re.compile(r"\s*\(at (?:line (\d+), column \d+|end of document)\)\s*\Z")
 _TOML_HEADER = re.compile(r"\[\[?(?P<key>[^\]\[]*)\]\]?\s*(?:#.*)?\Z")
-_TOML_KEY = re.compile(r"(?P<key>(?:[A-Za-z0-9_-]+|\"[^\"]*\"|'[^']*')(?:\s*\.\s*(?:[A-Za-z0-9_-]+|\"[^\"]*\"|'[^']*'))*)\s*=")
+_TOML_KEY = re.compile(
+    r"(?P<key>(?:[A-Za-z0-9_-]+|\"[^\"]*\"|'[^']*')(?:\s*\.\s*(?:[A-Za-z0-9_-]+|\"[^\"]*\"|'[^']*'))*)\s*="
+)
 _TOML_TABLE_MENTION = re.compile(
     r"^\s*(?:\[\[?\s*tool\s*\.\s*[\"']?atp[\"']?\s*[\].]|tool\s*\.\s*[\"']?atp[\"']?\s*[.=])", re.MULTILINE
 )
@@ -596,9 +598,7 @@ def agent_definitions(config: Config, suite: Suite | None = None) -> dict[str, A
     suite entry with only a name refers to the config's agent."""
     found: dict[str, AgentDefinition] = {}
     for name, raw in config.spec.agents.items():
-        found[name] = AgentDefinition(
-            name, raw or {}, config.document, ("agents", name), config.base_dir
-        )
+        found[name] = AgentDefinition(name, raw or {}, config.document, ("agents", name), config.base_dir)
     if suite is not None and suite.path is not None:
         for index, raw in enumerate(suite.agents):
             name = raw["name"]
@@ -606,9 +606,7 @@ def agent_definitions(config: Config, suite: Suite | None = None) -> dict[str, A
                 if name not in found:
                     raise _suite_error(suite, f"agent {name!r} is not defined in the config", index)
                 continue
-            found[name] = AgentDefinition(
-                name, raw, suite.document, ("agents", index), suite.path.parent
-            )
+            found[name] = AgentDefinition(name, raw, suite.document, ("agents", index), suite.path.parent)
     return found
 
 
@@ -630,9 +628,7 @@ def choose_agent(definitions: Mapping[str, AgentDefinition], name: str | None) -
     if len(definitions) == 1:
         return next(iter(definitions.values()))
     if not definitions:
-        raise ConfigError(
-            "no agent is defined: add one to the suite's 'agents' list or to atp.config.yaml"
-        )
+        raise ConfigError("no agent is defined: add one to the suite's 'agents' list or to atp.config.yaml")
     raise ConfigError(f"choose an agent with --agent: {', '.join(sorted(definitions))}")
 
 
@@ -675,8 +671,7 @@ def resolve_agent(
         or not 0 < timeout <= MAX_AGENT_TIMEOUT
     ):
         raise definition.error(
-            f"'timeout' must be a number of seconds above 0 and at most {MAX_AGENT_TIMEOUT}, "
-            f"not {timeout!r}",
+            f"'timeout' must be a number of seconds above 0 and at most {MAX_AGENT_TIMEOUT}, not {timeout!r}",
             "timeout",
         )
     settings: msgspec.Struct

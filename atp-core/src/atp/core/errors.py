@@ -81,7 +81,9 @@ class AdapterError(AtpError):
         return (_adapter_error, (type(self), str(self), self.retryable, self.retry_after))
 
 
-def _adapter_error(cls: type[AdapterError], message: str, retryable: bool, retry_after: float | None) -> AdapterError:
+def _adapter_error(
+    cls: type[AdapterError], message: str, retryable: bool, retry_after: float | None
+) -> AdapterError:
     error = cls.__new__(cls)
     AdapterError.__init__(error, message, retryable=retryable, retry_after=retry_after)
     return error

@@ -183,20 +183,16 @@ def checked_result(who: str, value: object) -> list[Check]:
             hint = " (a single Check: return [check])"
         elif inspect.isawaitable(value):
             hint = " (an awaitable: was 'await' forgotten?)"
-        raise EvaluatorResultError(
-            f"{who} returned {describe(value)}{hint}, not a list of Check"
-        )
+        raise EvaluatorResultError(f"{who} returned {describe(value)}{hint}, not a list of Check")
     for index, item in enumerate(value):
         if not isinstance(item, Check):
             raise EvaluatorResultError(
-                f"{who} returned a list whose item {index} is {describe(item)}, "
-                f"not a Check"
+                f"{who} returned a list whose item {index} is {describe(item)}, not a Check"
             )
         problem = _check_problem(item)
         if problem is not None:
             raise EvaluatorResultError(
-                f"{who} returned a Check (item {index}, {shorten(repr(item.name), 80)}) "
-                f"whose {problem}"
+                f"{who} returned a Check (item {index}, {shorten(repr(item.name), 80)}) whose {problem}"
             )
         if type(item.score) is int:
             item.score = float(item.score)

@@ -48,7 +48,9 @@ class BudgetMeter:
         budget = self.budget
         cost = result.metrics.cost_usd or 0.0
         trace = result.trace  # an agent reporting fewer tokens than its events show spends those
-        tokens = max(run_metrics(result).get("total_tokens", 0.0), float(trace.input_tokens + trace.output_tokens))
+        tokens = max(
+            run_metrics(result).get("total_tokens", 0.0), float(trace.input_tokens + trace.output_tokens)
+        )
         for usage in result.evaluation_usage.values():
             cost += usage.cost_usd or 0.0
             tokens += usage.input_tokens + usage.output_tokens
@@ -59,7 +61,9 @@ class BudgetMeter:
         if budget.exceeded is not None:
             return
         if budget.max_cost_usd is not None and budget.spent_cost_usd >= budget.max_cost_usd:
-            budget.exceeded = f"max_cost_usd {budget.max_cost_usd:g} reached: ${budget.spent_cost_usd:.4f} spent"
+            budget.exceeded = (
+                f"max_cost_usd {budget.max_cost_usd:g} reached: ${budget.spent_cost_usd:.4f} spent"
+            )
         elif budget.max_tokens is not None and budget.spent_tokens >= budget.max_tokens:
             budget.exceeded = f"max_tokens {budget.max_tokens} reached: {budget.spent_tokens} tokens spent"
 

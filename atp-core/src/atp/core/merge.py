@@ -46,7 +46,21 @@ COPIED_FOLDERS = ("events", "logs", "workspaces")
 _AGREEING = ("fingerprint", "runs", "adaptive", "pass_rule", "quarantined", "skip")
 """What every shard must plan alike for a test they share."""
 
-_WORDS = ("none", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve")
+_WORDS = (
+    "none",
+    "one",
+    "two",
+    "three",
+    "four",
+    "five",
+    "six",
+    "seven",
+    "eight",
+    "nine",
+    "ten",
+    "eleven",
+    "twelve",
+)
 
 
 @dataclass
@@ -213,7 +227,11 @@ def _merged_tests(parts: list[_Part]) -> list[PlannedTest]:
                     )
         numbers = set(owners)
         every = numbers == set(range(1, first.runs + 1))
-        merged.append(msgspec.structs.replace(first, tags=list(first.tags), run_numbers=None if every else sorted(numbers)))
+        merged.append(
+            msgspec.structs.replace(
+                first, tags=list(first.tags), run_numbers=None if every else sorted(numbers)
+            )
+        )
     return merged
 
 

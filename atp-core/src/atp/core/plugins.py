@@ -158,9 +158,7 @@ class Plugins:
                     f"{ep.value} ({ep.distribution}); the second is not loaded"
                 )
                 continue
-            info = PluginInfo(
-                name=ep.name, module=ep.value, distribution=ep.distribution, version=ep.version
-            )
+            info = PluginInfo(name=ep.name, module=ep.value, distribution=ep.distribution, version=ep.version)
             try:
                 plugin = ep.load()
             except (Exception, SystemExit) as exc:
@@ -290,7 +288,9 @@ class Plugins:
                 return
             problem = kind.check(key) if kind.check is not None else None
             if problem is not None:
-                info.errors.append(f"registered {kind.label} {cls.__qualname__}, whose {problem}; it is not used")
+                info.errors.append(
+                    f"registered {kind.label} {cls.__qualname__}, whose {problem}; it is not used"
+                )
                 return
             registry.add(key, cls, info.name)
             listed.append(key)

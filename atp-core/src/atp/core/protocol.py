@@ -143,7 +143,9 @@ def sane_metrics(metrics: Metrics) -> tuple[Metrics, list[str]]:
             bad = not math.isfinite(value) or value < 0 or value > MAX_METRIC
         if bad:
             changes[name] = None
-            problems.append(f"the agent reported metrics.{name} = {value!r}, which is not a valid {'count' if counts else 'measurement'}; it is ignored")
+            problems.append(
+                f"the agent reported metrics.{name} = {value!r}, which is not a valid {'count' if counts else 'measurement'}; it is ignored"
+            )
     if changes:
         metrics = msgspec.structs.replace(metrics, **changes)
     return metrics, problems
@@ -312,7 +314,9 @@ def make_event(
     """Build an event from its typed payload (the event type follows from the payload's type)."""
     cls = _EVENT_BY_PAYLOAD[type(payload)]
     ts = timestamp if timestamp is not None else datetime.now(timezone.utc)
-    event: Event = cls(version=PROTOCOL_VERSION, task_id=task_id, timestamp=ts, sequence=sequence, payload=payload)
+    event: Event = cls(
+        version=PROTOCOL_VERSION, task_id=task_id, timestamp=ts, sequence=sequence, payload=payload
+    )
     return event
 
 
@@ -352,8 +356,7 @@ def check_version(version: str, what: str) -> None:
         raise ProtocolError(f"{what}: version {version!r} is not of the form MAJOR.MINOR")
     if int(match.group(1)) != PROTOCOL_MAJOR:
         raise ProtocolError(
-            f"{what}: protocol version {version} is not supported; "
-            f"ATP speaks version {PROTOCOL_MAJOR}.x"
+            f"{what}: protocol version {version} is not supported; ATP speaks version {PROTOCOL_MAJOR}.x"
         )
 
 
@@ -366,7 +369,9 @@ def _problem(what: str, exc: Exception, data: bytes | str | None = None) -> Prot
                 bytes(data).decode("utf-8")
             except UnicodeDecodeError as whole:
                 offset = whole.start
-        return ProtocolError(f"{what} is not valid UTF-8: byte {offset} is {exc.object[exc.start:exc.start + 1]!r}")
+        return ProtocolError(
+            f"{what} is not valid UTF-8: byte {offset} is {exc.object[exc.start : exc.start + 1]!r}"
+        )
     if isinstance(exc, RecursionError):
         return ProtocolError(f"{what} is nested too deeply (ATP reads at most about {MAX_NESTING} levels)")
     text = str(exc)

@@ -509,7 +509,9 @@ def suite_statistics(tests: list[TestResult]) -> SuiteStatistics:
         pass_at_k=at_k,
         pass_hat_k=hat_k,
         unstable=[
-            t.id for t in ran if t.statistics is not None and t.statistics.score.stability in ("unstable", "critical")
+            t.id
+            for t in ran
+            if t.statistics is not None and t.statistics.score.stability in ("unstable", "critical")
         ],
     )
 
@@ -541,13 +543,17 @@ def make_test_result(
     if runs:
         status = status_of_runs(runs, planned.pass_rule)
         skip_reason = None
-        unchecked = next((why for why in map(unchecked_reason, runs) if why), None) if status == "passed" else None
+        unchecked = (
+            next((why for why in map(unchecked_reason, runs) if why), None) if status == "passed" else None
+        )
         if unchecked is not None:  # what decides the test was not checked: it did not pass
             status, skip_reason = "skipped", unchecked
     else:
         status = "skipped"
-        skip_reason = planned.skip or _not_run(stopped_by, budget) or (
-            "not run: the run was interrupted" if interrupted else "not run"
+        skip_reason = (
+            planned.skip
+            or _not_run(stopped_by, budget)
+            or ("not run: the run was interrupted" if interrupted else "not run")
         )
     return TestResult(
         id=planned.id,
@@ -628,7 +634,9 @@ def build_suite_results(
         mine = by_test.pop(planned.id, [])
         scores[planned.id] = [r.score for r in mine]
         tests.append(
-            make_test_result(planned, mine, interrupted, header.stopped_by, entries.get(planned.id), alpha, header.budget)
+            make_test_result(
+                planned, mine, interrupted, header.stopped_by, entries.get(planned.id), alpha, header.budget
+            )
         )
     for test_id, stray in by_test.items():
         problems.append(
@@ -642,7 +650,9 @@ def build_suite_results(
         errors=sum(t.status == "error" for t in tests),
         deselected=header.deselected,
         runs=len(runs),
-        incomplete=sum(1 for planned, test in zip(header.tests, tests, strict=True) if is_incomplete(planned, test)),
+        incomplete=sum(
+            1 for planned, test in zip(header.tests, tests, strict=True) if is_incomplete(planned, test)
+        ),
         skipped_checks=sum(len(r.skipped_checks) for r in runs),
         flaky=sum(t.flaky for t in tests),
         quarantined=sum(t.quarantined and t.status in ("failed", "error") for t in tests),
@@ -658,7 +668,9 @@ def build_suite_results(
             baseline,
             header.suite,
             [
-                Compared(id=p.id, scores=scores[p.id], fingerprint=p.fingerprint, adaptive=p.adaptive, stop=t.stop)
+                Compared(
+                    id=p.id, scores=scores[p.id], fingerprint=p.fingerprint, adaptive=p.adaptive, stop=t.stop
+                )
                 for p, t in zip(header.tests, tests, strict=True)
                 if t.runs
             ],

@@ -38,7 +38,9 @@ def latest_unfinished(root: Path, suite: str, agent: str) -> Path:
     )
 
 
-def check_resumable(header: RunHeader, suite: str, agent: str, tests: Mapping[str, Test], *, force: bool) -> None:
+def check_resumable(
+    header: RunHeader, suite: str, agent: str, tests: Mapping[str, Test], *, force: bool
+) -> None:
     """Refuse (a ConfigError naming what changed) to go on with a run that finished, a merged
     run, a run of another suite or agent, or one whose tests changed since (unless ``force``;
     a test the suite no longer has is refused even then)."""
@@ -58,11 +60,15 @@ def check_resumable(header: RunHeader, suite: str, agent: str, tests: Mapping[st
     if missing:
         changes.append(f"the suite no longer has test(s) {', '.join(map(repr, missing[:5]))}")
     changed = [
-        p.id for p in header.tests if p.id in tests and p.fingerprint is not None and p.fingerprint != test_fingerprint(tests[p.id])
+        p.id
+        for p in header.tests
+        if p.id in tests and p.fingerprint is not None and p.fingerprint != test_fingerprint(tests[p.id])
     ]
     if changed:
         more = f" and {len(changed) - 5} more" if len(changed) > 5 else ""
-        changes.append(f"test(s) {', '.join(map(repr, changed[:5]))}{more} changed since (another fingerprint)")
+        changes.append(
+            f"test(s) {', '.join(map(repr, changed[:5]))}{more} changed since (another fingerprint)"
+        )
     if not changes:
         return
     if force and header.suite == suite and header.agent == agent and not missing:

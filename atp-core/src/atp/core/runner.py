@@ -266,7 +266,10 @@ class Runner:
         self._failed_hooks.add((plugin, hook_name))
         message = f"{type(exc).__name__}: {exc}"
         logger.warning(
-            "%s raised in its %s hook: %s (the run goes on)", self.plugins.describe(plugin), hook_name, message
+            "%s raised in its %s hook: %s (the run goes on)",
+            self.plugins.describe(plugin),
+            hook_name,
+            message,
         )
         self.plugin_failures.append(
             PluginFailure(
@@ -319,7 +322,11 @@ class Runner:
         total = 0
         for test in self.tests:
             if self.skip_of(test) is None and not schedule.decided(test.id):
-                left = self._planned[test.id].runs if self.plan_of(test) is not None else len(self._planned[test.id].share())
+                left = (
+                    self._planned[test.id].runs
+                    if self.plan_of(test) is not None
+                    else len(self._planned[test.id].share())
+                )
                 left -= len(self._done.get(test.id, ()))
                 if left > 0:
                     self._remaining[test.id] = left
@@ -345,7 +352,9 @@ class Runner:
                     self._notify("atp_suite_started", header=header, directory=store.directory)
                     await self._run_all(adapter, schedule, total)
                     interrupted = (
-                        self._stopped_by is not None or self._storage_error is not None or self._executor_lost is not None
+                        self._stopped_by is not None
+                        or self._storage_error is not None
+                        or self._executor_lost is not None
                     )
                 finally:
                     if adapter is not None:
@@ -599,7 +608,9 @@ class Runner:
             shorten(format_exception(exc), MAX_TRACEBACK_CHARS),
         )
 
-    async def _enter_services(self, test: Test, request: ATPRequest, trace: RunTrace, entered: _Entered) -> ATPRequest:
+    async def _enter_services(
+        self, test: Test, request: ATPRequest, trace: RunTrace, entered: _Entered
+    ) -> ATPRequest:
         """Enter the test's services for one run, in order; the request each yields goes to the
         next, the last one's to the agent."""
         for use in test.services:
@@ -609,7 +620,9 @@ class Runner:
                 context = service.run(use.config, request, Recorder(trace, use.key))
                 yielded = await context.__aenter__()
             except Exception as exc:
-                raise self._service_failure(use.key, "could not get ready for the run", _single(exc)) from None
+                raise self._service_failure(
+                    use.key, "could not get ready for the run", _single(exc)
+                ) from None
             entered.contexts.append((use.key, context))
             if not isinstance(yielded, ATPRequest) or yielded.task_id != request.task_id:
                 what = (
@@ -617,7 +630,9 @@ class Runner:
                     if isinstance(yielded, ATPRequest)
                     else f"yielded {describe(yielded)}, not an ATPRequest"
                 )
-                raise _ServiceFailed(f"service {use.key!r} of {self.plugins.owner('service', use.key)} {what}")
+                raise _ServiceFailed(
+                    f"service {use.key!r} of {self.plugins.owner('service', use.key)} {what}"
+                )
             request = yielded
         entered.pending = None
         return request
@@ -632,9 +647,13 @@ class Runner:
                 except Exception as exc:
                     inner = _single(exc)
                     trace.warn(f"service {key!r} failed when the run ended: {type(inner).__name__}: {inner}")
-                    self._hook_failed(self.plugins.owner_name("service", key) or key, f"service {key!r}", inner)
+                    self._hook_failed(
+                        self.plugins.owner_name("service", key) or key, f"service {key!r}", inner
+                    )
             if scope.cancelled_caught:
-                trace.warn(f"service {key!r} did not finish leaving the run within {SERVICE_LEAVE_SECONDS:g} s")
+                trace.warn(
+                    f"service {key!r} did not finish leaving the run within {SERVICE_LEAVE_SECONDS:g} s"
+                )
 
     async def _close_services(self) -> None:
         """Close every service made (even one whose start failed); a failure there is warned
@@ -645,7 +664,9 @@ class Runner:
             try:
                 await started.service.aclose()
             except Exception as exc:
-                self._hook_failed(self.plugins.owner_name("service", key) or key, f"service {key!r} aclose", _single(exc))
+                self._hook_failed(
+                    self.plugins.owner_name("service", key) or key, f"service {key!r} aclose", _single(exc)
+                )
 
     async def _close_evaluators(self) -> None:
         """Let every evaluator made release what it holds (a judge's connections), each within
@@ -655,7 +676,11 @@ class Runner:
                 with anyio.fail_after(SERVICE_LEAVE_SECONDS):
                     await evaluator.aclose()
             except Exception as exc:
-                self._hook_failed(self.plugins.owner_name("evaluator", name) or name, f"evaluator {name!r} aclose", _single(exc))
+                self._hook_failed(
+                    self.plugins.owner_name("evaluator", name) or name,
+                    f"evaluator {name!r} aclose",
+                    _single(exc),
+                )
 
     async def _run_all(self, adapter: Adapter | None, items: _Schedule, total: int) -> None:
         runs = self._runs_scope = anyio.CancelScope()
@@ -818,7 +843,10 @@ class Runner:
                 except ExecutorLost as lost:  # no run can be made: stop, keep what finished
                     if self._executor_lost is None:
                         self._executor_lost = str(lost)
-                        logger.warning("%s: the runs left are not made (atp test --resume makes them once it is back)", lost)
+                        logger.warning(
+                            "%s: the runs left are not made (atp test --resume makes them once it is back)",
+                            lost,
+                        )
                     if self._runs_scope is not None:
                         self._runs_scope.cancel()
                     raise _NotStarted from None
@@ -826,7 +854,9 @@ class Runner:
                     exc = _single(raised)
                     fault = infrastructure_fault(exc)
                     if fault is None:
-                        failure = f"executor {executor.name!r} could not make the run: {type(exc).__name__}: {exc}"
+                        failure = (
+                            f"executor {executor.name!r} could not make the run: {type(exc).__name__}: {exc}"
+                        )
             if waited.cancelled_caught:
                 fault = Fault(f"the executor did not send the run back within {limit:g} s")
             if shipped is not None and shipped.fault is not None:
@@ -871,7 +901,9 @@ class Runner:
             timeout = min(timeout, float(self.agent.timeout))
         return timeout + sum(self._evaluator_timeout(a.type) for a in test.assertions) + REMOTE_SPARE_SECONDS
 
-    def _shipped_result(self, test: Test, run_number: int, shipped: Shipped | None) -> tuple[RunResult | None, bool]:
+    def _shipped_result(
+        self, test: Test, run_number: int, shipped: Shipped | None
+    ) -> tuple[RunResult | None, bool]:
         """The result a worker sent, and whether it is one of this run (else an error result
         saying what came back instead); ``None`` when nothing came back."""
         if shipped is None:
@@ -942,7 +974,9 @@ class Runner:
             tried.error = _after_retries(tried.error or tried.fault.reason, retries)
         return await self._finish(adapter, test, run_number, tried, retries)
 
-    def _next_attempt(self, attempt: int, fault: Fault | None, retries: list[Retry], where: str | None = None) -> float | None:
+    def _next_attempt(
+        self, attempt: int, fault: Fault | None, retries: list[Retry], where: str | None = None
+    ) -> float | None:
         """The wait before another attempt at a run whose attempt number ``attempt`` met
         ``fault`` (recorded in ``retries``); ``None`` when there is none: no fault, no retries
         left, or a spent budget."""
@@ -950,7 +984,14 @@ class Runner:
             return None
         wait = backoff(attempt, self.retry_backoff, fault.retry_after)
         reason = self.masker.text(fault.reason) if self.masker is not None else fault.reason
-        retries.append(Retry(attempt=attempt, reason=shorten(reason, MAX_ERROR_CHARS), waited_seconds=round(wait, 3), where=where))
+        retries.append(
+            Retry(
+                attempt=attempt,
+                reason=shorten(reason, MAX_ERROR_CHARS),
+                waited_seconds=round(wait, 3),
+                where=where,
+            )
+        )
         return wait
 
     def _budget_spent(self) -> bool:
@@ -965,7 +1006,13 @@ class Runner:
         return await self._finish(adapter, test, run_number, tried, []), tried.fault
 
     async def _attempt(
-        self, adapter: Adapter, test: Test, run_number: int, directory: Path, attempt: int, task_id: str | None = None
+        self,
+        adapter: Adapter,
+        test: Test,
+        run_number: int,
+        directory: Path,
+        attempt: int,
+        task_id: str | None = None,
     ) -> _Tried:
         """One attempt at a run: the request executed through the adapter under the time limit;
         what came back, or why nothing did. Another attempt waits for its turn under the rate
@@ -1048,7 +1095,9 @@ class Runner:
         tried.returned = returned
         return tried
 
-    async def _finish(self, adapter: Adapter, test: Test, run_number: int, tried: _Tried, retries: list[Retry]) -> RunResult:
+    async def _finish(
+        self, adapter: Adapter, test: Test, run_number: int, tried: _Tried, retries: list[Retry]
+    ) -> RunResult:
         """The result of a run's last attempt: the response checked, evaluated and scored."""
         returned, trace, duration, timeout = tried.returned, tried.trace, tried.duration, tried.timeout
         task_id = tried.request.task_id
@@ -1065,8 +1114,7 @@ class Runner:
             could_not_run = True
         if response is not None and response.task_id != task_id:
             error = (
-                f"agent answered with task_id {response.task_id!r}, "
-                f"but the request's task_id was {task_id!r}"
+                f"agent answered with task_id {response.task_id!r}, but the request's task_id was {task_id!r}"
             )
             response = None
         if tried.timed_out:
@@ -1121,13 +1169,15 @@ class Runner:
                 if self._evaluator(assertion.type).category == "quality":
                     quality.extend(produced)
 
-        score, breakdown = score_run(
-            checks, quality, response, trace.summary, test.constraints, test.scoring
-        )
+        score, breakdown = score_run(checks, quality, response, trace.summary, test.constraints, test.scoring)
         outcome: Outcome
         if could_not_run:
             outcome = "error"
-        elif response.status == "completed" and error is None and all(c.passed or c.skipped is not None for c in checks):
+        elif (
+            response.status == "completed"
+            and error is None
+            and all(c.passed or c.skipped is not None for c in checks)
+        ):
             outcome = "passed"
         else:
             outcome = "failed"
@@ -1148,7 +1198,9 @@ class Runner:
             trace=trace.summary,
             events_file=tried.events_file if trace.events_written else None,
             log_file=tried.log_file if trace.log_written else None,
-            log_tail=[shorten(line, MAX_ERROR_CHARS) for line in trace.log_tail] if outcome != "passed" else [],
+            log_tail=[shorten(line, MAX_ERROR_CHARS) for line in trace.log_tail]
+            if outcome != "passed"
+            else [],
             artifacts=response.artifacts,
             evaluation_usage=ctx.usage if ctx is not None else {},
             traceback=tried.plugin_traceback,
@@ -1203,7 +1255,8 @@ class Runner:
             if self._schedule is not None:
                 alpha = self._schedule.alpha
             self._notify(
-                "atp_test_finished", result=make_test_result(planned, runs, False, baseline=entry, alpha=alpha)
+                "atp_test_finished",
+                result=make_test_result(planned, runs, False, baseline=entry, alpha=alpha),
             )
 
     def _evaluator(self, name: str) -> Evaluator:
@@ -1294,7 +1347,17 @@ class Runner:
 class _AdaptiveState:
     """An adaptive test's runs so far."""
 
-    __slots__ = ("_free", "baseline", "finished", "numbers", "plan", "running", "sample", "started", "stopped")
+    __slots__ = (
+        "_free",
+        "baseline",
+        "finished",
+        "numbers",
+        "plan",
+        "running",
+        "sample",
+        "started",
+        "stopped",
+    )
 
     def __init__(self, plan: Adaptive, baseline: Sample | None) -> None:
         self.plan = plan
@@ -1323,11 +1386,17 @@ class _Schedule:
     A worker that finds nothing to take while adaptive runs are in flight waits for their
     decisions."""
 
-    def __init__(self, runner: Runner, tests: list[Test], done: Mapping[str, list[RunResult]] | None = None) -> None:
+    def __init__(
+        self, runner: Runner, tests: list[Test], done: Mapping[str, list[RunResult]] | None = None
+    ) -> None:
         self._runner = runner
         self._done = done or {}
         self._adaptive: dict[str, _AdaptiveState] = {}
-        entries = runner.baseline.tests if runner.baseline is not None and runner.baseline.suite == runner.suite.name else {}
+        entries = (
+            runner.baseline.tests
+            if runner.baseline is not None and runner.baseline.suite == runner.suite.name
+            else {}
+        )
         adaptive = [t for t in tests if runner.plan_of(t) is not None and runner.skip_of(t) is None]
         reference = runner.baseline_ref
         self.alpha = sequential_alpha(
@@ -1338,14 +1407,18 @@ class _Schedule:
             plan = runner.plan_of(test)
             assert plan is not None
             entry = entries.get(test.id)
-            state = self._adaptive[test.id] = _AdaptiveState(plan, entry.sample() if entry is not None else None)
+            state = self._adaptive[test.id] = _AdaptiveState(
+                plan, entry.sample() if entry is not None else None
+            )
             scores = []
             for run in self._done.get(test.id, ()):  # a resumed run's, in stored order
                 state.sample = state.running.add(run.score)
                 state.numbers.add(run.run_number)
                 scores.append(run.score)
             state.started = state.finished = len(state.numbers)
-            if scores and (state.started >= plan.max_runs or replay(plan, scores, state.baseline, self.alpha) is not None):
+            if scores and (
+                state.started >= plan.max_runs or replay(plan, scores, state.baseline, self.alpha) is not None
+            ):
                 state.stopped = True  # decided at the same look as when it ran (runs in flight came after)
         self._base = self._first_runs(tests)
         self._more: deque[Test] = deque()
@@ -1473,7 +1546,9 @@ def _remove_files(*paths: Path) -> None:
             else:
                 path.unlink(missing_ok=True)
         except OSError as exc:
-            raise StorageError(f"cannot remove {path} for a new attempt at its run: {files.reason(exc)}") from None
+            raise StorageError(
+                f"cannot remove {path} for a new attempt at its run: {files.reason(exc)}"
+            ) from None
 
 
 class _ServiceFailed(Exception):

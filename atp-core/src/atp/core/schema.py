@@ -148,9 +148,7 @@ def _type_choice(names: list[str], summaries: Mapping[str, str], what: str) -> d
     return choice
 
 
-def _merged_settings(
-    components: _Components, settings: Any, common: Mapping[str, Any]
-) -> dict[str, Any]:
+def _merged_settings(components: _Components, settings: Any, common: Mapping[str, Any]) -> dict[str, Any]:
     """An object schema with the keys ``common`` and those of the Struct ``settings`` (its
     required keys and whether it allows others)."""
     definition = components.definition(settings) if settings is not None else None
@@ -176,13 +174,18 @@ def _agent_schema(
     common: dict[str, Any] = {
         "name": {"type": "string", "minLength": 1, "description": "The agent's name."},
         "type": _type_choice(
-            names, {n: adapters[n].summary for n in names}, "The adapter ATP speaks to the agent through (atp plugins)."
+            names,
+            {n: adapters[n].summary for n in names},
+            "The adapter ATP speaks to the agent through (atp plugins).",
         ),
         "timeout": {**_TIMEOUT, "description": "Seconds any run of the agent may take, at most."},
         "rate_limit": {
             "anyOf": [
                 {"type": "number", "exclusiveMinimum": 0, "maximum": 1_000_000},
-                {"type": "string", "pattern": r"^\s*[0-9]*\.?[0-9]+\s*/\s*(s|sec|second|m|min|minute|h|hour)\s*$"},
+                {
+                    "type": "string",
+                    "pattern": r"^\s*[0-9]*\.?[0-9]+\s*/\s*(s|sec|second|m|min|minute|h|hour)\s*$",
+                },
             ],
             "description": "How fast runs may start against the agent: runs per second, or like 10/s, 30/min, 2/h.",
         },
@@ -190,15 +193,19 @@ def _agent_schema(
     schema: dict[str, Any] = {"type": "object", "properties": common}
     if in_suite:
         schema["required"] = ["name"]
-        schema["description"] = "An agent (name, type and settings), or only the name of an agent of atp.config.yaml."
+        schema["description"] = (
+            "An agent (name, type and settings), or only the name of an agent of atp.config.yaml."
+        )
     else:
         schema["required"] = ["type"]
     branches = []
     for name in names:
-        branches.append({
-            "if": {"properties": {"type": {"const": name}}, "required": ["type"]},
-            "then": _merged_settings(components, adapters[name].Settings, common),
-        })
+        branches.append(
+            {
+                "if": {"properties": {"type": {"const": name}}, "required": ["type"]},
+                "then": _merged_settings(components, adapters[name].Settings, common),
+            }
+        )
     if branches:
         schema["allOf"] = branches
     return schema
@@ -243,10 +250,12 @@ def suite_schema(
     branches = []
     for name in names:
         config = components.ref(evaluators[name].Config) or {"type": "object"}
-        branches.append({
-            "if": {"properties": {"type": {"const": name}}, "required": ["type"]},
-            "then": {"properties": {"config": config}},
-        })
+        branches.append(
+            {
+                "if": {"properties": {"type": {"const": name}}, "required": ["type"]},
+                "then": {"properties": {"config": config}},
+            }
+        )
     if branches:
         assertion["allOf"] = branches
     for cls, whose in ((TestSpec, "this test's"), (DefaultsSpec, "every test's")):
@@ -316,7 +325,9 @@ def _whole_bounds(value: Any) -> Any:
     was made first: without this, the text would depend on the order modules were imported."""
     if isinstance(value, dict):
         return {
-            key: int(item) if key in BOUNDS and isinstance(item, float) and item.is_integer() else _whole_bounds(item)
+            key: int(item)
+            if key in BOUNDS and isinstance(item, float) and item.is_integer()
+            else _whole_bounds(item)
             for key, item in value.items()
         }
     if isinstance(value, list):

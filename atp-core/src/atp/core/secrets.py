@@ -47,7 +47,9 @@ class Masker:
         """The length of the longest secret."""
         # The spellings a secret has in JSON text written without escapes other than the
         # JSON-required ones: used only to decide quickly that raw JSON holds no secret.
-        forms = {s.encode() for s in ordered} | {json.dumps(s, ensure_ascii=False)[1:-1].encode() for s in ordered}
+        forms = {s.encode() for s in ordered} | {
+            json.dumps(s, ensure_ascii=False)[1:-1].encode() for s in ordered
+        }
         self._bytes = tuple(sorted(forms, key=len, reverse=True))
         # Whether some secret holds a character JSON may spell with a short escape (\/ for /).
         self._escapable = any(c in s for s in ordered for c in _SHORT_ESCAPED)
@@ -203,8 +205,15 @@ def _surrogates(code: int) -> str:
 
 
 _SHORT_FORMS = {
-    '"': '\\"', "\\": "\\\\", "/": "\\/", "\b": "\\b", "\f": "\\f", "\n": "\\n",
-    "\r": "\\r", "\t": "\\t", "'": "\\'",
+    '"': '\\"',
+    "\\": "\\\\",
+    "/": "\\/",
+    "\b": "\\b",
+    "\f": "\\f",
+    "\n": "\\n",
+    "\r": "\\r",
+    "\t": "\\t",
+    "'": "\\'",
 }
 
 

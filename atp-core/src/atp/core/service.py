@@ -129,7 +129,9 @@ class Service(ABC):
         """Prepare once, before the first run that uses the service (bind a server)."""
 
     @abstractmethod
-    def run(self, config: Any, request: ATPRequest, recorder: Recorder) -> AbstractAsyncContextManager[ATPRequest]:
+    def run(
+        self, config: Any, request: ATPRequest, recorder: Recorder
+    ) -> AbstractAsyncContextManager[ATPRequest]:
         """The context of one run: yields the request to send the agent (``request`` with what
         the service adds, see :func:`with_context`), and records what it observes through
         ``recorder``. ``config`` is the test's value, validated."""

@@ -99,8 +99,10 @@ def partition(
     order_of = {t.id: i for i, t in enumerate(tests)}
     ordered: list[dict[str, list[int] | None]] = []
     for share in shares:  # in the suite's order, run numbers ascending
-        ordered.append({
-            test_id: sorted(numbers) if numbers is not None else None
-            for test_id, numbers in sorted(share.items(), key=lambda item: order_of[item[0]])
-        })
+        ordered.append(
+            {
+                test_id: sorted(numbers) if numbers is not None else None
+                for test_id, numbers in sorted(share.items(), key=lambda item: order_of[item[0]])
+            }
+        )
     return ordered

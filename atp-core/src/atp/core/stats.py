@@ -92,7 +92,9 @@ def describe(values: Sequence[float]) -> Stats:
     mean = fmean(values)
     low, high, middle = min(values), max(values), median(values)
     if n == 1:
-        return Stats(n=1, mean=mean, std=None, min=low, max=high, median=middle, ci_95=None, cv=None, stability=None)
+        return Stats(
+            n=1, mean=mean, std=None, min=low, max=high, median=middle, ci_95=None, cv=None, stability=None
+        )
     if low == high:  # exactly: no rounding makes a spread out of identical values
         mean = low
         std = 0.0
@@ -189,9 +191,7 @@ def incomplete_beta(a: float, b: float, x: float) -> float:
         return 0.0
     if x >= 1.0:
         return 1.0
-    log_front = (
-        math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
-    )
+    log_front = math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
     front = math.exp(log_front)
     if x < (a + 1.0) / (a + b + 2.0):
         return front * _beta_fraction(a, b, x) / a
@@ -360,7 +360,9 @@ class Running:
 
     def sample(self) -> Sample:
         spread = self.n > 1 and self._low != self._high
-        return Sample(n=self.n, mean=self.mean, variance=max(self._squares / (self.n - 1), 0.0) if spread else 0.0)
+        return Sample(
+            n=self.n, mean=self.mean, variance=max(self._squares / (self.n - 1), 0.0) if spread else 0.0
+        )
 
 
 class Difference(msgspec.Struct, kw_only=True):
@@ -388,7 +390,11 @@ def welch_terms(current: Sample, reference: Sample) -> tuple[float, float, float
     se2 = va + vb
     if se2 <= 0.0:
         return delta, 0.0, None
-    df = se2 * se2 / ((va * va / (current.n - 1) if va else 0.0) + (vb * vb / (reference.n - 1) if vb else 0.0))
+    df = (
+        se2
+        * se2
+        / ((va * va / (current.n - 1) if va else 0.0) + (vb * vb / (reference.n - 1) if vb else 0.0))
+    )
     return delta, math.sqrt(se2), df
 
 

@@ -350,7 +350,9 @@ def _suite(
         uses = _service_uses(doc, ("tests", index), taken.pop(index, {}), services, default_uses)
         resolved = _resolve_test(doc, index, test, spec.defaults, fallback, evaluators, weights)
         if uses:
-            resolved = msgspec.structs.replace(resolved, services=tuple(u for u in uses.values() if u is not None))
+            resolved = msgspec.structs.replace(
+                resolved, services=tuple(u for u in uses.values() if u is not None)
+            )
         tests.append(resolved)
     agent_names: dict[str, int] = {}
     for index, agent in enumerate(spec.agents):
@@ -365,7 +367,9 @@ def _suite(
         agent_names[name] = index
     for index, test_id in enumerate(spec.quarantine):
         if test_id not in seen:
-            raise doc.error(f"the quarantine names test {test_id!r}, which the suite does not have", ("quarantine", index))
+            raise doc.error(
+                f"the quarantine names test {test_id!r}, which the suite does not have", ("quarantine", index)
+            )
     return Suite(
         name=spec.test_suite,
         version=spec.version,
@@ -381,7 +385,9 @@ def _suite(
     )
 
 
-def _take_services(data: dict[Any, Any], services: Mapping[str, type[Service]]) -> dict[int | None, dict[str, Any]]:
+def _take_services(
+    data: dict[Any, Any], services: Mapping[str, type[Service]]
+) -> dict[int | None, dict[str, Any]]:
     """Take the service keys out of the suite's ``defaults`` (under ``None``) and out of each
     test (under its index), before the rest is checked against the suite's Structs; keys two
     plugins claim are taken too (their error is the plugins')."""
@@ -428,13 +434,20 @@ def _service_uses(
             raise doc.error(exc.message, (*where, *exc.at)) from None
         except Exception as exc:
             raise PluginFailed(
-                str(doc.error(f"service {key!r} could not check its configuration: {type(exc).__name__}: {exc}", where))
+                str(
+                    doc.error(
+                        f"service {key!r} could not check its configuration: {type(exc).__name__}: {exc}",
+                        where,
+                    )
+                )
             ) from exc
         uses[key] = ServiceUse(key, config)
     return uses
 
 
-def _with_service_keys(doc: YamlDocument, exc: SuiteError, services: Mapping[str, type[Service]]) -> SuiteError:
+def _with_service_keys(
+    doc: YamlDocument, exc: SuiteError, services: Mapping[str, type[Service]]
+) -> SuiteError:
     """An unknown key of a test or of the defaults that looks like a service's key (a typo of
     ``tools``): the error names the service keys."""
     import difflib
@@ -521,8 +534,7 @@ def _resolve_test(
             getattr(test.scoring, name) is not None for name in WEIGHT_FIELDS
         )
         raise doc.error(
-            "the scoring weights are all 0 (with the defaults applied); at least one must be "
-            "above 0",
+            "the scoring weights are all 0 (with the defaults applied); at least one must be above 0",
             ("tests", index, "scoring") if own else ("defaults", "scoring"),
         )
     task = test.task
@@ -557,7 +569,9 @@ def _resolve_test(
     )
 
 
-def _runs(doc: YamlDocument, index: int, test: TestSpec, defaults: DefaultsSpec, fallback: Fallback) -> dict[str, Any]:
+def _runs(
+    doc: YamlDocument, index: int, test: TestSpec, defaults: DefaultsSpec, fallback: Fallback
+) -> dict[str, Any]:
     """A test's run count, adaptive plan and pass rule, its own values over the defaults'."""
 
     def pick(name: str) -> Any:
@@ -568,7 +582,9 @@ def _runs(doc: YamlDocument, index: int, test: TestSpec, defaults: DefaultsSpec,
     settings = {name: pick(name) for name in ("min_runs", "max_runs", "ci_width", "min_effect")}
     plan = Adaptive(**{name: value for name, value in settings.items() if value is not None})
     if plan.min_runs > plan.max_runs:
-        at: tuple[PathPart, ...] = ("tests", index, "min_runs") if test.min_runs is not None else ("defaults", "min_runs")
+        at: tuple[PathPart, ...] = (
+            ("tests", index, "min_runs") if test.min_runs is not None else ("defaults", "min_runs")
+        )
         raise doc.error(f"min_runs ({plan.min_runs}) is more than max_runs ({plan.max_runs})", at)
     rule = pick("pass_rule")
     pass_rule = ALL_RUNS
@@ -744,8 +760,5 @@ def select_tests(
         missing = [i for i in ids if i not in known]
         if missing:
             raise ConfigError(f"no test with id {', '.join(map(repr, missing))} in the suite")
-    selected = [
-        t for t in tests if (not ids or t.id in ids) and (tags is None or tags.accepts(t.tags))
-    ]
+    selected = [t for t in tests if (not ids or t.id in ids) and (tags is None or tags.accepts(t.tags))]
     return selected, len(tests) - len(selected)
-

@@ -68,7 +68,9 @@ class FunctionAdapter(Adapter):
             for part in attribute.split("."):
                 target = getattr(target, part)
         except (ImportError, AttributeError) as exc:
-            raise AdapterError(f"agent {self.name!r}: cannot import {self.settings.function!r}: {exc}") from None
+            raise AdapterError(
+                f"agent {self.name!r}: cannot import {self.settings.function!r}: {exc}"
+            ) from None
         self.function: AgentFunction = target
 
     async def execute(self, request: ATPRequest, sink: EventSink) -> ATPResponse:
@@ -156,7 +158,10 @@ async def evaluate(
     test = test or make_test()
     request = ATPRequest(
         version=PROTOCOL_VERSION,
-        task_id=resp.task_id or str(uuid.uuid4()), task=test.task, constraints=test.constraints)
+        task_id=resp.task_id or str(uuid.uuid4()),
+        task=test.task,
+        constraints=test.constraints,
+    )
     ctx = EvalContext(test=test, request=request, response=resp, trace=Trace.of(events))
     if is_async(instance):
         returned: Any = await instance.evaluate(ctx, config)

@@ -275,8 +275,7 @@ class RunTrace:
         self._event_bytes += len(data)
         if self._event_bytes > self._max_event_bytes:
             raise TraceLimitExceeded(
-                f"agent flooded ATP with events: more than {self._max_event_bytes} bytes of "
-                f"events in one run"
+                f"agent flooded ATP with events: more than {self._max_event_bytes} bytes of events in one run"
             )
         self._last_sequence = self.summary.add(events, self._last_sequence)
         self._write_event_data(data)
@@ -433,4 +432,3 @@ class RunTrace:
             path.parent.mkdir(parents=True, exist_ok=True)
             fd = files.open_append(path)
         return open(fd, "ab", buffering=64 * 1024)
-

@@ -66,7 +66,9 @@ class WorkerSession:
         )
         self.tests = {t.id: t for t in suite.tests}
         agent = resolve_agent(choose_agent(agent_definitions(config, suite), job.agent), plugins.adapters)
-        used = [plugins.evaluator(t) for t in sorted({a.type for test in suite.tests for a in test.assertions})]
+        used = [
+            plugins.evaluator(t) for t in sorted({a.type for test in suite.tests for a in test.assertions})
+        ]
         self._folder = Path(tempfile.mkdtemp(prefix="atp-worker-"))
         self.runner = Runner(
             plugins,

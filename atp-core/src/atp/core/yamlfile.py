@@ -278,8 +278,7 @@ class YamlDocument:
             first = anchors.get(name)
             if first is not None:
                 raise fail(
-                    f"duplicate anchor &{_short(name)} (first defined at line "
-                    f"{first.start_mark.line + 1})",
+                    f"duplicate anchor &{_short(name)} (first defined at line {first.start_mark.line + 1})",
                     event.start_mark,
                 )
             anchors[name] = node
@@ -346,7 +345,9 @@ class YamlDocument:
                 # libyaml 0.2.6 (PyYAML 6.0.3 and later) scans a flow collection's opening
                 # brackets ahead of its events and stops at its own depth limit, above ours,
                 # before the events reach MAX_DEPTH here: the same refusal, said the same way
-                raise fail(f"nested deeper than {MAX_DEPTH} levels", exc.problem_mark or exc.context_mark) from None
+                raise fail(
+                    f"nested deeper than {MAX_DEPTH} levels", exc.problem_mark or exc.context_mark
+                ) from None
             kind = type(event)
             if kind is scalar:
                 mark = event.start_mark
@@ -375,10 +376,7 @@ class YamlDocument:
                 part = stack[-1].child_part() if stack else None
                 frame = _Open(node, part, kind is mapping_start, event.anchor is not None)
                 frame.build = (
-                    len(stack) == 1
-                    and part in items_of
-                    and tag == _SEQ_TAG
-                    and stack[0].node.tag == _MAP_TAG
+                    len(stack) == 1 and part in items_of and tag == _SEQ_TAG and stack[0].node.tag == _MAP_TAG
                 )
                 stack.append(frame)
             elif kind in ends:
@@ -544,9 +542,7 @@ def _step_type(type_: Any, token: PathPart) -> Any:
     return None
 
 
-def _bad_entry(
-    value: Any, type_: Any, keys_only: bool = False
-) -> tuple[Any, Any, str | None] | None:
+def _bad_entry(value: Any, type_: Any, keys_only: bool = False) -> tuple[Any, Any, str | None] | None:
     """The first entry of the mapping ``value`` that its type (``type_``, a ``dict``) refuses:
     its key, the value type and, if the key is valid, the error about the value."""
     if not isinstance(value, dict):

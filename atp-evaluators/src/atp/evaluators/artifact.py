@@ -240,8 +240,7 @@ def resolve(path: str, ctx: EvalContext) -> tuple[Path | None, str | None]:
         real = Path(os.path.realpath(root / given))
         if not real.is_relative_to(root):
             return None, (
-                f"{shown} is outside the workspace {ctx.workspace}; "
-                "ATP reads only files inside the workspace"
+                f"{shown} is outside the workspace {ctx.workspace}; ATP reads only files inside the workspace"
             )
         return real, None
     if given.is_absolute():
@@ -249,8 +248,7 @@ def resolve(path: str, ctx: EvalContext) -> tuple[Path | None, str | None]:
     if ctx.agent_dir is not None:
         return ctx.agent_dir / given, None
     return None, (
-        f"{shown} is a relative path and the agent has no working folder ATP knows; "
-        "ATP does not read it"
+        f"{shown} is a relative path and the agent has no working folder ATP knows; ATP does not read it"
     )
 
 
@@ -812,6 +810,7 @@ class Schema(Evaluator):
 
 
 # --- sections -------------------------------------------------------------------------------
+
 
 class SectionsConfig(Target, kw_only=True):
     sections: list[str]

@@ -359,8 +359,13 @@ class BehaviorConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
             raise ValueError(
                 f"give 'check: {name}' alone or the checks as keys, not both ('{given[0]}' is given too)"
             )
-        takes = {"must_use_tools": "tools", "forbidden_tools": "tools", "min_tool_calls": "limit",
-                 "max_tool_calls": "limit", "max_steps": "limit"}.get(name)
+        takes = {
+            "must_use_tools": "tools",
+            "forbidden_tools": "tools",
+            "min_tool_calls": "limit",
+            "max_tool_calls": "limit",
+            "max_steps": "limit",
+        }.get(name)
         for key in ("tools", "limit"):
             if key != takes and getattr(self, key) is not None:
                 raise ValueError(f"'{key}' does not apply to check: {name}")

@@ -227,11 +227,15 @@ class DaskExecutor(Executor):
             raise AdapterError(f"worker {worker} died while making {what} (Dask: KilledWorker)") from None
         except distributed.client.FutureCancelledError as exc:
             if self._closing:
-                raise AdapterError(f"{what} was stopped: ATP is closing the executor", retryable=False) from None
+                raise AdapterError(
+                    f"{what} was stopped: ATP is closing the executor", retryable=False
+                ) from None
             why = printable(str(getattr(exc, "reason", "") or "unknown"))
             raise AdapterError(f"the Dask cluster lost {what} (cancelled: {why})") from None
         except distributed.comm.CommClosedError as exc:  # the scheduler or a worker went away
-            raise AdapterError(f"the connection to the Dask cluster was lost while making {what}: {_reason(exc)}") from None
+            raise AdapterError(
+                f"the connection to the Dask cluster was lost while making {what}: {_reason(exc)}"
+            ) from None
         except Exception as exc:
             if client.status == "running":
                 if isinstance(exc, TimeoutError) and "No valid workers" in str(exc):
@@ -248,7 +252,9 @@ class DaskExecutor(Executor):
             if future is not None:
                 self._futures.discard(future)
         if not isinstance(answer, bytes):
-            raise AdapterError(f"a worker sent back {type(answer).__name__} for {what}, not a run", retryable=False)
+            raise AdapterError(
+                f"a worker sent back {type(answer).__name__} for {what}, not a run", retryable=False
+            )
         return msgspec.msgpack.decode(answer, type=Shipped)
 
     async def _job_future(self) -> Any:
@@ -358,7 +364,9 @@ class DaskExecutor(Executor):
                     self._job_data.release()
                     self._job_data = None
             except Exception as exc:
-                logger.warning("the Dask cluster at %s did not close the job cleanly: %s", self.address, _reason(exc))
+                logger.warning(
+                    "the Dask cluster at %s did not close the job cleanly: %s", self.address, _reason(exc)
+                )
             finally:
                 with contextlib.suppress(Exception):
                     await client.close()
@@ -538,7 +546,6 @@ class _Relay(logging.Handler):
             logger.log(record.levelno, "dask: %s", message)
         except Exception:
             self.handleError(record)
-
 
 
 def _distributed() -> Any:

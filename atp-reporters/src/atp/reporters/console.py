@@ -296,7 +296,9 @@ class StatusLine:
     def text(self) -> str:
         elapsed = clock(time.monotonic() - self.started)
         done = f"{self.done} of at most {self.total}" if self.up_to else f"{self.done}/{self.total}"
-        return f"running: {done} runs done, {self.running} in progress, {self.failed} failed, {elapsed} elapsed"
+        return (
+            f"running: {done} runs done, {self.running} in progress, {self.failed} failed, {elapsed} elapsed"
+        )
 
     def run_started(self) -> None:
         with self._lock:
@@ -365,7 +367,9 @@ class StatusLine:
 
 class ConsoleReporter(Reporter):
     name = "console"
-    summary = "results in the terminal: a line per test, failures with their evidence, a summary (the default)"
+    summary = (
+        "results in the terminal: a line per test, failures with their evidence, a summary (the default)"
+    )
 
     def __init__(self, options: ReportOptions) -> None:
         super().__init__(options)
@@ -508,7 +512,9 @@ class ConsoleReporter(Reporter):
                 out.append("")
         else:
             labels = _labels({(t.planned_runs, t.adaptive) for t in results.tests if t.skip_reason is None})
-            out.extend(self._header(results.suite, results.agent, results.agent_type, labels, store.directory))
+            out.extend(
+                self._header(results.suite, results.agent, results.agent_type, labels, store.directory)
+            )
         out.append("Tests:")
         width = max((len(safe(t.id)) for t in results.tests), default=0)
         for test in results.tests:
@@ -683,12 +689,16 @@ class ConsoleReporter(Reporter):
             if missing:
                 text += f"; not counted: {', '.join(missing)}"
             lines.append(text)
-        metrics = [self._metric(name, stats.metrics[name].mean) for name in METRIC_NAMES if name in stats.metrics]
+        metrics = [
+            self._metric(name, stats.metrics[name].mean) for name in METRIC_NAMES if name in stats.metrics
+        ]
         if metrics:
             lines.append(f"metrics (mean): {', '.join(metrics)}")
         if stats.runs > 1 and stats.pass_at_k:
             at_k = ", ".join(f"pass@{k} {self.number(v, '.2f')}" for k, v in sorted(stats.pass_at_k.items()))
-            hat_k = ", ".join(f"pass^{k} {self.number(v, '.2f')}" for k, v in sorted(stats.pass_hat_k.items()) if k > 1)
+            hat_k = ", ".join(
+                f"pass^{k} {self.number(v, '.2f')}" for k, v in sorted(stats.pass_hat_k.items()) if k > 1
+            )
             lines.append(f"{at_k}; {hat_k}" if hat_k else at_k)
         return [self.paint(self.text(f"    {line}"), "dim") for line in lines]
 
@@ -816,7 +826,9 @@ class ConsoleReporter(Reporter):
         lines.extend(self._retries(run, prefix))
         for item in run.checks:
             if item.skipped is not None:
-                text = f"    {self.symbols['skipped']} {prefix}{safe(item.name)}: skipped: {safe(item.skipped)}"
+                text = (
+                    f"    {self.symbols['skipped']} {prefix}{safe(item.name)}: skipped: {safe(item.skipped)}"
+                )
                 lines.append(self.paint(text, "yellow"))
                 continue
             mark = self.symbols["passed" if item.passed else "failed"]
@@ -832,7 +844,9 @@ class ConsoleReporter(Reporter):
         if run.outcome != "passed":
             lines.extend(self._response(run, prefix))
         if run.log_tail:
-            lines.append(self.paint(f"    {prefix}agent log (last {plural(len(run.log_tail), 'line')}):", "dim"))
+            lines.append(
+                self.paint(f"    {prefix}agent log (last {plural(len(run.log_tail), 'line')}):", "dim")
+            )
             lines.extend(self.paint(f"      | {safe(line)}", "dim") for line in run.log_tail)
         return lines
 
@@ -852,7 +866,10 @@ class ConsoleReporter(Reporter):
 
     def _summary(self, results: SuiteResults) -> str:
         s = results.summary
-        held = {kind: sum(t.quarantined and t.status == kind for t in results.tests) for kind in ("failed", "error")}
+        held = {
+            kind: sum(t.quarantined and t.status == kind for t in results.tests)
+            for kind in ("failed", "error")
+        }
         parts = [
             self.paint(f"{s.passed} passed", "green") if s.passed else f"{s.passed} passed",
             self._counted(f"{s.failed} failed", s.failed, held["failed"]),
@@ -868,7 +885,9 @@ class ConsoleReporter(Reporter):
         if results.interrupted:
             extra.append(self.paint("interrupted", "yellow"))
         if results.problems:
-            extra.append(self.paint(f"{plural(len(results.problems), 'problem')} with the run directory", "red"))
+            extra.append(
+                self.paint(f"{plural(len(results.problems), 'problem')} with the run directory", "red")
+            )
         tail = f"; {', '.join(extra)}" if extra else ""
         return f"Summary: {', '.join(parts)}{rate}{tail}"
 
@@ -880,7 +899,9 @@ class ConsoleReporter(Reporter):
         if not quarantined:
             return self.paint(text, "red")
         which = "quarantined" if quarantined == count else f"{quarantined} quarantined"
-        return self.paint(f"{text} ({which}, not failing the run)", "red" if quarantined < count else "yellow")
+        return self.paint(
+            f"{text} ({which}, not failing the run)", "red" if quarantined < count else "yellow"
+        )
 
     def _reliability(self, results: SuiteResults) -> list[str]:
         """Under the summary: the flaky tests, the quarantined ones with their statuses, the
@@ -888,7 +909,11 @@ class ConsoleReporter(Reporter):
         lines = []
         flaky = [safe(t.id) for t in results.tests if t.flaky]
         if flaky:
-            lines.append(self.paint(f"Flaky: {id_list(flaky)} (their runs disagree: some passed, some failed)", "yellow"))
+            lines.append(
+                self.paint(
+                    f"Flaky: {id_list(flaky)} (their runs disagree: some passed, some failed)", "yellow"
+                )
+            )
         quarantined = [f"{safe(t.id)} ({t.status})" for t in results.tests if t.quarantined]
         if quarantined:
             note = "their failures are reported but do not fail the run"
@@ -918,7 +943,9 @@ class ConsoleReporter(Reporter):
         exceeded = safe(budget.exceeded) if budget.exceeded else "the budget was spent"
         if results.stopped_by == "budget":
             why = f"not run: {BUDGET_EXCEEDED}"
-            left_out = sum(1 for t in results.tests if t.status == "skipped" and (t.skip_reason or "").startswith(why))
+            left_out = sum(
+                1 for t in results.tests if t.status == "skipped" and (t.skip_reason or "").startswith(why)
+            )
             line = f"{BUDGET_EXCEEDED}: {exceeded}; {plural(left_out, 'test')} not run"
             cut_short = results.summary.incomplete - left_out
             if cut_short > 0:
@@ -993,7 +1020,9 @@ class ConsoleReporter(Reporter):
         regressions = comparison.regressions_holm if holm else comparison.regressions
         improvements = comparison.improvements_holm if holm else comparison.improvements
         unchanged = max(comparison.compared - regressions - improvements, 0)
-        not_compared = sum(1 for t in tests if t.baseline is not None and t.baseline.verdict == "not_compared")
+        not_compared = sum(
+            1 for t in tests if t.baseline is not None and t.baseline.verdict == "not_compared"
+        )
         about = []
         if comparison.agent:
             about.append(safe(comparison.agent))
@@ -1003,7 +1032,9 @@ class ConsoleReporter(Reporter):
         label = f"Baseline: {name}" + (f" ({', '.join(about)})" if about else "")
         counts = [
             self.paint(plural(regressions, "regression"), "red") if regressions else plural(0, "regression"),
-            self.paint(plural(improvements, "improvement"), "green") if improvements else plural(0, "improvement"),
+            self.paint(plural(improvements, "improvement"), "green")
+            if improvements
+            else plural(0, "improvement"),
             f"{unchanged} unchanged",
             f"{not_compared} not compared",
         ]

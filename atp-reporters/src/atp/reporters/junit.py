@@ -273,12 +273,20 @@ def summary_text(results: SuiteResults) -> str:
     lines = [
         f"ATP run {results.run_id}: suite {results.suite}, agent {results.agent} ({results.agent_type})",
         f"{s.total} tests: {s.passed} passed, {s.failed} failed, {s.errors} errors, {s.skipped} skipped"
-        + (f" ({s.quarantined} of them quarantined: written as skipped, not failing the run)" if s.quarantined else ""),
+        + (
+            f" ({s.quarantined} of them quarantined: written as skipped, not failing the run)"
+            if s.quarantined
+            else ""
+        ),
     ]
     if results.interrupted:
-        lines.append(f"the run was interrupted ({results.stopped_by or 'stopped'}); tests not run are skipped")
+        lines.append(
+            f"the run was interrupted ({results.stopped_by or 'stopped'}); tests not run are skipped"
+        )
     if results.stopped_by == "budget":
-        exceeded = results.budget.exceeded if results.budget is not None and results.budget.exceeded else "spent"
+        exceeded = (
+            results.budget.exceeded if results.budget is not None and results.budget.exceeded else "spent"
+        )
         lines.append(f"BUDGET_EXCEEDED: {exceeded}; no run started after, tests not run are skipped")
     if results.shard is not None:
         shard = results.shard
@@ -291,7 +299,9 @@ def summary_text(results: SuiteResults) -> str:
     if held:
         lines.append(f"quarantined, not failing the run (shown as skipped): {', '.join(t.id for t in held)}")
     if s.skipped_checks:
-        lines.append(f"{s.skipped_checks} checks were skipped (not made, not passed): see the .skipped_checks properties")
+        lines.append(
+            f"{s.skipped_checks} checks were skipped (not made, not passed): see the .skipped_checks properties"
+        )
     for key, used in results.evaluation_usage.items():
         cost = f", ${used.cost_usd:.4f}" if used.cost_usd is not None else ""
         lines.append(
@@ -306,7 +316,9 @@ def summary_text(results: SuiteResults) -> str:
         lines.extend(text.splitlines())
     if s.retries:
         runs = sum(1 for t in results.tests for r in t.runs if r.retries)
-        lines.append(f"retries: {s.retries} over {runs} run{'s' if runs != 1 else ''} (faults of the infrastructure)")
+        lines.append(
+            f"retries: {s.retries} over {runs} run{'s' if runs != 1 else ''} (faults of the infrastructure)"
+        )
         lines.extend("  " + line for t in results.tests for line in retry_lines(t))
     return "\n".join(lines) + "\n"
 
@@ -354,7 +366,9 @@ def _testcase(parent: Element, results: SuiteResults, test: TestResult) -> str:
     if test.status == "passed" and incomplete(test):  # not green: it did not run as planned
         ran = f"{len(test.runs)} of {test.planned_runs} planned runs ran"
         why = f" ({results.stopped_by})" if results.stopped_by else ""
-        SubElement(case, "skipped", message=xml_text(f"not finished: {ran} before the run stopped{why}; they passed"))
+        SubElement(
+            case, "skipped", message=xml_text(f"not finished: {ran} before the run stopped{why}; they passed")
+        )
         return "skipped"
     if test.status == "passed":
         return "passed"

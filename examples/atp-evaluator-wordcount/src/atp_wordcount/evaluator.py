@@ -46,4 +46,3 @@ class WordCount(Evaluator):
         expected = f"at least {config.min}{upper} words"
         ok = words >= config.min and (config.max is None or words <= config.max)
         return [check(label, ok, f"expected {expected}; found {words}")]
-

@@ -57,16 +57,53 @@ class _RunDirectory:
         self.directory = directory
 
 
-@baseline_command.command("save", short_help="Run a suite (or take a stored run) and write the baseline of its scores.")
-@click.option("--suite", "suite_path", type=click.Path(path_type=Path, dir_okay=False), help="The suite to run (a YAML file).")
-@click.option("--agent", "agent_name", help="The agent to run it against, by name (optional when only one is defined).")
-@click.option("--from", "from_dir", type=click.Path(path_type=Path, file_okay=False), help="Save the baseline of this stored run directory instead of running the suite.")
-@click.option("--output", "output", required=True, type=click.Path(path_type=Path, dir_okay=False), help="The baseline file to write (replaced if it exists).")
-@click.option("--runs", type=RunsType(), help="Runs per test, overriding the suite (5 or more make a useful baseline); 'auto' runs each test until its score is known well enough.")
+@baseline_command.command(
+    "save", short_help="Run a suite (or take a stored run) and write the baseline of its scores."
+)
+@click.option(
+    "--suite",
+    "suite_path",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="The suite to run (a YAML file).",
+)
+@click.option(
+    "--agent", "agent_name", help="The agent to run it against, by name (optional when only one is defined)."
+)
+@click.option(
+    "--from",
+    "from_dir",
+    type=click.Path(path_type=Path, file_okay=False),
+    help="Save the baseline of this stored run directory instead of running the suite.",
+)
+@click.option(
+    "--output",
+    "output",
+    required=True,
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="The baseline file to write (replaced if it exists).",
+)
+@click.option(
+    "--runs",
+    type=RunsType(),
+    help="Runs per test, overriding the suite (5 or more make a useful baseline); 'auto' runs each test until its score is known well enough.",
+)
 @click.option("--parallel", type=click.IntRange(1, 1024), help="How many runs may be in flight at once.")
-@click.option("--run-dir", type=click.Path(path_type=Path, file_okay=False), help="Where run directories go (default: .atp/runs).")
-@click.option("--force", is_flag=True, help="Save the baseline of a run that was interrupted all the same (its tests may have fewer runs than planned).")
-@click.option("-v", "--verbose", is_flag=True, help="Show every check, each failed run's response, warnings and log tails.")
+@click.option(
+    "--run-dir",
+    type=click.Path(path_type=Path, file_okay=False),
+    help="Where run directories go (default: .atp/runs).",
+)
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Save the baseline of a run that was interrupted all the same (its tests may have fewer runs than planned).",
+)
+@click.option(
+    "-v",
+    "--verbose",
+    is_flag=True,
+    help="Show every check, each failed run's response, warnings and log tails.",
+)
 @config_option
 @debug_option
 def save_command(
@@ -91,8 +128,17 @@ def save_command(
     from atp.core.results import RunStore
 
     if from_dir is not None:
-        given = [name for name, value in (("--suite", suite_path), ("--agent", agent_name), ("--runs", runs),
-                                          ("--parallel", parallel), ("--run-dir", run_dir)) if value is not None]
+        given = [
+            name
+            for name, value in (
+                ("--suite", suite_path),
+                ("--agent", agent_name),
+                ("--runs", runs),
+                ("--parallel", parallel),
+                ("--run-dir", run_dir),
+            )
+            if value is not None
+        ]
         if given:
             raise click.UsageError(f"--from takes a stored run; {', '.join(given)} would run the suite again")
         _check_output(output, [from_dir / "run.json", from_dir / "results.jsonl"])
@@ -190,13 +236,17 @@ def _save(results: SuiteResults, output: Path, directory: Path) -> int:
         raise AtpError(f"no test of the run in {directory} finished a run: there is no baseline to save")
     few = [test_id for test_id, test in baseline.tests.items() if test.n_runs < MIN_RUNS]
     if few:
-        _warn([
-            f"{_names(few)} {'has' if len(few) == 1 else 'have'} fewer than {MIN_RUNS} runs: a comparison "
-            f"needs at least {MIN_RUNS} runs per test; save with --runs=5 or more"
-        ])
+        _warn(
+            [
+                f"{_names(few)} {'has' if len(few) == 1 else 'have'} fewer than {MIN_RUNS} runs: a comparison "
+                f"needs at least {MIN_RUNS} runs per test; save with --runs=5 or more"
+            ]
+        )
     not_run = [t.id for t in results.tests if t.id not in baseline.tests]
     if not_run:
-        _warn([f"{_names(not_run)} did not run and {'is' if len(not_run) == 1 else 'are'} not in the baseline"])
+        _warn(
+            [f"{_names(not_run)} did not run and {'is' if len(not_run) == 1 else 'are'} not in the baseline"]
+        )
     write_atomically(output, encode_baseline(baseline))
     failed = [t.id for t in results.tests if t.status in ("failed", "error")]
     click.echo(printable(f"Baseline of {_count(len(baseline.tests), 'test')} written to {output}"))
@@ -268,11 +318,40 @@ class ComparisonReport(msgspec.Struct, kw_only=True):
 
 @baseline_command.command("compare", short_help="Compare a stored run with a baseline file, test by test.")
 @click.argument("run_dir", required=False, type=click.Path(path_type=Path, file_okay=False))
-@click.option("--baseline", "baseline_path", required=True, type=click.Path(path_type=Path, dir_okay=False), help="The baseline file (atp baseline save).")
-@click.option("--correction", type=click.Choice(["holm", "none"]), default="holm", show_default=True, help="Which verdict fails: Holm's (corrected for many tests) or each test's own.")
-@click.option("--fail-on-regression", type=click.BOOL, default=True, show_default=True, help="Whether a regression fails the comparison (exit code 1).")
-@click.option("--output", "output", type=click.Choice(["console", "json"]), default="console", show_default=True, help="A table on the console, or JSON.")
-@click.option("--output-file", type=click.Path(path_type=Path, dir_okay=False), help="With --output=json: the file to write (default: standard output).")
+@click.option(
+    "--baseline",
+    "baseline_path",
+    required=True,
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="The baseline file (atp baseline save).",
+)
+@click.option(
+    "--correction",
+    type=click.Choice(["holm", "none"]),
+    default="holm",
+    show_default=True,
+    help="Which verdict fails: Holm's (corrected for many tests) or each test's own.",
+)
+@click.option(
+    "--fail-on-regression",
+    type=click.BOOL,
+    default=True,
+    show_default=True,
+    help="Whether a regression fails the comparison (exit code 1).",
+)
+@click.option(
+    "--output",
+    "output",
+    type=click.Choice(["console", "json"]),
+    default="console",
+    show_default=True,
+    help="A table on the console, or JSON.",
+)
+@click.option(
+    "--output-file",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="With --output=json: the file to write (default: standard output).",
+)
 @config_option
 @debug_option
 def compare_command(
@@ -347,11 +426,20 @@ def compare_command(
         _print_comparison(results, run_dir, baseline, summary, tests)
     _warn(results.problems)
     if results.interrupted or results.stopped_by is not None:
-        _warn([f"the run in {run_dir} was interrupted{_stopped(results)}: its tests are compared on the runs it finished"])
+        _warn(
+            [
+                f"the run in {run_dir} was interrupted{_stopped(results)}: its tests are compared on the runs it finished"
+            ]
+        )
     return code
 
 
-VERDICT_MARKS = {"regression": "✗ regression", "improvement": "↑ improvement", "no_change": "no change", "not_compared": "not compared"}
+VERDICT_MARKS = {
+    "regression": "✗ regression",
+    "improvement": "↑ improvement",
+    "no_change": "no change",
+    "not_compared": "not compared",
+}
 COLUMNS = ("Test", "Baseline", "Current", "Delta", "Delta %", "95% CI of delta", "p", "p (Holm)", "Verdict")
 RIGHT = frozenset({3, 4, 6, 7})
 """The columns aligned right (numbers of one kind)."""
@@ -366,7 +454,9 @@ def _print_comparison(
 ) -> None:
     """The comparison as a plain-text table, with what was not compared and why."""
     holm = summary.correction == "holm"
-    saved = f", saved {summary.created_at:%Y-%m-%d %H:%M %Z}".rstrip() if summary.created_at is not None else ""
+    saved = (
+        f", saved {summary.created_at:%Y-%m-%d %H:%M %Z}".rstrip() if summary.created_at is not None else ""
+    )
     lines = [
         "ATP Baseline Comparison",
         "=======================",
@@ -457,10 +547,14 @@ def _summary_line(summary: BaselineComparison, tests: dict[str, TestComparison])
     holm = summary.correction == "holm"
 
     regressions, improvements = (
-        (summary.regressions_holm, summary.improvements_holm) if holm else (summary.regressions, summary.improvements)
+        (summary.regressions_holm, summary.improvements_holm)
+        if holm
+        else (summary.regressions, summary.improvements)
     )
     other_regressions, other_improvements = (
-        (summary.regressions, summary.improvements) if holm else (summary.regressions_holm, summary.improvements_holm)
+        (summary.regressions, summary.improvements)
+        if holm
+        else (summary.regressions_holm, summary.improvements_holm)
     )
     not_compared = sum(1 for c in tests.values() if c.verdict == "not_compared")
     no_change = sum(1 for c in tests.values() if (c.verdict_holm if holm else c.verdict) == "no_change")

@@ -10,7 +10,11 @@ from atp.cli.app import config_option, debug_option
 
 
 @click.command("clean")
-@click.option("--run-dir", type=click.Path(path_type=Path, file_okay=False), help="Where the run directories are (default: the config's, .atp/runs).")
+@click.option(
+    "--run-dir",
+    type=click.Path(path_type=Path, file_okay=False),
+    help="Where the run directories are (default: the config's, .atp/runs).",
+)
 @config_option
 @debug_option
 def clean_command(run_dir: Path | None, config_path: Path | None) -> int:

@@ -271,15 +271,52 @@ async def run_interleaved(runners: list[ComparedRunner], parallel: int) -> Inter
 
 
 @click.command("compare")
-@click.option("--agents", "agent_names", required=True, multiple=True, help="The agents to compare, by name: A,B[,C...] (at least 2).")
-@click.option("--suite", "suite_path", required=True, type=click.Path(path_type=Path, dir_okay=False), help="The suite to run against each agent (a YAML file).")
-@click.option("--runs", type=RunsType(), help="Runs per test for every agent, overriding the suite (a fixed number: 'auto' is not supported here).")
-@click.option("--parallel", type=click.IntRange(1, 1024), help="How many runs may be in flight at once, over all agents (default: the config's, else 1).")
-@click.option("--tags", multiple=True, help="Select by tags: smoke,core = either; smoke+fast = both; !slow = not slow.")
+@click.option(
+    "--agents",
+    "agent_names",
+    required=True,
+    multiple=True,
+    help="The agents to compare, by name: A,B[,C...] (at least 2).",
+)
+@click.option(
+    "--suite",
+    "suite_path",
+    required=True,
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="The suite to run against each agent (a YAML file).",
+)
+@click.option(
+    "--runs",
+    type=RunsType(),
+    help="Runs per test for every agent, overriding the suite (a fixed number: 'auto' is not supported here).",
+)
+@click.option(
+    "--parallel",
+    type=click.IntRange(1, 1024),
+    help="How many runs may be in flight at once, over all agents (default: the config's, else 1).",
+)
+@click.option(
+    "--tags", multiple=True, help="Select by tags: smoke,core = either; smoke+fast = both; !slow = not slow."
+)
 @click.option("--test", "test_ids", multiple=True, help="Run only the test with this id (repeatable).")
-@click.option("--output", "output", type=click.Choice(["console", "json"]), default="console", show_default=True, help="A table on the console, or the comparison as JSON.")
-@click.option("--output-file", type=click.Path(path_type=Path, dir_okay=False), help="With --output=json: the file to write (default: standard output).")
-@click.option("--run-dir", type=click.Path(path_type=Path, file_okay=False), help="Where run directories go (default: .atp/runs); each agent gets one.")
+@click.option(
+    "--output",
+    "output",
+    type=click.Choice(["console", "json"]),
+    default="console",
+    show_default=True,
+    help="A table on the console, or the comparison as JSON.",
+)
+@click.option(
+    "--output-file",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="With --output=json: the file to write (default: standard output).",
+)
+@click.option(
+    "--run-dir",
+    type=click.Path(path_type=Path, file_okay=False),
+    help="Where run directories go (default: .atp/runs); each agent gets one.",
+)
 @config_option
 @debug_option
 def compare_command(
@@ -334,7 +371,9 @@ def compare_command(
     if output_file is not None and str(output_file) != "-":
         check_output_file(output_file, [suite_path] + ([config.path] if config.path is not None else []))
         if not output_file.parent.is_dir():
-            raise ConfigError(f"--output-file {output_file}: the directory {output_file.parent} does not exist")
+            raise ConfigError(
+                f"--output-file {output_file}: the directory {output_file.parent} does not exist"
+            )
     loaded = plugins_for(config)
     defaults = config.spec.defaults
     suite = load_suite(
@@ -352,14 +391,18 @@ def compare_command(
     if runs is None:
         adaptive = [t.id for t in selected if t.auto and t.skip is None]
         if adaptive:
-            shown = ", ".join(map(repr, adaptive[:5])) + (f" and {len(adaptive) - 5} more" if len(adaptive) > 5 else "")
+            shown = ", ".join(map(repr, adaptive[:5])) + (
+                f" and {len(adaptive) - 5} more" if len(adaptive) > 5 else ""
+            )
             raise ConfigError(
                 f"{suite_path}: {shown} {'runs' if len(adaptive) == 1 else 'run'} with runs_per_test: auto; "
                 f"{AUTO_REFUSED}. Give a number with --runs=N"
             )
     definitions = agent_definitions(config, suite)
     agents = [resolve_agent(choose_agent(definitions, name), loaded.adapters) for name in names]
-    used_evaluators = [loaded.evaluator(t) for t in sorted({a.type for test in selected for a in test.assertions})]
+    used_evaluators = [
+        loaded.evaluator(t) for t in sorted({a.type for test in selected for a in test.assertions})
+    ]
     for evaluator_cls in used_evaluators:
         config.check_evaluator_settings(evaluator_cls.settings_name(), evaluator_cls.Settings)
     warn_problems(loaded.problems())
@@ -419,7 +462,9 @@ def compare_command(
     if code is not None and (len(results) < len(runners) or not any(r.summary.runs for r in results)):
         _kept(runners, "interrupted")
         return code
-    comparison = compare_agents(results, [str(r.store.directory) if r.store is not None else None for r in runners])
+    comparison = compare_agents(
+        results, [str(r.store.directory) if r.store is not None else None for r in runners]
+    )
     _warn_errors(results)
     if output == "json":
         from atp.core.comparison import encode_comparison
@@ -525,8 +570,16 @@ def _console(comparison: AgentComparison, suite_file: str) -> str:
     lines.append("Runs:")
     width = max(len(a) for a in agents)
     for run in comparison.runs:
-        state = f", stopped by {run.stopped_by}" if run.stopped_by else (", interrupted" if run.interrupted else "")
-        lines.append(printable(f"  {run.agent.ljust(width)}  {run.run_dir or run.run_id}  ({_count(run.runs, 'run')}{state})"))
+        state = (
+            f", stopped by {run.stopped_by}"
+            if run.stopped_by
+            else (", interrupted" if run.interrupted else "")
+        )
+        lines.append(
+            printable(
+                f"  {run.agent.ljust(width)}  {run.run_dir or run.run_id}  ({_count(run.runs, 'run')}{state})"
+            )
+        )
     lines.append("")
     pairs = [(p.a, p.b) for p in comparison.overall]
     header = ["Test", *agents, *(f"{a} - {b}" for a, b in pairs)]
@@ -535,7 +588,11 @@ def _console(comparison: AgentComparison, suite_file: str) -> str:
     for row in comparison.tests:
         rows.append([row.id, *(_mean(s) for s in row.scores), *(_delta(p) for p in row.pairs)])
     rows.append(
-        ["(mean over tests)", *(_mean(s) for s in comparison.agent_totals), *(_delta(p) for p in comparison.overall)]
+        [
+            "(mean over tests)",
+            *(_mean(s) for s in comparison.agent_totals),
+            *(_delta(p) for p in comparison.overall),
+        ]
     )
     lines.extend(printable(line) for line in table(rows, right))
     family = sum(1 for row in comparison.tests for p in row.pairs if p.p_value is not None)
@@ -561,15 +618,17 @@ def _console(comparison: AgentComparison, suite_file: str) -> str:
         ]
         if per_test:
             verdict += f" (per test: {', '.join(per_test)} of {pair.compared_tests})"
-        overall_rows.append([
-            f"{pair.a} - {pair.b}",
-            str(pair.tests),
-            "—" if pair.delta is None else f"{pair.delta:+.1f}",
-            f"[{pair.ci_95[0]:+.1f}, {pair.ci_95[1]:+.1f}]" if pair.ci_95 is not None else "—",
-            p_text(pair.p_value),
-            p_text(pair.p_holm),
-            verdict,
-        ])
+        overall_rows.append(
+            [
+                f"{pair.a} - {pair.b}",
+                str(pair.tests),
+                "—" if pair.delta is None else f"{pair.delta:+.1f}",
+                f"[{pair.ci_95[0]:+.1f}, {pair.ci_95[1]:+.1f}]" if pair.ci_95 is not None else "—",
+                p_text(pair.p_value),
+                p_text(pair.p_holm),
+                verdict,
+            ]
+        )
     lines.extend(printable(line) for line in table(overall_rows, frozenset({1, 2, 4, 5})))
     notes = [
         f"  {row.id}, {p.a} - {p.b}: {p.reason}" for row in comparison.tests for p in row.pairs if p.reason
@@ -582,4 +641,3 @@ def _console(comparison: AgentComparison, suite_file: str) -> str:
         lines.append("")
         lines.append("The runs were interrupted: the agents are compared on the runs that finished.")
     return "\n".join(lines)
-

@@ -110,7 +110,12 @@ def _show_keys(title: str, struct: type) -> None:
 
 
 @click.command("list-agents")
-@click.option("--suite", "suite_path", type=click.Path(path_type=Path, dir_okay=False), help="Also list the agents this suite defines.")
+@click.option(
+    "--suite",
+    "suite_path",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="Also list the agents this suite defines.",
+)
 @click.option(
     "--check",
     is_flag=True,
@@ -125,7 +130,9 @@ def _show_keys(title: str, struct: type) -> None:
     help=f"With --check: how long each agent may take to start and report (default {CHECK_SECONDS:g}).",
 )
 @config_option
-def list_agents_command(suite_path: Path | None, check: bool, timeout: float, config_path: Path | None) -> int:
+def list_agents_command(
+    suite_path: Path | None, check: bool, timeout: float, config_path: Path | None
+) -> int:
     """List the agents defined in the config file (and in a suite, with --suite); with --check,
     with each one's health."""
     from atp.core.config import agent_definitions, load_config

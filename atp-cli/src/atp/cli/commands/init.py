@@ -67,7 +67,9 @@ def core_requirement() -> str:
 @click.command("init")
 @click.argument("name", required=False)
 @click.option(
-    "--plugin", "kind", type=click.Choice(PLUGIN_KINDS),
+    "--plugin",
+    "kind",
+    type=click.Choice(PLUGIN_KINDS),
     help="Write a plugin package of this kind, named NAME, instead of a project.",
 )
 @click.option("--force", is_flag=True, help="Overwrite files that are already there.")
@@ -119,9 +121,12 @@ def init_project(where: Path, *, force: bool = False) -> list[str]:
     from atp.core.errors import ConfigError
 
     files = {
-        CONFIG_FILE: _fill(_template("project", "atp.config.yaml.tmpl"), {"AGENT": AGENT_NAME, "AGENT_FILE": AGENT_FILE}),
+        CONFIG_FILE: _fill(
+            _template("project", "atp.config.yaml.tmpl"), {"AGENT": AGENT_NAME, "AGENT_FILE": AGENT_FILE}
+        ),
         SUITE_FILE: _fill(
-            _template("project", "atp-suite.yaml.tmpl"), {"SUITE": SUITE_FILE, "SUITE_NAME": _suite_name(where)}
+            _template("project", "atp-suite.yaml.tmpl"),
+            {"SUITE": SUITE_FILE, "SUITE_NAME": _suite_name(where)},
         ),
         AGENT_FILE: _template("project", "agent.py.tmpl"),
     }

@@ -17,10 +17,30 @@ if TYPE_CHECKING:
 
 
 @click.command("merge")
-@click.argument("run_dirs", nargs=-1, required=True, metavar="RUN_DIR...", type=click.Path(path_type=Path, file_okay=False))
-@click.option("--run-dir", "run_root", type=click.Path(path_type=Path, file_okay=False), help="Where the merged run directory goes (default: .atp/runs).")
-@click.option("--output", "outputs", multiple=True, help="Reporter: console (default), json, junit, html or a plugin's; NAME:FILE writes a file (repeatable).")
-@click.option("--output-file", type=click.Path(path_type=Path, dir_okay=False), help="File for the file-writing reporter given none (like --output=json).")
+@click.argument(
+    "run_dirs",
+    nargs=-1,
+    required=True,
+    metavar="RUN_DIR...",
+    type=click.Path(path_type=Path, file_okay=False),
+)
+@click.option(
+    "--run-dir",
+    "run_root",
+    type=click.Path(path_type=Path, file_okay=False),
+    help="Where the merged run directory goes (default: .atp/runs).",
+)
+@click.option(
+    "--output",
+    "outputs",
+    multiple=True,
+    help="Reporter: console (default), json, junit, html or a plugin's; NAME:FILE writes a file (repeatable).",
+)
+@click.option(
+    "--output-file",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="File for the file-writing reporter given none (like --output=json).",
+)
 @verbosity_options
 @config_option
 @debug_option
@@ -44,7 +64,9 @@ def merge_command(
 
     config = load_config(config_path)
     loaded = plugins_for(config)
-    return merge_and_report(run_dirs, run_root or config.run_dir, loaded, outputs, output_file, verbose, quiet)
+    return merge_and_report(
+        run_dirs, run_root or config.run_dir, loaded, outputs, output_file, verbose, quiet
+    )
 
 
 def merge_and_report(
@@ -62,7 +84,9 @@ def merge_and_report(
     from atp.core.results import RUN_FILES, RunStore
 
     inputs = [directory / name for directory in run_dirs for name in RUN_FILES]
-    reporters = reporters_for(loaded, outputs, output_file, verbose, quiet, inputs)  # wrong options: nothing merged
+    reporters = reporters_for(
+        loaded, outputs, output_file, verbose, quiet, inputs
+    )  # wrong options: nothing merged
     merged = merge_runs(list(run_dirs), root)
     store = RunStore.open(merged)
     count = len(store.read_header().merged_from)

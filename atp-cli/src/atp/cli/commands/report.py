@@ -30,10 +30,25 @@ if TYPE_CHECKING:
 
 
 @click.command("report")
-@click.argument("run_dirs", nargs=-1, metavar="[RUN_DIR]...", type=click.Path(path_type=Path, file_okay=False))
-@click.option("--merge", is_flag=True, help="Merge the run directories of a sharded run's shards (atp test --shard=K/N) into one in the run root, then render it (like 'atp merge').")
-@click.option("--output", "outputs", multiple=True, help="Reporter: console (default), json, junit, html or a plugin's; NAME:FILE writes a file (repeatable).")
-@click.option("--output-file", type=click.Path(path_type=Path, dir_okay=False), help="File for the file-writing reporter given none (like --output=json).")
+@click.argument(
+    "run_dirs", nargs=-1, metavar="[RUN_DIR]...", type=click.Path(path_type=Path, file_okay=False)
+)
+@click.option(
+    "--merge",
+    is_flag=True,
+    help="Merge the run directories of a sharded run's shards (atp test --shard=K/N) into one in the run root, then render it (like 'atp merge').",
+)
+@click.option(
+    "--output",
+    "outputs",
+    multiple=True,
+    help="Reporter: console (default), json, junit, html or a plugin's; NAME:FILE writes a file (repeatable).",
+)
+@click.option(
+    "--output-file",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="File for the file-writing reporter given none (like --output=json).",
+)
 @verbosity_options
 @config_option
 @debug_option
@@ -71,7 +86,9 @@ def report_command(
         return merge_and_report(run_dirs, config.run_dir, loaded, outputs, output_file, verbose, quiet)
     run_dir = run_dirs[0] if run_dirs else RunStore.latest(config.run_dir)
     store = RunStore.open(run_dir)
-    reporters = reporters_for(loaded, outputs, output_file, verbose, quiet, [run_dir / name for name in RUN_FILES])
+    reporters = reporters_for(
+        loaded, outputs, output_file, verbose, quiet, [run_dir / name for name in RUN_FILES]
+    )
     return report_store(store, reporters)
 
 

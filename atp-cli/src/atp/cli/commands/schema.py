@@ -12,7 +12,8 @@ from atp.cli.app import config_option, plugins, warn_problems
 @click.command("schema")
 @click.argument("kind", type=click.Choice(["suite", "config"]))
 @click.option(
-    "--output-file", type=click.Path(path_type=Path, dir_okay=False),
+    "--output-file",
+    type=click.Path(path_type=Path, dir_okay=False),
     help="Write the schema to this file (default: standard output).",
 )
 @config_option

@@ -103,28 +103,107 @@ class Options:
 
 @click.command("test")
 @click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
-@click.option("--suite", "suite_paths", multiple=True, type=click.Path(path_type=Path, dir_okay=False), help="A suite YAML file (repeatable; same as naming it as PATH).")
+@click.option(
+    "--suite",
+    "suite_paths",
+    multiple=True,
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="A suite YAML file (repeatable; same as naming it as PATH).",
+)
 @click.option("--agent", "agent_name", help="The agent to test, by name (optional when only one is defined).")
-@click.option("--tags", multiple=True, help="Select by tags: smoke,core = either; smoke+fast = both; !slow = not slow.")
+@click.option(
+    "--tags", multiple=True, help="Select by tags: smoke,core = either; smoke+fast = both; !slow = not slow."
+)
 @click.option("--test", "test_ids", multiple=True, help="Run only the test with this id (repeatable).")
-@click.option("--runs", type=RunsType(), help="Runs per test, overriding the suite; 'auto' runs each test until its score is known well enough (docs/statistics.md).")
+@click.option(
+    "--runs",
+    type=RunsType(),
+    help="Runs per test, overriding the suite; 'auto' runs each test until its score is known well enough (docs/statistics.md).",
+)
 @click.option("--parallel", type=click.IntRange(1, 1024), help="How many runs may be in flight at once.")
 @click.option("-x", "--fail-fast", is_flag=True, help="Stop at the first run that does not pass.")
-@click.option("--lf", "--last-failed", "last_failed", is_flag=True, help="Run only the tests that failed in the suite's latest run (all of them if none did).")
-@click.option("--baseline", type=click.Path(path_type=Path, dir_okay=False), help="Compare with this baseline file (atp baseline save) and report regressions.")
-@click.option("--correction", type=click.Choice(["holm", "none"]), default="holm", show_default=True, help="With --baseline: which verdict fails the run, Holm's (corrected for many tests) or each test's own.")
-@click.option("--fail-on-regression", type=click.BOOL, default=True, show_default=True, help="With --baseline: whether a regression fails the run (exit code 1).")
-@click.option("--output", "outputs", multiple=True, help="Reporter: console (default), json, junit, html or a plugin's; NAME:FILE writes a file (repeatable).")
-@click.option("--output-file", type=click.Path(path_type=Path, dir_okay=False), help="File for the file-writing reporter given none (like --output=json).")
-@click.option("--run-dir", type=click.Path(path_type=Path, file_okay=False), help="Where run directories go (default: .atp/runs).")
-@click.option("--no-judge-cache", is_flag=True, help="Ask the LLM judge again instead of reusing its cached judgements (docs/llm-judge.md).")
-@click.option("--retries", type=click.IntRange(0, 100), help="Try a run again this many times when it meets a fault of the infrastructure (agent unreachable, HTTP 429/502/503/504); never after an agent's own failure.")
-@click.option("--resume", is_flag=False, flag_value="", default=None, metavar="[=RUN_DIR]", help="Go on with an unfinished run: only the runs its directory lacks are made (default: the latest unfinished run of the suite and agent). Write --resume=DIR.")
-@click.option("--force", is_flag=True, help="With --resume: go on even though the suite's tests changed since.")
-@click.option("--shard", metavar="K/N", help="Make only the K-th of N balanced shares of the runs (for N parallel CI jobs; combine with 'atp merge').")
-@click.option("--max-cost-usd", type=click.FloatRange(0, min_open=True), help="Stop starting runs once the agents and evaluators have spent this much (USD).")
-@click.option("--max-tokens", type=click.IntRange(1), help="Stop starting runs once the agents and evaluators have spent this many tokens.")
-@click.option("--executor", help="Make the runs on an executor plugin's workers instead of here (like 'dask'; docs/cluster.md).")
+@click.option(
+    "--lf",
+    "--last-failed",
+    "last_failed",
+    is_flag=True,
+    help="Run only the tests that failed in the suite's latest run (all of them if none did).",
+)
+@click.option(
+    "--baseline",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="Compare with this baseline file (atp baseline save) and report regressions.",
+)
+@click.option(
+    "--correction",
+    type=click.Choice(["holm", "none"]),
+    default="holm",
+    show_default=True,
+    help="With --baseline: which verdict fails the run, Holm's (corrected for many tests) or each test's own.",
+)
+@click.option(
+    "--fail-on-regression",
+    type=click.BOOL,
+    default=True,
+    show_default=True,
+    help="With --baseline: whether a regression fails the run (exit code 1).",
+)
+@click.option(
+    "--output",
+    "outputs",
+    multiple=True,
+    help="Reporter: console (default), json, junit, html or a plugin's; NAME:FILE writes a file (repeatable).",
+)
+@click.option(
+    "--output-file",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="File for the file-writing reporter given none (like --output=json).",
+)
+@click.option(
+    "--run-dir",
+    type=click.Path(path_type=Path, file_okay=False),
+    help="Where run directories go (default: .atp/runs).",
+)
+@click.option(
+    "--no-judge-cache",
+    is_flag=True,
+    help="Ask the LLM judge again instead of reusing its cached judgements (docs/llm-judge.md).",
+)
+@click.option(
+    "--retries",
+    type=click.IntRange(0, 100),
+    help="Try a run again this many times when it meets a fault of the infrastructure (agent unreachable, HTTP 429/502/503/504); never after an agent's own failure.",
+)
+@click.option(
+    "--resume",
+    is_flag=False,
+    flag_value="",
+    default=None,
+    metavar="[=RUN_DIR]",
+    help="Go on with an unfinished run: only the runs its directory lacks are made (default: the latest unfinished run of the suite and agent). Write --resume=DIR.",
+)
+@click.option(
+    "--force", is_flag=True, help="With --resume: go on even though the suite's tests changed since."
+)
+@click.option(
+    "--shard",
+    metavar="K/N",
+    help="Make only the K-th of N balanced shares of the runs (for N parallel CI jobs; combine with 'atp merge').",
+)
+@click.option(
+    "--max-cost-usd",
+    type=click.FloatRange(0, min_open=True),
+    help="Stop starting runs once the agents and evaluators have spent this much (USD).",
+)
+@click.option(
+    "--max-tokens",
+    type=click.IntRange(1),
+    help="Stop starting runs once the agents and evaluators have spent this many tokens.",
+)
+@click.option(
+    "--executor",
+    help="Make the runs on an executor plugin's workers instead of here (like 'dask'; docs/cluster.md).",
+)
 @click.option("--address", help="With --executor: where its cluster is (like tcp://10.0.0.5:8786).")
 @verbosity_options
 @config_option
@@ -153,7 +232,6 @@ def test_command(
         config.evaluator_overrides.setdefault(JUDGE_SETTINGS, {})["cache"] = False
     suites = find_suites([*suite_paths, *paths])
     if options.resume and len(suites) > 1:
-
         raise ConfigError(
             f"--resume={options.resume} goes on with one run, but {len(suites)} suites were found: name "
             f"the one suite it is of (atp test SUITE --resume=DIR)"
@@ -177,7 +255,10 @@ def test_command(
             break
     if len(suites) > 1:
         passed = sum(1 for c in codes if c == 0)
-        click.echo(f"Suites: {passed} of {len(suites)} passed" + (f", {len(suites) - len(codes)} not run" if len(codes) < len(suites) else ""))
+        click.echo(
+            f"Suites: {passed} of {len(suites)} passed"
+            + (f", {len(suites) - len(codes)} not run" if len(codes) < len(suites) else "")
+        )
     return min(codes, key=SEVERITY.index)
 
 
@@ -214,21 +295,24 @@ def run_suite(suite_path: Path, config: Config, options: Options, *, several: bo
     if not selected:
         known = sorted({tag for t in suite.tests for tag in t.tags})
         raise ConfigError(
-            f"no test in {suite_path} matches the selection (tags in the suite: "
-            f"{', '.join(known) or 'none'})"
+            f"no test in {suite_path} matches the selection (tags in the suite: {', '.join(known) or 'none'})"
         )
     agent = resolve_agent(choose_agent(agent_definitions(config, suite), options.agent_name), loaded.adapters)
-    used_evaluators = [loaded.evaluator(t) for t in sorted({a.type for test in selected for a in test.assertions})]
+    used_evaluators = [
+        loaded.evaluator(t) for t in sorted({a.type for test in selected for a in test.assertions})
+    ]
     for evaluator_cls in used_evaluators:
         # an unset ${VAR} or a wrong setting fails before any run
         config.check_evaluator_settings(evaluator_cls.settings_name(), evaluator_cls.Settings)
     known = set(loaded.evaluators) | {cls.settings_name() for cls in loaded.evaluators.values()}
     unknown = sorted(set(config.spec.evaluators) - known)
     if unknown:
-        warn_problems([
-            f"the config has settings for {', '.join(map(repr, unknown))}, which no installed "
-            f"evaluator checks (installed: {', '.join(sorted(loaded.evaluators))})"
-        ])
+        warn_problems(
+            [
+                f"the config has settings for {', '.join(map(repr, unknown))}, which no installed "
+                f"evaluator checks (installed: {', '.join(sorted(loaded.evaluators))})"
+            ]
+        )
     default_outputs = config.spec.reporting.default
     names = split_outputs(options.outputs) or split_outputs(
         [default_outputs] if isinstance(default_outputs, str) else default_outputs
@@ -317,7 +401,6 @@ def check_resume_options(options: Options) -> None:
     budget is a number."""
     import math
 
-
     cost = options.max_cost_usd
     if cost is not None and not (math.isfinite(cost) and cost <= 1e9):
         raise ConfigError(f"--max-cost-usd must be a number of dollars above 0 and at most 1e9, not {cost}")
@@ -382,7 +465,9 @@ def reliability(runner: Runner, config: Config, suite: Suite, options: Options, 
         runner.force = options.force
     if options.executor is not None or options.address is not None:
         runner.executor, runner.job = executor_for(runner, config, suite, options)
-        runner.parallel_from_workers = options.parallel is None and config.spec.defaults.parallel_workers is None
+        runner.parallel_from_workers = (
+            options.parallel is None and config.spec.defaults.parallel_workers is None
+        )
 
 
 def executor_for(runner: Runner, config: Config, suite: Suite, options: Options) -> tuple[Executor, Job]:
@@ -403,7 +488,9 @@ def executor_for(runner: Runner, config: Config, suite: Suite, options: Options)
     try:
         settings = msgspec.convert(raw, executor_cls.Settings)
     except msgspec.ValidationError as exc:
-        raise ConfigError(f"executor {options.executor!r}: {exc} (settings: executors.{options.executor} and --address)") from None
+        raise ConfigError(
+            f"executor {options.executor!r}: {exc} (settings: executors.{options.executor} and --address)"
+        ) from None
     job = Job(
         suite_path=os.path.abspath(suite.path) if suite.path else "",
         config_path=os.path.abspath(config.path) if config.path else None,
@@ -424,7 +511,9 @@ def last_failed(run_root: Path, suite: str, known: list[str]) -> list[str]:
         directory = RunStore.latest(run_root, suite)
         results = RunStore.open(directory).results()
     except AtpError:
-        click.echo(printable(f"--last-failed: no earlier run of suite {suite!r}; running every test"), err=True)
+        click.echo(
+            printable(f"--last-failed: no earlier run of suite {suite!r}; running every test"), err=True
+        )
         return []
     failed = [t.id for t in results.tests if t.id in known and _to_rerun(t)]
     if not failed:

@@ -480,7 +480,11 @@ class Validation:
                 summary = f"the adapter started and the agent is healthy ({self._shown(health.detail, 120)})"
             self._add(CheckResult("reachable", CHECKS["reachable"], "passed", summary, seconds=seconds))
             return "yes"
-        words = "reports itself degraded" if health.status == "degraded" else "gives no health status ATP can read"
+        words = (
+            "reports itself degraded"
+            if health.status == "degraded"
+            else "gives no health status ATP can read"
+        )
         self._add(
             CheckResult(
                 "reachable",
@@ -1019,7 +1023,9 @@ def validate_command(
                 results,
                 agent.name,
                 expected=validation.expected,
-                foreign=getattr(validation.adapter, "foreign_protocol", None) if validation.foreign_skips else None,
+                foreign=getattr(validation.adapter, "foreign_protocol", None)
+                if validation.foreign_skips
+                else None,
             )
         )
     if validation.stopped_by is not None:
@@ -1029,7 +1035,11 @@ def validate_command(
 
 
 def summary_line(
-    results: Sequence[CheckResult], agent_name: str, *, expected: int = len(CHECKS), foreign: str | None = None
+    results: Sequence[CheckResult],
+    agent_name: str,
+    *,
+    expected: int = len(CHECKS),
+    foreign: str | None = None,
 ) -> str:
     """The last line: every check passed, or how many passed, failed, were skipped. ``foreign``:
     the protocol the agent speaks when ATP's own refusal checks were skipped for it."""

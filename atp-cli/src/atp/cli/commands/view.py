@@ -10,8 +10,18 @@ from atp.cli.app import config_option, debug_option
 
 
 @click.command("view")
-@click.option("--run-dir", type=click.Path(path_type=Path, file_okay=False), help="Where the run directories are (default: the config's, .atp/runs).")
-@click.option("--port", type=click.IntRange(0, 65535), default=0, show_default=True, help="The port on 127.0.0.1 (0: a free one).")
+@click.option(
+    "--run-dir",
+    type=click.Path(path_type=Path, file_okay=False),
+    help="Where the run directories are (default: the config's, .atp/runs).",
+)
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=0,
+    show_default=True,
+    help="The port on 127.0.0.1 (0: a free one).",
+)
 @click.option("--no-open", is_flag=True, help="Do not open the viewer in a browser.")
 @config_option
 @debug_option
@@ -35,7 +45,9 @@ def view_command(run_dir: Path | None, port: int, no_open: bool, config_path: Pa
 
     def render_report(store: RunStore, results: SuiteResults) -> bytes:
         if "html" not in loaded.reporters:
-            raise LookupError("no reporter named 'html' is installed: install atp-reporters (atp plugins lists what is)")
+            raise LookupError(
+                "no reporter named 'html' is installed: install atp-reporters (atp plugins lists what is)"
+            )
         with tempfile.TemporaryDirectory(prefix="atp-view-") as folder:
             target = Path(folder) / "report.html"
             loaded.reporter("html")(ReportOptions(output_file=target)).report(results, store)

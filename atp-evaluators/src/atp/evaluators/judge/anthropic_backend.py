@@ -79,7 +79,9 @@ class AnthropicJudge(JudgeBackend):
             raise TransientJudgeError(f"the Messages API did not answer in time: {exc}") from None
         except sdk.APIConnectionError as exc:
             cause = exc.__cause__ or exc.__context__
-            raise TransientJudgeError(f"the Messages API could not be reached: {exc} ({cause})", unreachable=True) from None
+            raise TransientJudgeError(
+                f"the Messages API could not be reached: {exc} ({cause})", unreachable=True
+            ) from None
         except sdk.AnthropicError as exc:
             raise JudgeError(f"the anthropic SDK failed: {type(exc).__name__}: {exc}") from None
         content: list[dict[str, Any]] = []

@@ -98,7 +98,10 @@ class JudgeBackend(ABC):
 
 
 def find_key(
-    backend: type[JudgeBackend], configured: str | None, secrets: Mapping[str, str], environ: Mapping[str, str]
+    backend: type[JudgeBackend],
+    configured: str | None,
+    secrets: Mapping[str, str],
+    environ: Mapping[str, str],
 ) -> str | None:
     """The API key: the settings' ``api_key``, else the back end's environment variable, else
     its entry in the config's ``secrets:``; an empty value counts as none."""
@@ -137,7 +140,9 @@ def load_backend(name: str) -> type[JudgeBackend]:
         try:
             found = matches[0].load()
         except Exception as exc:
-            raise ConfigError(f"judge back end {name!r} cannot be loaded: {type(exc).__name__}: {exc}") from None
+            raise ConfigError(
+                f"judge back end {name!r} cannot be loaded: {type(exc).__name__}: {exc}"
+            ) from None
     if not (isinstance(found, type) and issubclass(found, JudgeBackend)):
         raise ConfigError(f"judge back end {name!r} is not a JudgeBackend subclass")
     return found

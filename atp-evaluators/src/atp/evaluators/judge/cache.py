@@ -38,7 +38,9 @@ def default_cache_dir(environ: dict[str, str] | os._Environ[str] = os.environ) -
 
 def cache_key(parts: dict[str, Any]) -> str:
     """The hash of what decides a judgement."""
-    text = json.dumps({"format": CACHE_FORMAT, **parts}, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    text = json.dumps(
+        {"format": CACHE_FORMAT, **parts}, sort_keys=True, ensure_ascii=False, separators=(",", ":")
+    )
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
@@ -75,7 +77,9 @@ class JudgeCache:
         """Store a judgement; a cache that cannot be written is warned about once and left
         alone (the judgement stands, only the next run pays again)."""
         path = self._path(key)
-        data = json.dumps({"format": CACHE_FORMAT, "model": model, "verdict": verdict.as_dict()}, ensure_ascii=False)
+        data = json.dumps(
+            {"format": CACHE_FORMAT, "model": model, "verdict": verdict.as_dict()}, ensure_ascii=False
+        )
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=".", suffix=".tmp")
@@ -89,4 +93,8 @@ class JudgeCache:
         except (OSError, ValueError) as exc:
             if not self._warned:
                 self._warned = True
-                logger.warning("the judge's cache %s cannot be written (%s): judgements are not kept", self.directory, exc)
+                logger.warning(
+                    "the judge's cache %s cannot be written (%s): judgements are not kept",
+                    self.directory,
+                    exc,
+                )

@@ -84,7 +84,10 @@ def load_labels(path: Path) -> Labels:
     texts: list[str] = []
     for index, example in enumerate(spec.examples):
         if example.id in seen:
-            raise doc.error(f"example id {example.id!r} is used twice (first as example {seen[example.id]})", ("examples", index, "id"))
+            raise doc.error(
+                f"example id {example.id!r} is used twice (first as example {seen[example.id]})",
+                ("examples", index, "id"),
+            )
         seen[example.id] = index
         if example.artifact is not None:
             texts.append(example.artifact)
@@ -93,15 +96,22 @@ def load_labels(path: Path) -> Labels:
         file = (folder / str(example.artifact_file)).resolve()
         if not file.is_relative_to(folder):
             raise doc.error(
-                f"artifact_file {example.artifact_file!r} is outside the labels file's folder {folder}", ("examples", index, "artifact_file")
+                f"artifact_file {example.artifact_file!r} is outside the labels file's folder {folder}",
+                ("examples", index, "artifact_file"),
             )
         try:
             with files.open_read(file) as handle:  # a regular file only
                 data = handle.read(MAX_ARTIFACT_BYTES + 1)
         except OSError as exc:
-            raise doc.error(f"artifact_file {example.artifact_file!r} cannot be read: {exc.strerror or exc}", ("examples", index, "artifact_file")) from None
+            raise doc.error(
+                f"artifact_file {example.artifact_file!r} cannot be read: {exc.strerror or exc}",
+                ("examples", index, "artifact_file"),
+            ) from None
         if len(data) > MAX_ARTIFACT_BYTES:
-            raise doc.error(f"artifact_file {example.artifact_file!r} is larger than 4 MiB", ("examples", index, "artifact_file"))
+            raise doc.error(
+                f"artifact_file {example.artifact_file!r} is larger than 4 MiB",
+                ("examples", index, "artifact_file"),
+            )
         texts.append(data.decode("utf-8", "replace"))
     return Labels(path=str(path), threshold=spec.threshold, examples=spec.examples, artifacts=texts)
 
@@ -162,7 +172,9 @@ def measure(rated: list[Rated]) -> Agreement:
     return Agreement(
         examples=len(rated),
         kappa=_round(agreement.cohen_kappa(judge, people)),
-        spearman=_round(agreement.spearman([r.judge_score for r in scored], [float(r.human_score or 0.0) for r in scored])),
+        spearman=_round(
+            agreement.spearman([r.judge_score for r in scored], [float(r.human_score or 0.0) for r in scored])
+        ),
         scored=len(scored),
         agreement=_round(table.agreement),
         both_pass=table.both_pass,
@@ -177,7 +189,11 @@ def _round(value: float | None) -> float | None:
 
 
 def rate(example: LabelledExample, judge_score: float, threshold: float, explanation: str) -> Rated:
-    human_pass = example.human == "pass" if example.human is not None else float(example.human_score or 0.0) >= threshold
+    human_pass = (
+        example.human == "pass"
+        if example.human is not None
+        else float(example.human_score or 0.0) >= threshold
+    )
     judge_pass = passes(judge_score, threshold)
     if example.human_score is not None:
         gap = abs(judge_score - example.human_score)
@@ -195,11 +211,19 @@ def rate(example: LabelledExample, judge_score: float, threshold: float, explana
     )
 
 
-async def calibrate(labels: Labels, judge: Judge, *, threshold: float | None = None, samples: int | None = None, show: int = 5) -> CalibrationReport:
+async def calibrate(
+    labels: Labels, judge: Judge, *, threshold: float | None = None, samples: int | None = None, show: int = 5
+) -> CalibrationReport:
     """Judge every labelled example (as many at once as the judge's ``max_concurrent``) and
     measure the agreement."""
     settings = judge.settings
-    mark = threshold if threshold is not None else labels.threshold if labels.threshold is not None else settings.threshold
+    mark = (
+        threshold
+        if threshold is not None
+        else labels.threshold
+        if labels.threshold is not None
+        else settings.threshold
+    )
     count = samples or settings.samples
     results: list[Rated | Failure | None] = [None] * len(labels.examples)
     usage = Usage()
@@ -217,7 +241,15 @@ async def calibrate(labels: Labels, judge: Judge, *, threshold: float | None = N
         else:
             spent, cost = judgement.spent, judgement.cost_usd
             results[index] = rate(example, judgement.score, mark, judgement.samples[0].verdict.explanation)
-        usage.add(Usage(calls=spent.calls, cached=spent.cached, input_tokens=spent.input_tokens, output_tokens=spent.output_tokens, cost_usd=cost))
+        usage.add(
+            Usage(
+                calls=spent.calls,
+                cached=spent.cached,
+                input_tokens=spent.input_tokens,
+                output_tokens=spent.output_tokens,
+                cost_usd=cost,
+            )
+        )
 
     try:
         async with anyio.create_task_group() as group:
@@ -264,20 +296,29 @@ def render_text(report: CalibrationReport) -> str:
     ]
     rows = [("criterion", "n", "kappa", "spearman", "agree", "false pass", "false fail")]
     for name, measured in [*report.criteria.items(), ("all", report.overall)]:
-        rows.append((
-            name,
-            str(measured.examples),
-            _figure(measured.kappa),
-            _figure(measured.spearman) + (f" ({measured.scored})" if measured.scored != measured.examples else ""),
-            _figure(measured.agreement, percent=True),
-            str(measured.judge_only_pass),
-            str(measured.people_only_pass),
-        ))
+        rows.append(
+            (
+                name,
+                str(measured.examples),
+                _figure(measured.kappa),
+                _figure(measured.spearman)
+                + (f" ({measured.scored})" if measured.scored != measured.examples else ""),
+                _figure(measured.agreement, percent=True),
+                str(measured.judge_only_pass),
+                str(measured.people_only_pass),
+            )
+        )
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     for row in rows:
-        lines.append("  ".join(cell.ljust(widths[0]) if i == 0 else cell.rjust(widths[i]) for i, cell in enumerate(row)).rstrip())
+        lines.append(
+            "  ".join(
+                cell.ljust(widths[0]) if i == 0 else cell.rjust(widths[i]) for i, cell in enumerate(row)
+            ).rstrip()
+        )
     lines.append("")
-    lines.append("false pass: the judge passed what people failed; false fail: the judge failed what people passed.")
+    lines.append(
+        "false pass: the judge passed what people failed; false fail: the judge failed what people passed."
+    )
     few = [name for name, m in report.criteria.items() if m.examples < FEW_EXAMPLES]
     if few:
         lines.append(
@@ -299,7 +340,9 @@ def render_text(report: CalibrationReport) -> str:
     u = report.usage
     cost = f", ${u.cost_usd:.4f}" if u.cost_usd is not None else ""
     lines.append("")
-    lines.append(f"Judge usage: {u.calls} calls, {u.cached} from the cache, {u.input_tokens + u.output_tokens:,} tokens{cost}")
+    lines.append(
+        f"Judge usage: {u.calls} calls, {u.cached} from the cache, {u.input_tokens + u.output_tokens:,} tokens{cost}"
+    )
     return "\n".join(lines)
 
 

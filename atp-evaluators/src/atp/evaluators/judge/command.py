@@ -16,14 +16,51 @@ def judge_group() -> None:
 
 
 @judge_group.command("calibrate")
-@click.option("--labels", "labels_path", required=True, type=click.Path(path_type=Path, dir_okay=False, exists=True), help="A YAML file of examples labelled by people (docs/llm-judge.md).")
-@click.option("--config", "config_path", type=click.Path(path_type=Path, dir_okay=False), help="Config file (default: atp.config.yaml in the working directory, if any); its evaluators.llm_judge and secrets are used.")
-@click.option("--threshold", type=click.FloatRange(0.0, 1.0), help="The pass mark (default: the labels file's, else evaluators.llm_judge.threshold, 0.7).")
-@click.option("--samples", type=click.IntRange(1, 20), help="Judgements per example (default: evaluators.llm_judge.samples).")
-@click.option("--output", type=click.Choice(["console", "json"]), default="console", show_default=True, help="The report as text or as JSON.")
-@click.option("--show", type=click.IntRange(0, 1000), default=5, show_default=True, help="How many of the largest disagreements to list.")
-@click.option("--min-kappa", type=click.FloatRange(-1.0, 1.0), help="Exit 1 when Cohen's kappa is below this (or undefined).")
-@click.option("--no-judge-cache", is_flag=True, help="Ask the judge again instead of reusing cached judgements.")
+@click.option(
+    "--labels",
+    "labels_path",
+    required=True,
+    type=click.Path(path_type=Path, dir_okay=False, exists=True),
+    help="A YAML file of examples labelled by people (docs/llm-judge.md).",
+)
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="Config file (default: atp.config.yaml in the working directory, if any); its evaluators.llm_judge and secrets are used.",
+)
+@click.option(
+    "--threshold",
+    type=click.FloatRange(0.0, 1.0),
+    help="The pass mark (default: the labels file's, else evaluators.llm_judge.threshold, 0.7).",
+)
+@click.option(
+    "--samples",
+    type=click.IntRange(1, 20),
+    help="Judgements per example (default: evaluators.llm_judge.samples).",
+)
+@click.option(
+    "--output",
+    type=click.Choice(["console", "json"]),
+    default="console",
+    show_default=True,
+    help="The report as text or as JSON.",
+)
+@click.option(
+    "--show",
+    type=click.IntRange(0, 1000),
+    default=5,
+    show_default=True,
+    help="How many of the largest disagreements to list.",
+)
+@click.option(
+    "--min-kappa",
+    type=click.FloatRange(-1.0, 1.0),
+    help="Exit 1 when Cohen's kappa is below this (or undefined).",
+)
+@click.option(
+    "--no-judge-cache", is_flag=True, help="Ask the judge again instead of reusing cached judgements."
+)
 def calibrate_command(
     labels_path: Path,
     config_path: Path | None,
@@ -64,19 +101,27 @@ def calibrate_command(
         )
     labels = load_labels(labels_path)
     report = anyio.run(
-        lambda: calibrate(labels, Judge(judge_settings, backend, key), threshold=threshold, samples=samples, show=show)
+        lambda: calibrate(
+            labels, Judge(judge_settings, backend, key), threshold=threshold, samples=samples, show=show
+        )
     )
     if output == "json":
         click.echo(report_json(report).decode(), nl=False)
     else:
         click.echo(render_text(report))
     if min_kappa is not None and report.errors:
-        click.echo(f"atp: {len(report.errors)} of {report.examples} examples could not be judged; --min-kappa needs them all", err=True)
+        click.echo(
+            f"atp: {len(report.errors)} of {report.examples} examples could not be judged; --min-kappa needs them all",
+            err=True,
+        )
         return 1
     if min_kappa is not None:
         kappa = report.overall.kappa
         if kappa is None or kappa < min_kappa:
             found = "is undefined (one answer throughout)" if kappa is None else f"{kappa:.2f} is below"
-            click.echo(f"atp: Cohen's kappa {found}; --min-kappa={min_kappa:g} asks for at least {min_kappa:g}", err=True)
+            click.echo(
+                f"atp: Cohen's kappa {found}; --min-kappa={min_kappa:g} asks for at least {min_kappa:g}",
+                err=True,
+            )
             return 1
     return 0

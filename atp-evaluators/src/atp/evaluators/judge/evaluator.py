@@ -93,7 +93,9 @@ def task_text(ctx: EvalContext) -> str:
 
 class LlmEval(Evaluator):
     name: ClassVar[str] = "llm_eval"
-    summary: ClassVar[str] = "an LLM judges an artifact by a criterion (needs atp-evaluators[judge] and an API key)"
+    summary: ClassVar[str] = (
+        "an LLM judges an artifact by a criterion (needs atp-evaluators[judge] and an API key)"
+    )
     category = "quality"
     Config = LlmEvalConfig
     Settings = JudgeSettings
@@ -158,16 +160,25 @@ class LlmEval(Evaluator):
             if settings.when_unavailable == "fail":
                 raise CannotEvaluate(reason)
             return [skipped(f"llm_eval:{name}", reason) for name in names]
-        artifacts = [a for a in ctx.response.artifacts if config.artifact is None or _matches(a, config.artifact)]
+        artifacts = [
+            a for a in ctx.response.artifacts if config.artifact is None or _matches(a, config.artifact)
+        ]
         if not artifacts:
             wanted = "artifact" + (f" matching {config.artifact!r}" if config.artifact else "")
             return [
-                check(f"llm_eval:{name}", False, f"nothing to judge: the agent produced no {wanted}", produced=produced(ctx))
+                check(
+                    f"llm_eval:{name}",
+                    False,
+                    f"nothing to judge: the agent produced no {wanted}",
+                    produced=produced(ctx),
+                )
                 for name in names
             ]
         content, notes = await self._content(ctx, artifacts, settings.max_artifact_chars)
         if content is None:
-            return [check(f"llm_eval:{name}", False, f"nothing to judge: {'; '.join(notes)}") for name in names]
+            return [
+                check(f"llm_eval:{name}", False, f"nothing to judge: {'; '.join(notes)}") for name in names
+            ]
         threshold = config.threshold if config.threshold is not None else settings.threshold
         samples = config.samples or settings.samples
         task = task_text(ctx)
@@ -178,10 +189,21 @@ class LlmEval(Evaluator):
             try:
                 judgement = await judge.judge(prompt, samples)
             except JudgeFailed as failed:
-                self._count(ctx, judge, failed.spent, cost_of(failed.spent.input_tokens, failed.spent.output_tokens, judge.price))
-                raise CannotEvaluate(f"{label}: {failed}", criterion=name, model=settings.model, **failed.details) from None
+                self._count(
+                    ctx,
+                    judge,
+                    failed.spent,
+                    cost_of(failed.spent.input_tokens, failed.spent.output_tokens, judge.price),
+                )
+                raise CannotEvaluate(
+                    f"{label}: {failed}", criterion=name, model=settings.model, **failed.details
+                ) from None
             self._count(ctx, judge, judgement.spent, judgement.cost_usd)
-            checks.append(self._check(label, name, judgement, threshold, [_label(a) for a in artifacts], notes, settings.model))
+            checks.append(
+                self._check(
+                    label, name, judgement, threshold, [_label(a) for a in artifacts], notes, settings.model
+                )
+            )
         return checks
 
     @staticmethod
@@ -196,7 +218,9 @@ class LlmEval(Evaluator):
         )
 
     @staticmethod
-    async def _content(ctx: EvalContext, artifacts: list[Artifact], limit: int) -> tuple[str | None, list[str]]:
+    async def _content(
+        ctx: EvalContext, artifacts: list[Artifact], limit: int
+    ) -> tuple[str | None, list[str]]:
         """The text judged: one artifact's, or several one after the other, each under a line
         naming it; masked (the judge is another party: ATP's secrets stay here) and cut at
         ``limit`` characters (the cut is said in the text and the notes). Artifacts are read
@@ -207,7 +231,9 @@ class LlmEval(Evaluator):
         size = 0
         for index, artifact in enumerate(artifacts):
             if size >= budget:
-                notes.append(f"{len(artifacts) - index} more artifacts not read: the judge's limit was reached")
+                notes.append(
+                    f"{len(artifacts) - index} more artifacts not read: the judge's limit was reached"
+                )
                 break
             found = await text_of(artifact, ctx)
             if found.note:
@@ -227,7 +253,13 @@ class LlmEval(Evaluator):
 
     @staticmethod
     def _check(
-        label: str, criterion: str, judgement: Any, threshold: float, judged: list[str], notes: list[str], model: str
+        label: str,
+        criterion: str,
+        judgement: Any,
+        threshold: float,
+        judged: list[str],
+        notes: list[str],
+        model: str,
     ) -> Check:
         first = judgement.samples[0].verdict
         count = len(judgement.samples)

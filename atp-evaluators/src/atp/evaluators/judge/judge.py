@@ -191,7 +191,9 @@ class Judge:
             self.cache = JudgeCache(Path(settings.cache_dir) if settings.cache_dir else default_cache_dir())
         self.price = price_of(
             settings.model,
-            (settings.price_per_mtok.input, settings.price_per_mtok.output) if settings.price_per_mtok else None,
+            (settings.price_per_mtok.input, settings.price_per_mtok.output)
+            if settings.price_per_mtok
+            else None,
         )
         self._limiter: anyio.CapacityLimiter | None = None
         self._backend: JudgeBackend | None = None
@@ -215,7 +217,9 @@ class Judge:
                 self._making = anyio.Lock()
             async with self._making:
                 if self._backend is None:
-                    self._backend = await anyio.to_thread.run_sync(self.backend_cls, self.settings, self.api_key)
+                    self._backend = await anyio.to_thread.run_sync(
+                        self.backend_cls, self.settings, self.api_key
+                    )
         return self._backend
 
     async def aclose(self) -> None:
@@ -233,7 +237,9 @@ class Judge:
                 group.start_soon(self._one, backend, prompt, index, results, failures)
         if failures:
             first = failures[0]
-            spent = sum((s.spent for s in results if s is not None), Spent()) + sum((f.spent for f in failures), Spent())
+            spent = sum((s.spent for s in results if s is not None), Spent()) + sum(
+                (f.spent for f in failures), Spent()
+            )
             raise JudgeFailed(str(first), spent, **first.details)
         done = [s for s in results if s is not None]
         spent = sum((s.spent for s in done), Spent())
@@ -261,18 +267,20 @@ class Judge:
 
     def key(self, prompt: Prompt, index: int) -> str:
         s = self.settings
-        return cache_key({
-            "backend": s.backend,
-            "backend_class": f"{self.backend_cls.__module__}.{self.backend_cls.__qualname__}",
-            "base_url": s.base_url,
-            "model": s.model,
-            "temperature": s.temperature,
-            "max_tokens": s.max_tokens,
-            "system": prompt.system,
-            "user": prompt.user,
-            "tool": JUDGEMENT_TOOL,
-            "sample": index,
-        })
+        return cache_key(
+            {
+                "backend": s.backend,
+                "backend_class": f"{self.backend_cls.__module__}.{self.backend_cls.__qualname__}",
+                "base_url": s.base_url,
+                "model": s.model,
+                "temperature": s.temperature,
+                "max_tokens": s.max_tokens,
+                "system": prompt.system,
+                "user": prompt.user,
+                "tool": JUDGEMENT_TOOL,
+                "sample": index,
+            }
+        )
 
     async def sample(self, backend: JudgeBackend, prompt: Prompt, index: int) -> Sample:
         """One judgement: from the cache, or asked (with one correction at most)."""
@@ -332,7 +340,12 @@ class Judge:
             try:
                 async with self.limiter():
                     reply = await self._send_once(backend, call, limit)
-                return reply, Spent(calls=retries + 1, input_tokens=reply.input_tokens, output_tokens=reply.output_tokens, retries=retries)
+                return reply, Spent(
+                    calls=retries + 1,
+                    input_tokens=reply.input_tokens,
+                    output_tokens=reply.output_tokens,
+                    retries=retries,
+                )
             except TransientJudgeError as exc:
                 errors.append(str(exc))
                 unreachable = unreachable and exc.unreachable
@@ -348,8 +361,11 @@ class Judge:
                 retries += 1
                 await self._sleep(min(max(wait, 0.0), MAX_WAIT_SECONDS))
             except JudgeError as exc:
-                raise JudgeFailed(f"the judge cannot answer: {exc}", Spent(calls=retries + 1, retries=retries), errors=[*errors, str(exc)]) from None
-
+                raise JudgeFailed(
+                    f"the judge cannot answer: {exc}",
+                    Spent(calls=retries + 1, retries=retries),
+                    errors=[*errors, str(exc)],
+                ) from None
 
     async def _send_once(self, backend: JudgeBackend, call: JudgeCall, limit: float) -> JudgeReply:
         """One request, answered within ``limit`` seconds in all (a server that trickles its
@@ -363,16 +379,24 @@ class Judge:
         except JudgeError:
             raise
         except OSError as exc:
-            raise TransientJudgeError(f"the {self.backend_cls.name} back end could not connect: {exc}", unreachable=True) from None
+            raise TransientJudgeError(
+                f"the {self.backend_cls.name} back end could not connect: {exc}", unreachable=True
+            ) from None
         except Exception as exc:
-            raise JudgeError(f"the {self.backend_cls.name} back end raised {type(exc).__name__}: {exc}") from None
+            raise JudgeError(
+                f"the {self.backend_cls.name} back end raised {type(exc).__name__}: {exc}"
+            ) from None
 
 
 def valid_unicode(value: Any) -> Any:
     """``value`` (JSON-like) with lone surrogates replaced: an answer is replayed to the model
     when it is corrected, and a request cannot carry them."""
     if isinstance(value, str):
-        return value.encode("utf-8", "replace").decode("utf-8") if any("\ud800" <= c <= "\udfff" for c in value) else value
+        return (
+            value.encode("utf-8", "replace").decode("utf-8")
+            if any("\ud800" <= c <= "\udfff" for c in value)
+            else value
+        )
     if isinstance(value, list):
         return [valid_unicode(item) for item in value]
     if isinstance(value, dict):
@@ -388,7 +412,9 @@ def corrected(reply: JudgeReply, problem: str) -> list[dict[str, Any]]:
         return [{"role": "assistant", "content": "(no answer)"}, {"role": "user", "content": text}]
     calls = [block["id"] for block in reply.content if block.get("type") == "tool_use" and "id" in block]
     if calls:  # every tool call is answered, as the Messages API requires
-        results = [{"type": "tool_result", "tool_use_id": call_id, "is_error": True, "content": text} for call_id in calls]
+        results = [
+            {"type": "tool_result", "tool_use_id": call_id, "is_error": True, "content": text}
+            for call_id in calls
+        ]
         return [{"role": "assistant", "content": reply.content}, {"role": "user", "content": results}]
     return [{"role": "assistant", "content": reply.content}, {"role": "user", "content": text}]
-

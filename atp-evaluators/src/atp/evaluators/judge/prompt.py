@@ -64,7 +64,12 @@ TOOL_NAME = "record_judgement"
 JUDGEMENT_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
-        "score": {"type": "number", "minimum": 0, "maximum": 1, "description": "0.0 (fails the criterion) to 1.0 (meets it fully)"},
+        "score": {
+            "type": "number",
+            "minimum": 0,
+            "maximum": 1,
+            "description": "0.0 (fails the criterion) to 1.0 (meets it fully)",
+        },
         "explanation": {"type": "string", "description": "Your reasoning for the score"},
         "issues": {"type": "array", "items": {"type": "string"}, "description": "What is wrong or missing"},
         "strengths": {"type": "array", "items": {"type": "string"}, "description": "What is done well"},
@@ -145,7 +150,12 @@ class Verdict(NamedTuple):
     strengths: list[str]
 
     def as_dict(self) -> dict[str, Any]:
-        return {"score": self.score, "explanation": self.explanation, "issues": self.issues, "strengths": self.strengths}
+        return {
+            "score": self.score,
+            "explanation": self.explanation,
+            "issues": self.issues,
+            "strengths": self.strengths,
+        }
 
 
 class AnswerProblem(Exception):
@@ -177,7 +187,9 @@ def read_fields(data: Any) -> Verdict:
         try:
             text.encode("utf-8")
         except UnicodeEncodeError:
-            raise AnswerProblem("the answer holds text that is not valid Unicode (a lone surrogate)") from None
+            raise AnswerProblem(
+                "the answer holds text that is not valid Unicode (a lone surrogate)"
+            ) from None
     return Verdict(float(score), data["explanation"], list(data["issues"]), list(data["strengths"]))
 
 
