@@ -23,7 +23,7 @@ import msgspec
 from atp.core.errors import AtpError
 from atp.core.protocol import ATPRequest, ATPResponse
 from atp.core.results import Check, Usage
-from atp.core.text import shorten
+from atp.core.text import describe, shorten
 from atp.core.trace import Trace
 
 if TYPE_CHECKING:
@@ -221,13 +221,6 @@ def _check_problem(item: Check) -> str | None:
             "passed=False and score 0 (atp.core.evaluator.skipped makes one)"
         )
     return None
-
-
-def describe(value: object) -> str:
-    """A value for an error message: its type and a short repr."""
-    if value is None:
-        return "None"
-    return f"{type(value).__name__} {shorten(repr(value), 120)}"
 
 
 def is_async(evaluator: "Evaluator") -> bool:

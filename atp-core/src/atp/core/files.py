@@ -87,6 +87,33 @@ def write_new(path: Path, data: bytes) -> None:
         os.close(fd)
 
 
+def write_atomic(path: Path, data: bytes | bytearray, *, durable: bool = False) -> None:
+    """``path`` holding ``data`` whole or not at all: written to a temporary file of a unique
+    name beside it, then renamed over it, so that a reader never sees half a file, two writers
+    never share a temporary file and a failure leaves the old file (and no temporary one). A link
+    at ``path`` is replaced, not followed. With ``durable``, the data reach the disk before the
+    rename. Raises :class:`OSError` (:func:`reason` words it)."""
+    import tempfile
+
+    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".partial")
+    try:
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            if durable:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(temporary, path)
+    except BaseException:
+        try:
+            os.unlink(temporary)
+        except OSError:
+            pass
+        raise
+
+
 def open_read(path: Path) -> BinaryIO:
     """``path`` open for reading (a link is followed, to a regular file only)."""
     return os.fdopen(_open(path, os.O_RDONLY), "rb")

@@ -47,7 +47,6 @@ from atp.core.evaluator import (
     EvaluatorResultError,
     StepTimer,
     checked_result,
-    describe,
     is_async,
 )
 from atp.core.executor import Executor, Job, Shipped
@@ -82,7 +81,7 @@ from atp.core.secrets import Masker
 from atp.core.service import Recorder, Service
 from atp.core.stats import ALPHA, Running, Sample
 from atp.core.suite import Assertion, Suite, Test, suite_fingerprint, test_fingerprint
-from atp.core.text import as_text, masking, printable, shorten
+from atp.core.text import as_text, describe, masking, printable, shorten
 from atp.core.trace import DEFAULT_MAX_EVENT_BYTES, DEFAULT_MAX_EVENTS, DEFAULT_MAX_LOG_BYTES, RunTrace
 
 logger = logging.getLogger("atp.runner")

@@ -64,6 +64,31 @@ def shorten(text: str, limit: int = PREVIEW_CHARS) -> str:
     return f"{text[:limit]}… ({len(text) - limit} more characters)"
 
 
+def shown(text: str | bytes, masker: _Masks | None = None, limit: int = PREVIEW_CHARS) -> str:
+    """Text from outside ATP (an agent's, a tool's, a judge's) for a message or a report line:
+    decoded, its secrets masked first (``masker``, else the current run's), then cut to
+    ``limit`` characters (a cut never splits a secret), then its control characters escaped."""
+    value = as_text(text)
+    masker = masker if masker is not None else _masker.get()
+    if masker is not None:
+        value = masker.text(value)
+    if len(value) > limit:
+        value = f"{value[:limit]}… ({len(value) - limit} more characters)"
+    return printable(value)
+
+
+def describe(value: object) -> str:
+    """A value for an error message: its type and a short repr (a ``repr`` that raises, or
+    recurses without end, is named instead of raising here)."""
+    if value is None:
+        return "None"
+    try:
+        text = repr(value)
+    except Exception as exc:  # a hostile __repr__: the message must still be made
+        text = f"<repr raised {type(exc).__name__}>"
+    return f"{type(value).__name__} {printable(shorten(text, 120))}"
+
+
 def mask(text: str) -> str:
     """``text`` with the secrets of the current run masked (as it is when there is no run)."""
     masker = _masker.get()
