@@ -25,17 +25,17 @@ it could not remove instead of raising.
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import os
 import stat
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import msgspec
 
 from atp.core.protocol import ATPResponse, FileArtifact
+from atp.core.tree import MAX_DEPTH as MAX_DEPTH
+from atp.core.tree import TOO_DEEP, UNREADABLE, walk_files
+from atp.core.tree import remove_tree as remove_tree
 
 MAX_FILES = 1000
 """The most files of a workspace added as artifacts; the rest are counted in a warning."""
@@ -43,10 +43,7 @@ MAX_HASH_BYTES = 256 * 1024 * 1024
 """A file larger than this gets its size and no hash."""
 HASH_BUDGET_BYTES = 1024 * 1024 * 1024
 """The most bytes hashed for one run; the files after get their sizes only."""
-MAX_DEPTH = 100
-"""The most levels of folders below the workspace that are searched for files."""
 _PIECE = 1024 * 1024
-_DIRECTORY_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLLOW", 0)
 
 
 def _inside(root: Path, path: str) -> Path | None:
@@ -90,7 +87,9 @@ class _Hasher:
             os.close(fd)
 
 
-def with_workspace_files(response: ATPResponse, workspace: Path, since: int) -> tuple[ATPResponse, list[str]]:
+def with_workspace_files(
+    response: ATPResponse, workspace: Path, since: int
+) -> tuple[ATPResponse, list[str]]:
     """``response`` with its file artifacts completed from ``workspace`` and the other files
     written there since ``since`` (``time.time_ns()`` when the run started) added, and the
     warnings to give (blocking: call it on a worker thread)."""
@@ -118,11 +117,11 @@ def with_workspace_files(response: ATPResponse, workspace: Path, since: int) -> 
     added = left = 0
     unnamed: list[str] = []
     too_deep = unreadable = 0
-    for path in _files(root):
-        if path is _TOO_DEEP:
+    for path in walk_files(root):
+        if path is TOO_DEEP:
             too_deep += 1
             continue
-        if path is _UNREADABLE:
+        if path is UNREADABLE:
             unreadable += 1
             continue
         if path in listed:
@@ -156,160 +155,3 @@ def with_workspace_files(response: ATPResponse, workspace: Path, since: int) -> 
             f"{unreadable} folder{'' if unreadable == 1 else 's'} of the workspace could not be read; their files are not listed"
         )
     return msgspec.structs.replace(response, artifacts=artifacts), warnings
-
-
-_TOO_DEEP = Path("<too deep>")
-_UNREADABLE = Path("<unreadable>")
-
-
-def _files(root: Path) -> Iterator[Path]:
-    """The paths of the entries below ``root`` that are not folders (links included: the caller
-    does not follow them), folder by folder in the order of their names, as ``os.walk`` gives
-    them top-down, without recursion and without entering links to folders. A folder
-    :data:`MAX_DEPTH` levels down is not entered (:data:`_TOO_DEEP` is yielded for it), one
-    that cannot be listed neither (:data:`_UNREADABLE`)."""
-    stack: list[tuple[str, int]] = [(str(root), 0)]
-    while stack:
-        folder, depth = stack.pop()
-        try:
-            with os.scandir(folder) as entries:
-                listed = sorted(entries, key=lambda entry: entry.name)
-        except OSError:
-            yield _UNREADABLE
-            continue
-        folders: list[str] = []
-        for entry in listed:
-            try:
-                is_folder = entry.is_dir(follow_symlinks=False)
-            except OSError:
-                is_folder = False
-            if is_folder:
-                folders.append(entry.path)
-            else:
-                yield Path(entry.path)
-        for path in reversed(folders):
-            if depth + 1 > MAX_DEPTH:
-                yield _TOO_DEEP
-            else:
-                stack.append((path, depth + 1))
-
-
-def remove_tree(root: Path) -> str | None:
-    """Remove the folder ``root`` and everything in it, without recursion and without following
-    links (a link is removed, not what it points to), also when it nests folders thousands deep
-    or has folders without permissions (they are opened up first). Never raises: returns what
-    could not be removed, in words, or ``None``. (Blocking: call it on a worker thread.)
-
-    Each folder found is moved up to ``root`` itself before it is emptied, so that no path ever
-    grows longer than two names below ``root``, and only two folders are open at a time."""
-    try:
-        top = os.open(root, _DIRECTORY_FLAGS)
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        return f"{root}: {exc.strerror or exc}"
-    failed: list[str] = []
-    try:
-        _writable(top)
-        pending = _names(top, failed)
-        while pending:
-            name = pending.pop()
-            _empty(top, name, pending, failed)
-            try:
-                os.rmdir(name, dir_fd=top)
-            except FileNotFoundError:
-                pass
-            except OSError as exc:
-                failed.append(f"{exc.strerror or exc}")
-    except Exception as exc:  # (whatever happens, the caller's response stands)
-        failed.append(f"{type(exc).__name__}: {exc}")
-    finally:
-        os.close(top)
-    try:
-        os.rmdir(root)
-    except FileNotFoundError:
-        pass
-    except OSError as exc:
-        failed.append(f"{exc.strerror or exc}")
-    if not failed:
-        return None
-    shown = "; ".join(dict.fromkeys(failed[:5]))
-    return (
-        f"{root}: {len(failed)} thing{'' if len(failed) == 1 else 's'} in it could not be removed ({shown})"
-    )
-
-
-def _names(top: int, failed: list[str]) -> list[str]:
-    """The folders right in ``top`` (the other entries are removed at once)."""
-    found: list[str] = []
-    with os.scandir(top) as entries:
-        for entry in list(entries):
-            if _is_folder(entry):
-                found.append(entry.name)
-            else:
-                _unlink(entry.name, top, failed)
-    return found
-
-
-def _empty(top: int, name: str, pending: list[str], failed: list[str]) -> None:
-    """Empty the folder ``name`` of ``top``: its files and links removed, its folders moved up
-    into ``top`` (under fresh names, added to ``pending``)."""
-    try:
-        fd = os.open(name, _DIRECTORY_FLAGS, dir_fd=top)
-    except PermissionError:
-        try:
-            os.chmod(name, 0o700, dir_fd=top)  # (a folder, not a link: it was found as one)
-            fd = os.open(name, _DIRECTORY_FLAGS, dir_fd=top)
-        except OSError as exc:
-            failed.append(f"{exc.strerror or exc}")
-            return
-    except OSError as exc:
-        if exc.errno not in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP):
-            failed.append(f"{exc.strerror or exc}")
-        if exc.errno in (errno.ENOTDIR, errno.ELOOP):  # (replaced by a file or a link meanwhile)
-            _unlink(name, top, failed)
-        return
-    try:
-        _writable(fd)
-        with os.scandir(fd) as entries:
-            listed = list(entries)
-        for entry in listed:
-            if _is_folder(entry):
-                moved = f".atp-rm-{uuid.uuid4().hex}"
-                try:
-                    os.rename(entry.name, moved, src_dir_fd=fd, dst_dir_fd=top)
-                except OSError as exc:
-                    failed.append(f"{exc.strerror or exc}")
-                    continue
-                pending.append(moved)
-            else:
-                _unlink(entry.name, fd, failed)
-    except OSError as exc:
-        failed.append(f"{exc.strerror or exc}")
-    finally:
-        os.close(fd)
-
-
-def _writable(fd: int) -> None:
-    """Let the owner list and change the folder ``fd`` (an agent may have taken that away)."""
-    try:
-        if os.fstat(fd).st_mode & 0o700 != 0o700:
-            os.fchmod(fd, 0o700)
-    except OSError:
-        pass
-
-
-def _is_folder(entry: os.DirEntry[str]) -> bool:
-    try:
-        return entry.is_dir(follow_symlinks=False)
-    except OSError:
-        return False
-
-
-def _unlink(name: str, folder: int, failed: list[str]) -> None:
-    try:
-        os.unlink(name, dir_fd=folder)
-    except FileNotFoundError:
-        pass
-    except OSError as exc:
-        failed.append(f"{exc.strerror or exc}")
