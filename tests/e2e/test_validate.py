@@ -213,9 +213,9 @@ def test_an_adapter_with_the_default_health_keeps_its_wording() -> None:
     an agent it cannot reach from an unhealthy one: `atp validate` says what it always said."""
     import anyio
 
-    from atp.cli.commands.validate import Validation
     from atp.core.adapter import Adapter
     from atp.core.secrets import Masker
+    from atp.core.validation import Validation
 
     class Sulking(Adapter):
         type = "sulking"

@@ -26,7 +26,8 @@ import msgspec
 import pytest
 
 import atp.adapters.crewai as crewai_adapter
-from atp.adapters.crewai import CrewAIAdapter, CrewAISettings, _CrewAI
+from atp.adapters.crewai import CrewAIAdapter, CrewAISettings
+from atp.adapters.crewai_library import CrewAILibrary as _CrewAI
 from atp.core.config import agent_definitions, load_config, resolve_agent
 from atp.core.errors import AdapterError, AgentError, ConfigError
 from atp.core.plugins import Plugins

@@ -249,3 +249,47 @@ def test_a_lost_cluster_stops_the_suite_keeping_what_finished_and_resume_makes_t
     resumed = anyio.run(again.run)
     assert resumed.stopped_by is None and not resumed.interrupted
     assert outcomes(resumed) == {"a": ["passed", "passed"], "b": ["failed"]}
+
+
+def test_a_worker_refuses_a_bad_evaluator_setting_before_any_run_as_atp_test_does(tmp_path: Path) -> None:
+    from atp.core.errors import ConfigError
+    from atp.core.prepare import prepare, suite_of
+
+    suite_path = write(
+        tmp_path / "suite.yaml",
+        f"""
+        test_suite: seam
+        agents:
+          - name: agent
+            type: cli
+            command: {[PYTHON, str(AGENTS / "ledger_agent.py")]!r}
+            env: {{LEDGER: {str(tmp_path / "ledger.txt")!r}}}
+        tests:
+          - id: a
+            task: {{description: x}}
+            assertions:
+              - {{type: contains, config: {{name: result, pattern: x}}}}
+        """,
+    )
+    config_path = write(tmp_path / "atp.config.yaml", "evaluators:\n  contains:\n    no_such_setting: 1\n")
+    config = load_config(config_path)
+    plugins = Plugins()
+    suite = load_suite(suite_path, plugins.evaluators)
+    with pytest.raises(ConfigError) as local:  # what atp test does before any run
+        prepare(config, plugins, suite_of(config, plugins, suite_path), "agent")
+    # A driver that did not check (another machine's config: here, the runner made without it)
+    agent = resolve_agent(choose_agent(agent_definitions(config, suite), "agent"), plugins.adapters)
+    runner = Runner(
+        plugins,
+        suite,
+        list(suite.tests),
+        agent,
+        run_root=tmp_path / "runs",
+        executor=ThreadExecutor(),
+        job=Job(suite_path=str(suite_path), config_path=str(config_path), agent="agent"),
+    )
+    with pytest.raises(ConfigError) as remote:
+        anyio.run(runner.run)
+    assert "no_such_setting" in str(local.value) and str(remote.value) == str(local.value)
+    assert not (tmp_path / "ledger.txt").exists()  # no run was made
+    assert not list((tmp_path / "runs").glob("*/results.jsonl"))

@@ -30,8 +30,8 @@ from atp.adapters.langgraph import (
     WORKER_THREADS,
     LangGraphAdapter,
     LangGraphSettings,
-    _plain,
 )
+from atp.adapters.langgraph_state import plain as _plain
 from atp.adapters.python import RunEnded, call_in_loop
 from atp.core.config import agent_definitions, load_config, resolve_agent
 from atp.core.errors import AdapterError, AgentError, MissingDependencyError, SuiteError

@@ -27,6 +27,7 @@ from atp.core.plugins import Plugins
 from atp.core.protocol import PROTOCOL_VERSION, ATPRequest, ATPResponse, FileArtifact, ReferenceArtifact
 from atp.core.testing import make_test, response
 from atp.core.trace import Trace
+from atp.core.tree import remove_tree as _remove_tree
 from atp.evaluators.code_exec import command as command_module
 from atp.evaluators.code_exec import folder as folder_module
 from atp.evaluators.code_exec import reports as reports_module
@@ -43,7 +44,7 @@ from atp.evaluators.code_exec.command import (
 )
 from atp.evaluators.code_exec.config import CustomCommandConfig, LintConfig, PytestConfig
 from atp.evaluators.code_exec.evaluators import CustomCommand, Lint, Pytest, _reason, suite_tests
-from atp.evaluators.code_exec.folder import Folder, FolderError, _remove_tree, work_folder
+from atp.evaluators.code_exec.folder import Folder, FolderError, work_folder
 from atp.evaluators.code_exec.reports import (
     FAILURE_TEXT_CHARS,
     MAX_JUNIT_BYTES,

@@ -14,8 +14,8 @@ import pytest
 
 from atp.core.reporter import ReportOptions
 from atp.core.results import PlannedTest, RunHeader, RunResult, RunStore, make_test_result
-from atp.reporters import console
 from atp.reporters.console import ConsoleReporter, StatusLine, clock
+from atp.reporters.terminal import status as console  # the status line's module: TICK_SECONDS, atexit
 
 NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)
 TID = "550e8400-e29b-41d4-a716-446655440000"
@@ -225,7 +225,7 @@ def test_clock() -> None:
 def test_a_warning_erases_the_status_line_which_comes_back(tmp_path: Path) -> None:
     import logging
 
-    from atp.cli.commands.test import WarningHandler
+    from atp.cli.running import WarningHandler
 
     tty = Tty()
     header, store = new_store(tmp_path)

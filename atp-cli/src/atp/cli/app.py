@@ -29,8 +29,15 @@ _warned: set[str] = set()
 @functools.lru_cache(maxsize=1)
 def plugins() -> Plugins:
     """The plugins of this process, loaded once; load problems are warned about on stderr."""
+    from atp.cli.main import debugging
+
     loaded = Plugins()
     warn_problems([*loaded.warnings, *loaded.problems(collect=False)])
+    if debugging():  # each hook call and its result on stderr (pluggy's tracing)
+        loaded.pm.trace.root.setwriter(
+            lambda text: click.echo(f"atp: hook: {printable(text.rstrip())}", err=True)
+        )
+        loaded.pm.enable_tracing()
     return loaded
 
 
@@ -102,14 +109,14 @@ def check_verbosity(verbose: bool, quiet: bool) -> None:
         raise click.UsageError("--verbose and --quiet cannot be used together")
 
 
-class RunsType(click.ParamType):
+class RunsType(click.ParamType):  # type: ignore[type-arg]  # generic only in newer click
     """``--runs``: a number of runs per test (1-10000), or ``auto``."""
 
     name = "N|auto"
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int | str:
         if isinstance(value, int) or value == "auto":
-            return value
+            return "auto" if value == "auto" else int(value)
         try:
             number = int(value)
         except (TypeError, ValueError):
@@ -350,3 +357,15 @@ def show_tracebacks(results: SuiteResults) -> None:
     for where, trace in found:
         click.echo(printable(f"atp: debug: traceback of {where}:"), err=True)
         click.echo(printable(trace, newlines=True), err=True)
+
+
+def write_output(path: Path, data: bytes) -> None:
+    """An output file (a baseline, a comparison) holding ``data`` whole or not at all: a reader
+    never sees half a file and a failure leaves the old one; an AtpError naming the file."""
+    from atp.core.errors import AtpError
+    from atp.core.files import reason, write_atomic
+
+    try:
+        write_atomic(path, data, durable=True)
+    except OSError as exc:
+        raise AtpError(f"cannot write {path}: {reason(exc)}") from None

@@ -17,6 +17,8 @@ from typing import Any
 
 import click
 
+from atp.core.errors import single_exception
+
 BUILTIN_COMMANDS = {
     "init": (
         "atp.cli.commands.init",
@@ -95,17 +97,16 @@ class LazyGroup(click.Group):
             return
         self._plugins_loaded = True
         from atp.cli.app import plugins, warn_problems
+        from atp.core import hooks
 
         loaded = plugins()
-        for call in loaded.callers("atp_register_commands"):
-            try:
-                call.function(*[{"cli": self}[name] for name in call.argnames])
-            except Exception as exc:
-                warn_problems(
-                    [
-                        f"{loaded.describe(call.plugin)} could not add its commands: {type(exc).__name__}: {exc}"
-                    ]
-                )
+
+        def failed(plugin: str, hook_name: str, exc: BaseException) -> None:
+            warn_problems(
+                [f"{loaded.describe(plugin)} could not add its commands: {type(exc).__name__}: {exc}"]
+            )
+
+        hooks.notify(loaded.pm, "atp_register_commands", failed, cli=self)
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         self._load_plugin_commands()
@@ -173,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             result: Any = cli.main(args=argv, prog_name="atp", standalone_mode=False)
         except BaseException as raised:
-            raise _single(raised) from None
+            raise single_exception(raised) from None
     except click.exceptions.Exit as exc:
         return exc.exit_code
     except click.ClickException as exc:
@@ -236,15 +237,6 @@ def _traceback(exc: BaseException) -> None:
 
     with contextlib.suppress(OSError):
         traceback.print_exception(type(exc), exc, exc.__traceback__, file=sys.stderr)
-
-
-def _single(exc: BaseException) -> BaseException:
-    """The one exception inside (nested) exception groups (a task group's), else ``exc``."""
-    inner = getattr(exc, "exceptions", None)
-    while isinstance(inner, tuple) and len(inner) == 1 and isinstance(inner[0], BaseException):
-        exc = inner[0]
-        inner = getattr(exc, "exceptions", None)
-    return exc
 
 
 def _output_failed(exc: OSError) -> int:

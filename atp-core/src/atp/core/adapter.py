@@ -33,6 +33,7 @@ class NoSettings(msgspec.Struct, forbid_unknown_fields=True):
 
 
 HealthStatus = Literal["healthy", "degraded", "unhealthy", "unreachable", "unknown"]
+"""What :attr:`Health.status` may say (see :class:`Health`)."""
 USABLE_HEALTH: frozenset[str] = frozenset({"healthy", "degraded", "unknown"})
 """The statuses of an agent that can be tested: ``degraded`` and ``unknown`` with a note."""
 
@@ -81,6 +82,15 @@ class AgentUnhealthy(AdapterError):
 
 
 class Adapter(ABC):
+    """Drives agents of one ``type``: subclass it, set :attr:`type` (and :attr:`Settings`),
+    implement :meth:`execute`, and register the class through ``atp_register_adapters``.
+
+    ATP makes it with ``settings`` (an instance of :attr:`Settings`, validated from the agent's
+    definition), ``name`` (the agent's name, for messages) and ``base_dir``; see the module for
+    when each method is called and what to raise. Its coroutines and :meth:`abort` run on the
+    runner's event loop and must not block it (``anyio.to_thread.run_sync`` for a blocking
+    SDK); :meth:`execute` runs concurrently with itself when ``--parallel`` allows."""
+
     type: ClassVar[str]
     """The agent ``type`` this adapter serves."""
     summary: ClassVar[str] = ""

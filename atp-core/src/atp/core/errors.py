@@ -126,3 +126,13 @@ class AgentRefused(AgentError):
     ) -> None:
         super().__init__(message, evidence=evidence)
         self.status = status
+
+
+def single_exception(exc: BaseException) -> BaseException:
+    """The one exception inside (nested) exception groups of one exception, else ``exc``: what
+    a task group raised for the one task that failed."""
+    inner = getattr(exc, "exceptions", None)  # an ExceptionGroup (a backport's on Python 3.10)
+    while isinstance(inner, tuple) and len(inner) == 1 and isinstance(inner[0], BaseException):
+        exc = inner[0]
+        inner = getattr(exc, "exceptions", None)
+    return exc

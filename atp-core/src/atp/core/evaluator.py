@@ -91,6 +91,17 @@ class EvalContext:
 
 
 class Evaluator(ABC):
+    """Checks assertions of one ``type``: subclass it, set :attr:`name` (and :attr:`Config`),
+    implement :meth:`evaluate`, and register the class through ``atp_register_evaluators``.
+
+    ATP makes one instance per assertion type for a whole suite, when a run first needs it,
+    and shares it between concurrent runs. ``evaluate`` may be ``async def`` (run on the event
+    loop: it must not block it; a step that holds the loop long is warned about) or a plain
+    ``def`` (run in a worker thread). It has :attr:`default_timeout` seconds per run (unless
+    the settings' ``timeout_seconds`` says otherwise). What it raises (:class:`CannotEvaluate`
+    with evidence, or anything else), or returns that is not a list of :class:`Check`, makes
+    the run an error naming the evaluator, not a failure of the agent."""
+
     name: ClassVar[str]
     """The assertion ``type`` this evaluator checks."""
     summary: ClassVar[str] = ""

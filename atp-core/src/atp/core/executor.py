@@ -27,6 +27,7 @@ from typing import Any, ClassVar
 
 import msgspec
 
+from atp.core.options import RunOptions
 from atp.core.results import PlannedTest
 
 
@@ -40,18 +41,24 @@ class Job(msgspec.Struct, frozen=True, kw_only=True):
     key: str = ""
     """Names this job on the workers (the run id and a nonce): one session per job per worker."""
     run_id: str = ""
+    """The run directory's run id on ATP's side."""
     suite_path: str
     config_path: str | None = None
     agent: str
+    """The name of the agent under test, as the suite or config defines it."""
     runs: int | str | None = None
     """``--runs`` (an int or ``"auto"``), when given."""
     evaluator_overrides: dict[str, dict[str, Any]] = msgspec.field(default_factory=dict)
+    """Settings the command line set over ``evaluators.<name>`` (``--no-judge-cache``)."""
     tests: dict[str, str] = msgspec.field(default_factory=dict)
     """The selected tests' fingerprints, by id: a worker whose suite file has another test of
     that id refuses to make its runs."""
     plan: list[PlannedTest] = msgspec.field(default_factory=list)
     """The tests as ATP planned them (runs, adaptive plans, skips; a resumed run's own): what
     the requests a worker sends say of them."""
+    options: RunOptions | None = None
+    """The run's options as ATP resolved them (limits, retries, ``--fail-fast``...): a worker
+    makes its runs with the same ones (its own folder for their files)."""
 
 
 class Shipped(msgspec.Struct, kw_only=True):
@@ -66,6 +73,7 @@ class Shipped(msgspec.Struct, kw_only=True):
     """The fault of the infrastructure the run met (its agent could not be reached, say): ATP
     tries the run again as ``retries`` allows."""
     retry_after: float | None = None
+    """With a ``fault``: seconds the far side asked ATP to wait before trying again."""
 
 
 class Executor(ABC):
@@ -83,6 +91,8 @@ class Executor(ABC):
     summary: ClassVar[str] = ""
     """One line for ``atp plugins``."""
     replaces: ClassVar[str | None] = None
+    """The name of a plugin whose registration of the same executor name this class replaces
+    on purpose. Without it, two plugins registering one name is an error naming both."""
     Settings: ClassVar[builtins.type[msgspec.Struct]] = NoExecutorSettings
     """The settings it accepts (the config's ``executors.<name>``, with ``--address``)."""
 

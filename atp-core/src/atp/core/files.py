@@ -92,12 +92,18 @@ def write_atomic(path: Path, data: bytes | bytearray, *, durable: bool = False) 
     name beside it, then renamed over it, so that a reader never sees half a file, two writers
     never share a temporary file and a failure leaves the old file (and no temporary one). A link
     at ``path`` is replaced, not followed. With ``durable``, the data reach the disk before the
-    rename. Raises :class:`OSError` (:func:`reason` words it)."""
+    rename. The file keeps the permissions of the one it replaces (a new one gets 0644).
+    Raises :class:`OSError` (:func:`reason` words it)."""
     import tempfile
 
+    try:
+        mode = stat.S_IMODE(os.stat(path, follow_symlinks=False).st_mode)
+    except OSError:
+        mode = 0o644  # a new file: as ATP writes every other (mkstemp's own is 0600)
     fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".partial")
     try:
         try:
+            os.fchmod(fd, mode)
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view) :]

@@ -19,11 +19,11 @@ import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pluggy
 
-from atp.core import entrypoints, hookspecs
+from atp.core import entrypoints, hooks, hookspecs
 from atp.core.errors import MissingDependencyError, PluginError, PluginFailed
 
 if TYPE_CHECKING:
@@ -210,31 +210,14 @@ class Plugins:
         except (ValueError, pluggy.PluginValidationError) as exc:
             self._load_errors[info.name] = [f"failed to register: {exc}"]
         else:
+            hooks.guard(self.pm, info.name)
             unknown = [c.name for c in self.pm.get_hookcallers(plugin) or [] if c.spec is None]
             problems = [f"implements {name!r}, which is not an ATP hook" for name in sorted(unknown)]
-            problems.extend(self._unmarked(plugin))
+            problems.extend(_unmarked(self.pm, plugin))
             if problems:
                 self._load_errors[info.name] = problems
         self._infos[info.name] = info
         self._registries = None
-
-    def _unmarked(self, plugin: object) -> list[str]:
-        """Functions named like an ATP hook but not marked ``@hookimpl``: pluggy ignores them,
-        so a plugin author would wait forever for a call."""
-        found = []
-        for attribute in dir(plugin):
-            if not attribute.startswith("atp_") or not hasattr(hookspecs, attribute):
-                continue
-            try:
-                value = getattr(plugin, attribute)
-            except Exception:
-                continue
-            if callable(value) and self.pm.parse_hookimpl_opts(plugin, attribute) is None:
-                found.append(
-                    f"defines {attribute}() but it is not marked @hookimpl, so ATP never calls it "
-                    f"(from atp.core.hookspecs import hookimpl)"
-                )
-        return found
 
     # --- registries ------------------------------------------------------------------------
 
@@ -256,7 +239,7 @@ class Plugins:
             for impl in caller.get_hookimpls():
                 info = self._infos.get(impl.plugin_name) or PluginInfo(name=impl.plugin_name)
                 self._infos.setdefault(impl.plugin_name, info)
-                register = self._registrar(kind, registry, info)
+                register = _registrar(kind, registry, info)
                 try:
                     impl.function(*[{"register": register}[arg] for arg in impl.argnames])
                 except Exception as exc:
@@ -273,29 +256,6 @@ class Plugins:
             registries[kind.label] = registry
         self._registries = registries
         return registries
-
-    def _registrar(self, kind: _Kind, registry: Registry, info: PluginInfo) -> Callable[[type[Any]], None]:
-        listed: list[str] = getattr(info, kind.label + "s")
-        base = kind.base
-
-        def register(cls: type[Any]) -> None:
-            key = getattr(cls, kind.key, None)
-            if not (isinstance(cls, type) and issubclass(cls, base)) or not isinstance(key, str):
-                info.errors.append(
-                    f"registered {cls!r}, which is not {_article(base.__name__)} subclass "
-                    f"with a string {kind.key!r}"
-                )
-                return
-            problem = kind.check(key) if kind.check is not None else None
-            if problem is not None:
-                info.errors.append(
-                    f"registered {kind.label} {cls.__qualname__}, whose {problem}; it is not used"
-                )
-                return
-            registry.add(key, cls, info.name)
-            listed.append(key)
-
-        return register
 
     @property
     def adapters(self) -> dict[str, type[Adapter]]:
@@ -355,34 +315,19 @@ class Plugins:
         return None
 
     def adapter(self, type_: str) -> type[Adapter]:
-        return self._lookup(self.adapters, type_, "agent type", "adapters")
+        return _lookup(self.adapters, type_, "agent type", "adapters")
 
     def evaluator(self, name: str) -> type[Evaluator]:
-        return self._lookup(self.evaluators, name, "assertion type", "evaluators")
+        return _lookup(self.evaluators, name, "assertion type", "evaluators")
 
     def reporter(self, name: str) -> type[Reporter]:
-        return self._lookup(self.reporters, name, "output", "reporters")
+        return _lookup(self.reporters, name, "output", "reporters")
 
     def service(self, key: str) -> type[Service]:
-        return self._lookup(self.services, key, "service", "adapters")
+        return _lookup(self.services, key, "service", "adapters")
 
     def executor(self, name: str) -> type[Executor]:
-        return self._lookup(self.executors, name, "executor", "executors[dask]")
-
-    def _lookup(self, registry: dict[str, type[K]], key: str, what: str, dist: str) -> type[K]:
-        try:
-            return registry[key]
-        except KeyError:
-            pass
-        if isinstance(registry, Registry):
-            why = registry.missing(key)
-            if why is not None:
-                raise PluginFailed(f"{what} {key!r} cannot be used: {why}")
-        known = ", ".join(sorted(registry)) or "none"
-        raise PluginError(
-            f"unknown {what} {key!r} (installed: {known}); is the plugin providing it "
-            f"installed? The built-in ones come with: pip install atp-{dist}"
-        )
+        return _lookup(self.executors, name, "executor", "executors[dask]")
 
     def infos(self) -> list[PluginInfo]:
         self._collect()
@@ -396,21 +341,8 @@ class Plugins:
         return [f"plugin {i.name!r}: {e}" for i in self.infos() for e in i.errors]
 
     def has_impls(self, hook_name: str) -> bool:
-        return bool(getattr(self.pm.hook, hook_name).get_hookimpls())
-
-    def callers(self, hook_name: str) -> list[HookCall]:
-        """The implementations of a lifecycle hook in the order pluggy calls them, each with
-        its plugin's name, so that a failing one can be named and the others still called."""
-        impls = getattr(self.pm.hook, hook_name).get_hookimpls()
-        return [HookCall(impl.plugin_name, impl.function, tuple(impl.argnames)) for impl in reversed(impls)]
-
-
-class HookCall(NamedTuple):
-    """One plugin's implementation of a hook."""
-
-    plugin: str
-    function: Callable[..., Any]
-    argnames: tuple[str, ...]
+        """Whether any plugin implements the hook."""
+        return hooks.has_impls(self.pm, hook_name)
 
 
 class Registry(dict[str, type[Any]]):
@@ -491,3 +423,60 @@ def format_exception(exc: BaseException) -> str:
     import traceback
 
     return "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)).rstrip()
+
+
+def _unmarked(pm: pluggy.PluginManager, plugin: object) -> list[str]:
+    """Functions named like an ATP hook but not marked ``@hookimpl``: pluggy ignores them,
+    so a plugin author would wait forever for a call."""
+    found = []
+    for attribute in dir(plugin):
+        if not attribute.startswith("atp_") or not hasattr(hookspecs, attribute):
+            continue
+        try:
+            value = getattr(plugin, attribute)
+        except Exception:
+            continue
+        if callable(value) and pm.parse_hookimpl_opts(plugin, attribute) is None:
+            found.append(
+                f"defines {attribute}() but it is not marked @hookimpl, so ATP never calls it "
+                f"(from atp.core.hookspecs import hookimpl)"
+            )
+    return found
+
+
+def _registrar(kind: _Kind, registry: Registry, info: PluginInfo) -> Callable[[type[Any]], None]:
+    listed: list[str] = getattr(info, kind.label + "s")
+    base = kind.base
+
+    def register(cls: type[Any]) -> None:
+        key = getattr(cls, kind.key, None)
+        if not (isinstance(cls, type) and issubclass(cls, base)) or not isinstance(key, str):
+            info.errors.append(
+                f"registered {cls!r}, which is not {_article(base.__name__)} subclass "
+                f"with a string {kind.key!r}"
+            )
+            return
+        problem = kind.check(key) if kind.check is not None else None
+        if problem is not None:
+            info.errors.append(f"registered {kind.label} {cls.__qualname__}, whose {problem}; it is not used")
+            return
+        registry.add(key, cls, info.name)
+        listed.append(key)
+
+    return register
+
+
+def _lookup(registry: dict[str, type[K]], key: str, what: str, dist: str) -> type[K]:
+    try:
+        return registry[key]
+    except KeyError:
+        pass
+    if isinstance(registry, Registry):
+        why = registry.missing(key)
+        if why is not None:
+            raise PluginFailed(f"{what} {key!r} cannot be used: {why}")
+    known = ", ".join(sorted(registry)) or "none"
+    raise PluginError(
+        f"unknown {what} {key!r} (installed: {known}); is the plugin providing it "
+        f"installed? The built-in ones come with: pip install atp-{dist}"
+    )

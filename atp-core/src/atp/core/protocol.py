@@ -20,7 +20,9 @@ import msgspec
 from atp.core.errors import ProtocolError
 
 PROTOCOL_VERSION = "1.0"
+"""The version ATP writes in every message it sends (``version``)."""
 PROTOCOL_MAJOR = 1
+"""The major version ATP accepts: a message of version ``1.x`` (any minor) is read."""
 MAX_NESTING = 900
 """Messages nested deeper than this (about Python's recursion limit) are refused as protocol
 violations; ATP's own processing of agent data stays within it."""
@@ -33,27 +35,47 @@ class Message(msgspec.Struct, omit_defaults=True, kw_only=True, gc=False):
 # --- request -------------------------------------------------------------------------------
 
 Description = Annotated[str, msgspec.Meta(min_length=1, max_length=10000)]
+"""A task's description: 1 to 10,000 characters."""
 MaxSteps = Annotated[int, msgspec.Meta(ge=1, le=1000)]
+"""``constraints.max_steps``: 1 to 1,000."""
 MaxTokens = Annotated[int, msgspec.Meta(ge=1, le=10_000_000)]
+"""``constraints.max_tokens``: 1 to 10,000,000."""
 TimeoutSeconds = Annotated[int, msgspec.Meta(ge=1, le=86400)]
+"""A time limit in whole seconds: 1 to 86,400 (a day)."""
 Budget = Annotated[float, msgspec.Meta(ge=0)]
+"""``constraints.budget_usd``: US dollars, 0 or more."""
 
 DEFAULT_TIMEOUT_SECONDS = 300
+"""The time limit of a run whose constraints give no ``timeout_seconds``."""
 
 
 class ExpectedArtifact(Message, kw_only=True):
+    """A hint of what the agent should produce (``task.expected_artifacts``): its ``type``
+    (``file`` or ``structured``), its ``format`` (``markdown``, ``csv``, ...) and its ``name``
+    (a file name, or a structured artifact's name). Hints only: what the agent produced is
+    checked by the test's assertions, not against these."""
+
     type: Literal["file", "structured"] | None = None
     format: str | None = None
     name: str | None = None
 
 
 class Task(Message, kw_only=True):
+    """What the agent is asked: ``description`` in natural language, ``input_data`` the
+    structured input it works on, ``expected_artifacts`` hints of what it should produce."""
+
     description: Description
     input_data: dict[str, Any] | None = None
     expected_artifacts: list[ExpectedArtifact] | None = None
 
 
 class Constraints(Message, kw_only=True):
+    """Limits the agent is asked to keep to. ``timeout_seconds`` (wall-clock, default
+    :data:`DEFAULT_TIMEOUT_SECONDS`) is also enforced: ATP cancels the run when it is up.
+    ``max_steps``, ``max_tokens`` (LLM tokens) and ``budget_usd`` are the agent's to keep; the
+    score's efficiency and cost components measure the run against them.
+    ``allowed_tools``: the tools the agent may call (``None``: all of them)."""
+
     max_steps: MaxSteps | None = None
     max_tokens: MaxTokens | None = None
     timeout_seconds: TimeoutSeconds | None = None
@@ -62,13 +84,20 @@ class Constraints(Message, kw_only=True):
 
 
 class Context(Message, kw_only=True):
+    """Where the agent runs: ``tools_endpoint`` the URL of the tools ATP serves it (the
+    protocol's Tool Protocol: ``POST <endpoint>/<tool>``), ``workspace_path`` the folder it
+    works in (its relative artifact paths are relative to it), ``environment`` variables it
+    gets (secrets go here, never in the task; ATP masks known secrets in what it writes)."""
+
     tools_endpoint: str | None = None
     workspace_path: str | None = None
     environment: dict[str, str] | None = None
 
 
 class ATPRequest(Message, kw_only=True):
-    """A task for an agent."""
+    """A task for an agent. ``task_id`` is fresh for every run (a UUID): the response and
+    every event of the run carry it. ``metadata`` is for tracing (ATP's runner sends
+    ``test_id``, ``run_number`` and ``total_runs``, among others)."""
 
     version: str
     task_id: str
@@ -82,6 +111,11 @@ class ATPRequest(Message, kw_only=True):
 
 
 class FileArtifact(Message, tag_field="type", tag="file", kw_only=True):
+    """A file the agent produced (``type: file``). ``path`` is relative to the workspace (or
+    the agent's working folder); ``content`` is the file's content inline, as text (the spec
+    says base64 for a binary file); without it, evaluators read the file. ``content_type`` is
+    a MIME type, ``size_bytes`` its size, ``content_hash`` ``sha256:<hex>``."""
+
     path: str
     content_type: str | None = None
     size_bytes: int | None = None
@@ -90,12 +124,18 @@ class FileArtifact(Message, tag_field="type", tag="file", kw_only=True):
 
 
 class StructuredArtifact(Message, tag_field="type", tag="structured", kw_only=True):
+    """Data the agent produced (``type: structured``): ``data`` under ``name``; ``schema``
+    names the shape it claims to follow (``competitor_list``, say; ATP does not read it)."""
+
     name: str
     data: dict[str, Any]
     schema: str | None = None
 
 
 class ReferenceArtifact(Message, tag_field="type", tag="reference", kw_only=True):
+    """A large file the agent produced, named by ``path`` and never sent inline
+    (``type: reference``); the other fields are as a :class:`FileArtifact`'s."""
+
     path: str
     content_type: str | None = None
     size_bytes: int | None = None
@@ -103,12 +143,21 @@ class ReferenceArtifact(Message, tag_field="type", tag="reference", kw_only=True
 
 
 Artifact = Union[FileArtifact, StructuredArtifact, ReferenceArtifact]
+"""Any artifact; decoded by its ``type`` field."""
 
 ResponseStatus = Literal["completed", "failed", "timeout", "cancelled", "partial"]
+"""How the agent says its task ended: ``completed``; ``failed`` (with ``error``);
+``timeout`` (it ran out of time); ``cancelled``; ``partial`` (it did part of the task)."""
 RESPONSE_STATUSES: tuple[str, ...] = ("completed", "failed", "timeout", "cancelled", "partial")
+"""The values of :data:`ResponseStatus`, in order."""
 
 
 class Metrics(Message, kw_only=True):
+    """What the agent reports it spent on the task, each figure optional: LLM tokens (in
+    all, input, output), steps, tool calls and LLM calls (counts), ``wall_time_seconds``
+    and ``cost_usd`` (US dollars). Untrusted: :func:`sane_metrics` drops impossible values
+    before anything scores them."""
+
     total_tokens: int | None = None
     input_tokens: int | None = None
     output_tokens: int | None = None
@@ -152,7 +201,10 @@ def sane_metrics(metrics: Metrics) -> tuple[Metrics, list[str]]:
 
 
 class ATPResponse(Message, kw_only=True):
-    """What an agent produced for a task."""
+    """What an agent produced for a task: ``task_id`` is the request's, ``artifacts`` may be
+    empty. ``error`` says why when ``status`` is ``failed``; ``error_code`` (``TOOL_NOT_FOUND``,
+    ``TIMEOUT``, ... in the spec's list) and ``error_details`` are optional detail of it.
+    ``trace_id`` refers to the agent's own full trace, if it keeps one."""
 
     version: str
     task_id: str
@@ -169,6 +221,9 @@ class ATPResponse(Message, kw_only=True):
 
 
 class ToolCallPayload(Message, kw_only=True):
+    """A tool call (``tool_call``): the ``tool``'s name, its ``input`` and ``output`` (any
+    JSON), ``duration_ms`` in milliseconds, ``status`` (``success``, ...) and ``error``."""
+
     tool: str
     input: Any = None
     output: Any = None
@@ -178,6 +233,10 @@ class ToolCallPayload(Message, kw_only=True):
 
 
 class LLMRequestPayload(Message, kw_only=True):
+    """A call to an LLM (``llm_request``): the ``model``, tokens sent and received,
+    ``duration_ms`` in milliseconds, the ``temperature`` and why it stopped (``stop_reason``,
+    ``end_turn`` say). Its tokens add up to the trace's token counts."""
+
     model: str | None = None
     input_tokens: int | None = None
     output_tokens: int | None = None
@@ -187,18 +246,27 @@ class LLMRequestPayload(Message, kw_only=True):
 
 
 class ReasoningPayload(Message, kw_only=True):
+    """The agent's reasoning (``reasoning``, optional): a ``thought``, a ``plan`` of steps,
+    and the ``step`` (phase) it is in."""
+
     thought: str | None = None
     plan: list[str] | None = None
     step: str | None = None
 
 
 class StateChangePayload(Message, kw_only=True):
+    """The agent moved from one state of its own to another (``state_change``), and why."""
+
     from_state: str | None = None
     to_state: str | None = None
     reason: str | None = None
 
 
 class ArtifactCreatedPayload(Message, kw_only=True):
+    """The agent produced an artifact during the run (``artifact_created``): its type
+    (``file``, ...), ``path`` or ``name``, and size. The response's ``artifacts`` are what
+    evaluators check."""
+
     artifact_type: str | None = None
     path: str | None = None
     name: str | None = None
@@ -206,6 +274,10 @@ class ArtifactCreatedPayload(Message, kw_only=True):
 
 
 class ErrorPayload(Message, kw_only=True):
+    """An error the agent met (``error``): its kind (``error_type``), ``message``, whether it
+    is ``recoverable`` (anything but ``True`` counts as unrecoverable in the trace's summary)
+    and when to try again (``retry_after_ms``, milliseconds)."""
+
     error_type: str | None = None
     message: str | None = None
     recoverable: bool | None = None
@@ -213,6 +285,9 @@ class ErrorPayload(Message, kw_only=True):
 
 
 class ProgressPayload(Message, kw_only=True):
+    """How far the agent is (``progress``): step ``current_step`` of ``total_steps``,
+    ``percentage`` (0-100) and a ``message``."""
+
     current_step: int | None = None
     total_steps: int | None = None
     percentage: float | None = None
@@ -220,9 +295,15 @@ class ProgressPayload(Message, kw_only=True):
 
 
 Sequence = Annotated[int, msgspec.Meta(ge=0)]
+"""An event's ``sequence``: 0 or more, increasing through a run's events (an event that
+does not increase it is counted out of order)."""
 
 
 class _EventFields(Message, tag_field="event_type", kw_only=True):
+    """The fields of every event: the protocol ``version``, the run's ``task_id`` (an event
+    with another is dropped), when it happened (``timestamp``, ISO 8601 on the wire) and its
+    ``sequence`` number in the run."""
+
     __atp_unmasked__ = frozenset({"version", "task_id"})
 
     version: str
@@ -232,36 +313,50 @@ class _EventFields(Message, tag_field="event_type", kw_only=True):
 
 
 class ToolCallEvent(_EventFields, tag="tool_call", kw_only=True):
+    """An event (``event_type: tool_call``): a tool call (:class:`ToolCallPayload`)."""
+
     event_type: ClassVar[str] = "tool_call"
     payload: ToolCallPayload
 
 
 class LLMRequestEvent(_EventFields, tag="llm_request", kw_only=True):
+    """An event (``event_type: llm_request``): a call to an LLM (:class:`LLMRequestPayload`)."""
+
     event_type: ClassVar[str] = "llm_request"
     payload: LLMRequestPayload
 
 
 class ReasoningEvent(_EventFields, tag="reasoning", kw_only=True):
+    """An event (``event_type: reasoning``): the agent's reasoning (:class:`ReasoningPayload`)."""
+
     event_type: ClassVar[str] = "reasoning"
     payload: ReasoningPayload
 
 
 class StateChangeEvent(_EventFields, tag="state_change", kw_only=True):
+    """An event (``event_type: state_change``): a change of the agent's state (:class:`StateChangePayload`)."""
+
     event_type: ClassVar[str] = "state_change"
     payload: StateChangePayload
 
 
 class ArtifactCreatedEvent(_EventFields, tag="artifact_created", kw_only=True):
+    """An event (``event_type: artifact_created``): an artifact produced (:class:`ArtifactCreatedPayload`)."""
+
     event_type: ClassVar[str] = "artifact_created"
     payload: ArtifactCreatedPayload
 
 
 class ErrorEvent(_EventFields, tag="error", kw_only=True):
+    """An event (``event_type: error``): an error the agent met (:class:`ErrorPayload`)."""
+
     event_type: ClassVar[str] = "error"
     payload: ErrorPayload
 
 
 class ProgressEvent(_EventFields, tag="progress", kw_only=True):
+    """An event (``event_type: progress``): the agent's progress (:class:`ProgressPayload`)."""
+
     event_type: ClassVar[str] = "progress"
     payload: ProgressPayload
 
@@ -288,7 +383,9 @@ KnownEvent = Union[
     ErrorEvent,
     ProgressEvent,
 ]
+"""An event of a type ATP Protocol 1.0 defines; decoded by its ``event_type`` field."""
 Event = Union[KnownEvent, UnknownEvent]
+"""Any event, of a known type or not: what a trace holds and ``atp_event`` receives."""
 
 EVENT_TYPES: dict[str, type[Any]] = {
     cls.event_type: cls
@@ -302,6 +399,7 @@ EVENT_TYPES: dict[str, type[Any]] = {
         ProgressEvent,
     )
 }
+"""The class of each known event type, by ``event_type``."""
 
 
 def make_event(
@@ -385,6 +483,8 @@ _DECODE_ERRORS = (msgspec.MsgspecError, UnicodeDecodeError, RecursionError)
 
 
 def decode_request(data: bytes | str) -> ATPRequest:
+    """Decode an ATP request (JSON). Raises :class:`ProtocolError` naming the field and what
+    was expected, or when its major version is not :data:`PROTOCOL_MAJOR`."""
     try:
         request = _request_decoder.decode(data)
     except _DECODE_ERRORS as exc:
@@ -394,6 +494,8 @@ def decode_request(data: bytes | str) -> ATPRequest:
 
 
 def decode_response(data: bytes | str) -> ATPResponse:
+    """Decode an agent's response (JSON). Raises :class:`ProtocolError` naming the field and
+    what was expected, or when its major version is not :data:`PROTOCOL_MAJOR`."""
     try:
         response = _response_decoder.decode(data)
     except _DECODE_ERRORS as exc:
@@ -403,6 +505,9 @@ def decode_response(data: bytes | str) -> ATPResponse:
 
 
 def decode_event(data: bytes | str) -> Event:
+    """Decode one event (JSON): of a known type as its class, of a type this version does not
+    define as :class:`UnknownEvent`. Raises :class:`ProtocolError` for an event that is not
+    valid (a known type with a bad payload included) or whose major version is not 1."""
     try:
         event: Event = _event_decoder.decode(data)
     except msgspec.ValidationError as exc:

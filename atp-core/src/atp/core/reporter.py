@@ -22,6 +22,10 @@ from atp.core.results import RunStore, SuiteResults
 
 
 class ReportOptions:
+    """How the command line asks a reporter to render: ``output_file`` (``None``: write to
+    ``stream``, standard output by default), ``verbose`` (``--verbose``: more detail),
+    ``quiet`` (see below) and ``color`` (``None``: decide from the stream and ``NO_COLOR``)."""
+
     __slots__ = ("color", "output_file", "quiet", "stream", "verbose")
 
     def __init__(
@@ -103,9 +107,20 @@ def _write_into(target: Path, data: bytes | bytearray, append: bool = False) -> 
 
 
 class Reporter(ABC):
+    """Renders finished results: subclass it, set :attr:`name` (and :attr:`file_extension` for
+    a file), implement :meth:`report`, and register the class through ``atp_register_reporters``.
+
+    The command line makes one per ``--output`` with the :class:`ReportOptions` asked for and
+    calls :meth:`report` once the suite is over, with what the run directory holds (``atp
+    report`` does the same later). An :class:`~atp.core.errors.AtpError` it raises (a file it
+    cannot write) is shown as it is, anything else as a failure of its plugin; either way the
+    other reporters still write, and ``atp`` exits with an error. Progress while tests run
+    comes from lifecycle hooks implemented on the instance (see the module)."""
+
     name: ClassVar[str]
     """The name ``--output`` selects."""
     summary: ClassVar[str] = ""
+    """One line saying what it renders."""
     replaces: ClassVar[str | None] = None
     """The name of a plugin whose registration of the same output name this class replaces on
     purpose. Without it, two plugins registering one output name is an error naming both."""

@@ -12,10 +12,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from atp.core.errors import ConfigError
 from atp.core.results import RunHeader, RunResult, RunStore, stored_runs
-from atp.core.suite import Test, test_fingerprint
+from atp.core.suite import Suite, Test, suite_fingerprint, test_fingerprint
+
+if TYPE_CHECKING:
+    from atp.core.secrets import Masker
 
 
 def is_unfinished(header: RunHeader) -> bool:
@@ -94,3 +98,53 @@ def done_runs(results: list[RunResult], header: RunHeader) -> dict[str, list[Run
         seen.add(key)
         done.setdefault(run.test_id, []).append(run)
     return done
+
+
+class Reopened:
+    """A run directory reopened to go on with: its store (locked), its header, the suite's
+    tests it runs (in its order), the runs it holds by test."""
+
+    __slots__ = ("done", "header", "store", "tests")
+
+    def __init__(
+        self, store: RunStore, header: RunHeader, tests: list[Test], done: dict[str, list[RunResult]]
+    ) -> None:
+        self.store = store
+        self.header = header
+        self.tests = tests
+        self.done = done
+
+
+def reopen(
+    directory: Path,
+    suite: Suite,
+    agent: str,
+    masker: Masker | None,
+    *,
+    force: bool,
+    quarantine: frozenset[str],
+) -> Reopened:
+    """Go on with the run in ``directory``: its own plan, the runs it holds counted as done. The
+    directory is locked before it is read (another ``atp test`` may be finishing it) and
+    repaired only once the resume is accepted. Today's ``quarantine`` holds (a policy, not part
+    of the plan); with ``force``, the tests as they are now are what the runs left make."""
+    store = RunStore.open(directory, masker)
+    store.lock()
+    try:
+        header = store.read_header()
+        tests = {t.id: t for t in suite.tests}
+        check_resumable(header, suite.name, agent, tests, force=force)
+        store.repair()
+    except BaseException:
+        store.close()
+        raise
+    if force:
+        for planned in header.tests:
+            if planned.id in tests:
+                planned.fingerprint = test_fingerprint(tests[planned.id])
+        selection = header.shard.order if header.shard is not None else [p.id for p in header.tests]
+        header.suite_fingerprint = suite_fingerprint(tests[i] for i in selection if i in tests)
+    for planned in header.tests:
+        planned.quarantined = planned.id in quarantine
+    done = done_runs(store.read_results(), header)
+    return Reopened(store, header, [tests[p.id] for p in header.tests if p.id in tests], done)

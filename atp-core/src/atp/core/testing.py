@@ -45,9 +45,12 @@ from atp.core.suite import Test
 from atp.core.trace import EventSink, Trace
 
 AgentFunction = Callable[[ATPRequest, EventSink], Union[ATPResponse, Awaitable[ATPResponse]]]
+"""What ``function:`` names: ``(request, sink) -> response``, a plain or an async function."""
 
 
 class FunctionSettings(msgspec.Struct, forbid_unknown_fields=True):
+    """The settings of a ``type: function`` agent."""
+
     function: str
     """``module:attribute`` of a function ``(request, sink) -> response`` (sync or async)."""
 
@@ -62,6 +65,8 @@ class FunctionAdapter(Adapter):
     Settings = FunctionSettings
 
     async def start(self) -> None:
+        """Import the function (``module:attribute``, dotted attributes allowed); raises
+        :class:`~atp.core.errors.AdapterError` when it cannot be imported."""
         module_name, _, attribute = self.settings.function.partition(":")
         try:
             target: Any = importlib.import_module(module_name)
@@ -74,6 +79,10 @@ class FunctionAdapter(Adapter):
         self.function: AgentFunction = target
 
     async def execute(self, request: ATPRequest, sink: EventSink) -> ATPResponse:
+        """Call the function on the event loop (awaiting what it returns when awaitable). An
+        ``AtpError`` or ``AgentError`` it raises passes through, as an adapter's would; any other
+        exception (its traceback goes to the run's log), or a result that is not an
+        :class:`ATPResponse`, is an :class:`~atp.core.errors.AgentError`."""
         try:
             result = self.function(request, sink)
             if inspect.isawaitable(result):
@@ -103,6 +112,7 @@ class FunctionAdapterPlugin:
 
     @hookimpl
     def atp_register_adapters(self, register: Callable[[type[Adapter]], None]) -> None:
+        """Register :class:`FunctionAdapter` (``type: function``)."""
         register(FunctionAdapter)
 
 
@@ -134,6 +144,8 @@ def response(
 
 
 def make_test(test_id: str = "test", description: str = "a task", **constraints: Any) -> Test:
+    """A test of id and name ``test_id`` whose task is ``description``; keyword arguments are
+    its :class:`~atp.core.protocol.Constraints` (``timeout_seconds=5``), unchecked."""
     return Test(
         id=test_id,
         name=test_id,

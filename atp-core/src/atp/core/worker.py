@@ -14,7 +14,6 @@ try again (so that its rate limit and retry count hold for every worker).
 from __future__ import annotations
 
 import contextlib
-import shutil
 import socket
 import tempfile
 import threading
@@ -31,62 +30,34 @@ from atp.core.errors import AdapterError, ConfigError
 from atp.core.executor import Job, Shipped
 from atp.core.results import RunResult
 from atp.core.suite import test_fingerprint
+from atp.core.tree import remove_tree
 
 
 class WorkerSession:
     """Runs of one job in this process (one session per job; runs may come from many threads)."""
 
     def __init__(self, job: Job) -> None:
-        from atp.core.config import (
-            Config,
-            ConfigSpec,
-            agent_definitions,
-            choose_agent,
-            load_config,
-            masker_for,
-            resolve_agent,
-        )
-        from atp.core.plugins import Plugins
+        from atp.core.config import Config, ConfigSpec, load_config
+        from atp.core.options import RunOptions
+        from atp.core.prepare import load_plugins, prepare, suite_of
         from atp.core.runner import Runner
-        from atp.core.suite import Fallback, load_suite
 
         self.job = job
         config = load_config(Path(job.config_path)) if job.config_path else Config(ConfigSpec())
         config.evaluator_overrides = {k: dict(v) for k, v in job.evaluator_overrides.items()}
-        plugins = Plugins()
-        entries = config.plugin_entries()
-        if entries:
-            plugins.load_local(entries)
-        defaults = config.spec.defaults
-        suite = load_suite(
-            Path(job.suite_path),
-            plugins.evaluators,
-            Fallback(runs_per_test=defaults.runs_per_test, timeout_seconds=defaults.timeout_seconds),
-            plugins.services,
-        )
+        plugins = load_plugins(config)
+        suite = suite_of(config, plugins, Path(job.suite_path))
         self.tests = {t.id: t for t in suite.tests}
-        agent = resolve_agent(choose_agent(agent_definitions(config, suite), job.agent), plugins.adapters)
-        used = [
-            plugins.evaluator(t) for t in sorted({a.type for test in suite.tests for a in test.assertions})
-        ]
+        # The same preparation as atp test's: the selected tests' evaluator settings are checked
+        # here, before any run (an unset ${VAR} on this worker fails the job, not each run).
+        prepared = prepare(config, plugins, suite, job.agent, ((), [i for i in job.tests if i in self.tests]))
         self._folder = Path(tempfile.mkdtemp(prefix="atp-worker-"))
-        self.runner = Runner(
-            plugins,
-            suite,
-            list(suite.tests),
-            agent,
-            run_root=self._folder,
-            masker=masker_for(config, agent, used),
-            runs=job.runs,  # type: ignore[arg-type]  # an int, "auto" or None, as --runs gave it
-            evaluator_settings=config.evaluator_settings,
-            secrets=config.secrets,
-            max_events=config.spec.limits.max_events,
-            max_event_bytes=config.spec.limits.max_event_bytes,
-            max_log_bytes=config.spec.limits.max_log_bytes,
-        )
+        options = job.options or RunOptions(runs=job.runs)  # type: ignore[arg-type]  # as --runs gave it
+        options = msgspec.structs.replace(options, run_root=str(self._folder), resume=None)
+        self.runner = Runner(plugins, suite, list(suite.tests), prepared.agent, options, prepared.parts())
         self.runner.run_id = job.run_id
         if job.plan:
-            self.runner.follow_plan([p for p in job.plan if p.id in self.tests])
+            self.runner.plan.follow([p for p in job.plan if p.id in self.tests])
         self._checked: set[str] = set()
         self.where = socket.gethostname()
         self._adapter: Adapter | None = None
@@ -136,7 +107,9 @@ class WorkerSession:
                 self._scopes[scope] = task_id
                 try:
                     adapter = await self._adapter_ready()
-                    result, fault = await self.runner.perform_once(adapter, test, run_number, folder, task_id)
+                    result, fault = await self.runner.maker.perform_once(
+                        adapter, test, run_number, folder, task_id
+                    )
                 finally:
                     self._scopes.pop(scope, None)
             if scope.cancelled_caught:
@@ -152,7 +125,7 @@ class WorkerSession:
                 retry_after=fault.retry_after if fault is not None else None,
             )
         finally:
-            await anyio.to_thread.run_sync(shutil.rmtree, folder, True)
+            await anyio.to_thread.run_sync(remove_tree, folder)
 
     def _masked(self, text: str) -> str:
         masker = self.runner.masker
@@ -191,7 +164,7 @@ class WorkerSession:
             self._portal.call(self._close)
         finally:
             self._portal_cm.__exit__(None, None, None)
-            shutil.rmtree(self._folder, ignore_errors=True)
+            remove_tree(self._folder)
 
     async def _close(self) -> None:
         await self._cancel()

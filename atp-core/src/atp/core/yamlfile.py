@@ -248,180 +248,255 @@ class YamlDocument:
         The mappings and sequences that are items of a plain sequence under a top-level key in
         ``items_of`` are constructed when they are complete, into ``loader.built``, and stand
         in the tree as a node tagged :data:`_BUILT_TAG`."""
-        stack: list[_Open] = []
-        built: list[Any] = loader.built
-        failed = False
-        anchors: dict[str, yaml.Node] = {}
-        measures: dict[int, tuple[int, int]] = {}  # id(anchored collection): (height, size)
-        repeated = 0  # nodes the aliases repeat, so far
-        root: yaml.Node | None = None
-        documents = 0
+        return _Composer(loader, self.path, self.error_cls, items_of).compose()
 
-        def fail(message: str, mark: Any, here: bool = True, key: str | None = None) -> SuiteError:
-            """An error at the node being added to the innermost open collection (``here``),
-            or at its ``key``, or at that collection."""
-            parts: list[PathPart] = [frame.part for frame in stack if frame.part is not None]
-            if key is not None:
-                parts.append(key)
-            elif here and stack:
-                part = stack[-1].child_part()
-                if part is not None:
-                    parts.append(part)
-            return self.error_cls(
-                message, file=str(self.path), path=format_path(parts) or None, line=mark.line + 1
-            )
 
-        def anchor(event: Any, node: yaml.Node) -> None:
-            name = event.anchor
-            if name is None:
-                return
-            first = anchors.get(name)
-            if first is not None:
-                raise fail(
-                    f"duplicate anchor &{_short(name)} (first defined at line {first.start_mark.line + 1})",
-                    event.start_mark,
-                )
-            anchors[name] = node
+class _Composer:
+    """Composes one document from the parser's events (see :meth:`YamlDocument._compose`):
+    one method per kind of event, each checking the bounds that kind can break.
 
-        def add(node: yaml.Node, height: int, size: int, mark: Any) -> None:
-            nonlocal root
-            if not stack:
-                root = node
-                return
-            frame = stack[-1]
-            if frame.height <= height:
-                frame.height = height + 1
-            frame.size += size
-            if frame.seen is None:
-                if frame.build and type(node) is not yaml.ScalarNode:
-                    node = build(node)
-                frame.node.value.append(node)
-                frame.index += 1
-            elif frame.key is None:
-                if type(node) is yaml.ScalarNode and node.tag != _MERGE_TAG:
-                    if node.value in frame.seen:
-                        raise fail(f"duplicate key {_short(node.value)!r}", mark, key=node.value)
-                    frame.seen.add(node.value)
-                frame.key = node
-            else:
-                frame.node.value.append((frame.key, node))
-                frame.key = None
+    Nodes keep only where they start, and the nodes starting on one line share one mark (the
+    first one's): a node's line is all that is read from it (its column and end are not), and
+    a mark per event would be most of the memory the nodes take. Equal scalars share one
+    string (keys, types, values repeated in every test)."""
 
-        def build(node: yaml.Node) -> yaml.Node:
-            """The item constructed now and the node standing for it in the tree; the item
-            itself when it cannot be constructed, and every item after it: the document's
-            construction then fails on it where and as it would have with every node kept
-            (after any error of the parser, and after errors it meets first)."""
-            nonlocal failed
-            if failed:
-                return node
-            try:
-                built.append(loader.construct_document(node))
-            except yaml.YAMLError:
-                failed = True
-                # what the failed construction left (construct_document resets it on success)
-                loader.state_generators = []
-                loader.constructed_objects = {}
-                loader.recursive_objects = {}
-                loader.deep_construct = False
-                return node
-            return yaml.ScalarNode(_BUILT_TAG, len(built) - 1, node.start_mark, None)
+    __slots__ = (
+        "anchors",
+        "built",
+        "documents",
+        "error_cls",
+        "failed",
+        "items_of",
+        "line_mark",
+        "loader",
+        "measures",
+        "path",
+        "repeated",
+        "root",
+        "stack",
+        "strings",
+    )
 
+    def __init__(
+        self, loader: Any, path: Path, error_cls: type[SuiteError], items_of: frozenset[str]
+    ) -> None:
+        self.loader = loader
+        self.path = path
+        self.error_cls = error_cls
+        self.items_of = items_of
+        self.stack: list[_Open] = []
+        self.built: list[Any] = loader.built
+        self.failed = False
+        """An item could not be constructed: it and the items after it stay nodes."""
+        self.anchors: dict[str, yaml.Node] = {}
+        self.measures: dict[int, tuple[int, int]] = {}
+        """``id(anchored collection)``: its (height, size)."""
+        self.repeated = 0
+        """Nodes the aliases repeat, so far."""
+        self.root: yaml.Node | None = None
+        self.documents = 0
+        self.line_mark: Any = None
+        """The mark the nodes starting on the current line share."""
+        self.strings: dict[str, str] = {}
+        """One string per distinct scalar value."""
+
+    def compose(self) -> yaml.Node | None:
+        """Read the events to the end of the stream; the root node (``None``: no document)."""
         scalar, alias = yaml.ScalarEvent, yaml.AliasEvent
         sequence_start, mapping_start = yaml.SequenceStartEvent, yaml.MappingStartEvent
         ends = (yaml.SequenceEndEvent, yaml.MappingEndEvent)
-        # Nodes keep only where they start, and the nodes starting on one line share one mark
-        # (the first one's): a node's line is all that is read from it (its column and end
-        # are not), and a mark per event would be most of the memory the nodes take.
-        line_mark: Any = None
-        # Equal scalars share one string (keys, types, values repeated in every test).
-        strings: dict[str, str] = {}
         while True:
-            try:
-                event = loader.get_event()
-            except yaml.MarkedYAMLError as exc:
-                if "exceeded maximum nesting depth" not in (exc.problem or ""):
-                    raise
-                # libyaml 0.2.6 (PyYAML 6.0.3 and later) scans a flow collection's opening
-                # brackets ahead of its events and stops at its own depth limit, above ours,
-                # before the events reach MAX_DEPTH here: the same refusal, said the same way
-                raise fail(
-                    f"nested deeper than {MAX_DEPTH} levels", exc.problem_mark or exc.context_mark
-                ) from None
+            event = self.next_event()
             kind = type(event)
             if kind is scalar:
-                mark = event.start_mark
-                if line_mark is None or mark.line != line_mark.line:
-                    line_mark = mark
-                value = event.value
-                value = strings.setdefault(value, value)
-                tag = event.tag
-                if tag is None or tag == "!":
-                    tag = loader.resolve(yaml.ScalarNode, value, event.implicit)
-                node: yaml.Node = yaml.ScalarNode(tag, value, line_mark, None, style=event.style)
-                anchor(event, node)
-                add(node, 0, 1, mark)
+                self.scalar(event)
             elif kind is sequence_start or kind is mapping_start:
-                mark = event.start_mark
-                if len(stack) >= MAX_DEPTH:
-                    raise fail(f"nested deeper than {MAX_DEPTH} levels", mark)
-                if line_mark is None or mark.line != line_mark.line:
-                    line_mark = mark
-                node_cls = yaml.SequenceNode if kind is sequence_start else yaml.MappingNode
-                tag = event.tag
-                if tag is None or tag == "!":
-                    tag = loader.resolve(node_cls, None, event.implicit)
-                node = node_cls(tag, [], line_mark, None, flow_style=event.flow_style)
-                anchor(event, node)
-                part = stack[-1].child_part() if stack else None
-                frame = _Open(node, part, kind is mapping_start, event.anchor is not None)
-                frame.build = (
-                    len(stack) == 1 and part in items_of and tag == _SEQ_TAG and stack[0].node.tag == _MAP_TAG
-                )
-                stack.append(frame)
+                self.open(event, kind is mapping_start)
             elif kind in ends:
-                frame = stack.pop()
-                if frame.anchored:
-                    measures[id(frame.node)] = (frame.height, frame.size)
-                add(frame.node, frame.height, frame.size, frame.node.start_mark)
+                self.close()
             elif kind is alias:
-                name = event.anchor
-                target = anchors.get(name)
-                if target is None:
-                    raise fail(f"invalid YAML: found undefined alias *{_short(name)}", event.start_mark)
-                if isinstance(target, yaml.ScalarNode):
-                    height, size = 0, 1
-                elif id(target) in measures:
-                    height, size = measures[id(target)]
-                else:
-                    raise fail(
-                        f"recursive alias *{_short(name)}: the anchor &{_short(name)} "
-                        f"(line {target.start_mark.line + 1}) contains it",
-                        event.start_mark,
-                    )
-                if len(stack) + height > MAX_DEPTH:
-                    raise fail(
-                        f"nested deeper than {MAX_DEPTH} levels through the alias *{_short(name)}",
-                        event.start_mark,
-                    )
-                repeated += size
-                if repeated > MAX_ALIAS_NODES:
-                    raise fail(
-                        f"the aliases repeat more than {MAX_ALIAS_NODES:,} nodes "
-                        f"(the limit is reached at the alias *{_short(name)})",
-                        event.start_mark,
-                    )
-                add(target, height, size, event.start_mark)
+                self.alias(event)
             elif kind is yaml.DocumentStartEvent:
-                documents += 1
-                if documents > 1:
-                    raise fail(
-                        "invalid YAML: expected a single document in the stream, but found another document",
-                        event.start_mark,
-                        here=False,
-                    )
+                self.document_start(event)
             elif kind is yaml.StreamEndEvent:
-                return root
+                return self.root
+
+    def next_event(self) -> Any:
+        """The parser's next event; its own nesting limit refused as ours is."""
+        try:
+            return self.loader.get_event()
+        except yaml.MarkedYAMLError as exc:
+            if "exceeded maximum nesting depth" not in (exc.problem or ""):
+                raise
+            # libyaml 0.2.6 (PyYAML 6.0.3 and later) scans a flow collection's opening
+            # brackets ahead of its events and stops at its own depth limit, above ours,
+            # before the events reach MAX_DEPTH here: the same refusal, said the same way
+            raise self.fail(
+                f"nested deeper than {MAX_DEPTH} levels", exc.problem_mark or exc.context_mark
+            ) from None
+
+    def fail(self, message: str, mark: Any, here: bool = True, key: str | None = None) -> SuiteError:
+        """An error at the node being added to the innermost open collection (``here``),
+        or at its ``key``, or at that collection."""
+        stack = self.stack
+        parts: list[PathPart] = [frame.part for frame in stack if frame.part is not None]
+        if key is not None:
+            parts.append(key)
+        elif here and stack:
+            part = stack[-1].child_part()
+            if part is not None:
+                parts.append(part)
+        return self.error_cls(
+            message, file=str(self.path), path=format_path(parts) or None, line=mark.line + 1
+        )
+
+    def shared_mark(self, mark: Any) -> Any:
+        """The mark a node starting at ``mark`` keeps: the first one of its line."""
+        line_mark = self.line_mark
+        if line_mark is None or mark.line != line_mark.line:
+            line_mark = self.line_mark = mark
+        return line_mark
+
+    def scalar(self, event: Any) -> None:
+        mark = event.start_mark
+        line_mark = self.shared_mark(mark)
+        value = event.value
+        value = self.strings.setdefault(value, value)
+        tag = event.tag
+        if tag is None or tag == "!":
+            tag = self.loader.resolve(yaml.ScalarNode, value, event.implicit)
+        node = yaml.ScalarNode(tag, value, line_mark, None, style=event.style)
+        self.anchor(event, node)
+        self.add(node, 0, 1, mark)
+
+    def open(self, event: Any, mapping: bool) -> None:
+        """A sequence or mapping starts: refused beyond :data:`MAX_DEPTH`."""
+        stack = self.stack
+        mark = event.start_mark
+        if len(stack) >= MAX_DEPTH:
+            raise self.fail(f"nested deeper than {MAX_DEPTH} levels", mark)
+        line_mark = self.shared_mark(mark)
+        node_cls = yaml.MappingNode if mapping else yaml.SequenceNode
+        tag = event.tag
+        if tag is None or tag == "!":
+            tag = self.loader.resolve(node_cls, None, event.implicit)
+        node = node_cls(tag, [], line_mark, None, flow_style=event.flow_style)
+        self.anchor(event, node)
+        part = stack[-1].child_part() if stack else None
+        frame = _Open(node, part, mapping, event.anchor is not None)
+        frame.build = (
+            len(stack) == 1 and part in self.items_of and tag == _SEQ_TAG and stack[0].node.tag == _MAP_TAG
+        )
+        stack.append(frame)
+
+    def close(self) -> None:
+        """A sequence or mapping ends: it is added to its parent (measured, if anchored)."""
+        frame = self.stack.pop()
+        if frame.anchored:
+            self.measures[id(frame.node)] = (frame.height, frame.size)
+        self.add(frame.node, frame.height, frame.size, frame.node.start_mark)
+
+    def alias(self, event: Any) -> None:
+        """An alias: its anchor's node, refused when undefined, recursive, nesting beyond
+        :data:`MAX_DEPTH` here, or repeating more than :data:`MAX_ALIAS_NODES` in all."""
+        name = event.anchor
+        target = self.anchors.get(name)
+        if target is None:
+            raise self.fail(f"invalid YAML: found undefined alias *{_short(name)}", event.start_mark)
+        if isinstance(target, yaml.ScalarNode):
+            height, size = 0, 1
+        elif id(target) in self.measures:
+            height, size = self.measures[id(target)]
+        else:
+            raise self.fail(
+                f"recursive alias *{_short(name)}: the anchor &{_short(name)} "
+                f"(line {target.start_mark.line + 1}) contains it",
+                event.start_mark,
+            )
+        if len(self.stack) + height > MAX_DEPTH:
+            raise self.fail(
+                f"nested deeper than {MAX_DEPTH} levels through the alias *{_short(name)}",
+                event.start_mark,
+            )
+        self.repeated += size
+        if self.repeated > MAX_ALIAS_NODES:
+            raise self.fail(
+                f"the aliases repeat more than {MAX_ALIAS_NODES:,} nodes "
+                f"(the limit is reached at the alias *{_short(name)})",
+                event.start_mark,
+            )
+        self.add(target, height, size, event.start_mark)
+
+    def document_start(self, event: Any) -> None:
+        """A document starts: only one is allowed."""
+        self.documents += 1
+        if self.documents > 1:
+            raise self.fail(
+                "invalid YAML: expected a single document in the stream, but found another document",
+                event.start_mark,
+                here=False,
+            )
+
+    def anchor(self, event: Any, node: yaml.Node) -> None:
+        """Define the event's anchor (if any) as ``node``; an anchor defined twice is refused."""
+        name = event.anchor
+        if name is None:
+            return
+        first = self.anchors.get(name)
+        if first is not None:
+            raise self.fail(
+                f"duplicate anchor &{_short(name)} (first defined at line {first.start_mark.line + 1})",
+                event.start_mark,
+            )
+        self.anchors[name] = node
+
+    def add(self, node: yaml.Node, height: int, size: int, mark: Any) -> None:
+        """Add a complete node to the innermost open collection (or make it the root): an item
+        of a sequence (constructed now if the sequence's items are), or a mapping's key (a
+        duplicate key refused) or value."""
+        stack = self.stack
+        if not stack:
+            self.root = node
+            return
+        frame = stack[-1]
+        if frame.height <= height:
+            frame.height = height + 1
+        frame.size += size
+        if frame.seen is None:
+            if frame.build and type(node) is not yaml.ScalarNode:
+                node = self.build(node)
+            frame.node.value.append(node)
+            frame.index += 1
+        elif frame.key is None:
+            if type(node) is yaml.ScalarNode and node.tag != _MERGE_TAG:
+                if node.value in frame.seen:
+                    raise self.fail(f"duplicate key {_short(node.value)!r}", mark, key=node.value)
+                frame.seen.add(node.value)
+            frame.key = node
+        else:
+            frame.node.value.append((frame.key, node))
+            frame.key = None
+
+    def build(self, node: yaml.Node) -> yaml.Node:
+        """The item constructed now and the node standing for it in the tree; the item
+        itself when it cannot be constructed, and every item after it: the document's
+        construction then fails on it where and as it would have with every node kept
+        (after any error of the parser, and after errors it meets first)."""
+        if self.failed:
+            return node
+        loader = self.loader
+        built = self.built
+        try:
+            built.append(loader.construct_document(node))
+        except yaml.YAMLError:
+            self.failed = True
+            # what the failed construction left (construct_document resets it on success)
+            loader.state_generators = []
+            loader.constructed_objects = {}
+            loader.recursive_objects = {}
+            loader.deep_construct = False
+            return node
+        return yaml.ScalarNode(_BUILT_TAG, len(built) - 1, node.start_mark, None)
 
 
 class _Open:

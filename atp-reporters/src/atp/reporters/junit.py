@@ -36,12 +36,12 @@ Agent text is untrusted: the XML writer escapes markup, and characters XML canno
 
 from __future__ import annotations
 
-import math
 import re
 import socket
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
+from atp.core.bounds import number_in
 from atp.core.reporter import Reporter
 from atp.core.text import printable
 
@@ -68,7 +68,8 @@ def xml_text(text: str) -> str:
 
 
 def _seconds(value: float) -> str:
-    return f"{value:.3f}" if math.isfinite(value) and value > 0 else "0.000"
+    number = number_in(value, 0.0, low_open=True)
+    return f"{number:.3f}" if number is not None else "0.000"
 
 
 def _timestamp(value: datetime) -> str:
@@ -79,7 +80,8 @@ def _timestamp(value: datetime) -> str:
 
 
 def _figure(value: float) -> str:
-    return f"{value:.4g}" if math.isfinite(value) else str(value)
+    number = number_in(value)
+    return f"{number:.4g}" if number is not None else str(value)
 
 
 def _cut(text: str, limit: int) -> str:

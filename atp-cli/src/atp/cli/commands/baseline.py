@@ -9,7 +9,6 @@ with one (design section 10).
 from __future__ import annotations
 
 import contextlib
-import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -17,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import click
 import msgspec
 
-from atp.cli.app import RunsType, config_option, debug_option
+from atp.cli.app import RunsType, config_option, debug_option, write_output
 from atp.cli.tables import p_text, table
 from atp.core.hookspecs import hookimpl
 from atp.core.text import printable
@@ -167,19 +166,15 @@ def _run_and_save(
     verbose: bool,
     config_path: Path | None,
 ) -> int:
-    import logging
-
     from atp.cli.app import plugins
-    from atp.cli.commands.test import Options, PrintableFormatter, WarningHandler, run_suite
+    from atp.cli.running import Options, run_suite, setup_warnings
     from atp.core.config import load_config
     from atp.core.results import RunStore
 
     config = load_config(config_path)
     _check_output(output, [suite_path] + ([config.path] if config.path is not None else []))
     options = Options(agent_name=agent_name, runs=runs, parallel=parallel, run_dir=run_dir, verbose=verbose)
-    handler = WarningHandler()
-    handler.setFormatter(PrintableFormatter("atp: warning: %(message)s"))
-    logging.basicConfig(handlers=[handler], level=logging.WARNING)
+    setup_warnings()
     found = _RunDirectory()
     loaded = plugins()
     name = loaded.register(found, name=f"atp-baseline-save-{id(found)}")
@@ -247,7 +242,7 @@ def _save(results: SuiteResults, output: Path, directory: Path) -> int:
         _warn(
             [f"{_names(not_run)} did not run and {'is' if len(not_run) == 1 else 'are'} not in the baseline"]
         )
-    write_atomically(output, encode_baseline(baseline))
+    write_output(output, encode_baseline(baseline))
     failed = [t.id for t in results.tests if t.status in ("failed", "error")]
     click.echo(printable(f"Baseline of {_count(len(baseline.tests), 'test')} written to {output}"))
     if failed:
@@ -258,25 +253,6 @@ def _save(results: SuiteResults, output: Path, directory: Path) -> int:
             )
         )
     return 0
-
-
-def write_atomically(path: Path, data: bytes) -> None:
-    """``path`` holding ``data``: written to a temporary file next to it, then renamed over it,
-    so that a reader never sees half a file and a failure leaves the old one."""
-    from atp.core.errors import AtpError
-    from atp.core.files import reason
-
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.partial")
-    try:
-        with open(temporary, "xb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temporary, path)
-    except OSError as exc:
-        with contextlib.suppress(OSError):
-            temporary.unlink()
-        raise AtpError(f"cannot write {path}: {reason(exc)}") from None
 
 
 def _count(n: int, noun: str) -> str:
@@ -419,7 +395,7 @@ def compare_command(
         if output_file is None or str(output_file) == "-":
             click.echo(data.decode(), nl=False)
         else:
-            write_atomically(output_file, data)
+            write_output(output_file, data)
             _print_comparison(results, run_dir, baseline, summary, tests)
             click.echo(printable(f"json comparison written to {output_file}"), err=True)
     else:

@@ -5,8 +5,9 @@
 Each agent runs in a :class:`~atp.core.runner.Runner` of its own (so each has its own run
 directory, which ``atp report`` renders), all of them at once in one event loop. Their runs are
 *interleaved*: run k of a test goes to every agent before any agent starts run k + 1, so that a
-drift in something the agents share (an API, a model, the machine's load) hits them alike. Two
-things pace the runners, without changing them:
+drift in something the agents share (an API, a model, the machine's load) hits them alike
+(:mod:`atp.core.interleave` does it, through the runners' public pacing seam). Two things pace
+the runners, without changing them:
 
 - a gate on each runner's schedule: an agent may take its j-th run only when every agent still
   running has taken its (j - 1)-th (every agent's schedule lists the same runs in the same order);
@@ -21,27 +22,21 @@ The figures come from :mod:`atp.core.comparison`.
 
 from __future__ import annotations
 
-import contextlib
-import logging
-import signal
-import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import click
 
-from atp.cli.app import RunsType, config_option, debug_option
+from atp.cli.app import RunsType, config_option, debug_option, write_output
+from atp.cli.running import setup_warnings
 from atp.cli.tables import p_text, table
-from atp.core.runner import Interrupted, Runner
 from atp.core.text import printable
 
 if TYPE_CHECKING:
-    import anyio
-
-    from atp.core.adapter import Adapter
     from atp.core.comparison import AgentComparison, AgentScore, PairResult, PairTest
-    from atp.core.results import RunResult, SuiteResults
-    from atp.core.suite import Test
+    from atp.core.interleave import Outcome
+    from atp.core.results import SuiteResults
+    from atp.core.runner import Runner
 
 AUTO_REFUSED = (
     "adaptive comparison of several agents is not supported yet: 'atp compare' needs a fixed number "
@@ -49,222 +44,6 @@ AUTO_REFUSED = (
 )
 MARK = "*"
 """After a per-test difference: significant after Holm's correction."""
-
-
-# --- pacing ------------------------------------------------------------------------------------
-
-
-class Pacer:
-    """The gate that interleaves the agents' runs: no agent takes a run before every agent's
-    adapter has started (or failed to), and an agent may take its j-th run only when every agent
-    still taking runs has taken its (j - 1)-th. Made inside the event loop."""
-
-    def __init__(self, keys: list[str]) -> None:
-        import anyio
-
-        self.taken = dict.fromkeys(keys, 0)
-        self.active = set(keys)
-        self.starting = set(keys)
-        """The agents whose adapters are still starting."""
-        self.released = False
-        """Set on Ctrl-C: nobody waits any more (the runners are stopping)."""
-        self._changed = anyio.Event()
-
-    async def start(self, key: str) -> None:
-        """``key``'s adapter started: wait until every agent's has."""
-        self.starting.discard(key)
-        self._notify()
-        while self.starting and not self.released:
-            await self._changed.wait()
-
-    def _ahead(self, key: str) -> bool:
-        mine = self.taken[key]
-        return any(self.taken[other] < mine for other in self.active if other != key)
-
-    async def turn(self, key: str) -> None:
-        """Wait until ``key`` may take its next run."""
-        while self._ahead(key) and not self.released:
-            await self._changed.wait()
-
-    def took(self, key: str) -> None:
-        self.taken[key] += 1
-        self._notify()
-
-    def leave(self, key: str) -> None:
-        """``key`` takes no more runs (or never started): nobody waits for it."""
-        self.active.discard(key)
-        self.starting.discard(key)
-        self._notify()
-
-    def release(self) -> None:
-        self.released = True
-        self._notify()
-
-    def _notify(self) -> None:
-        import anyio
-
-        self._changed.set()
-        self._changed = anyio.Event()
-
-
-class PacedSchedule:
-    """A runner's schedule behind the :class:`Pacer` (the runner's workers only call ``take``)."""
-
-    def __init__(self, schedule: Any, pacer: Pacer, key: str) -> None:
-        self._schedule = schedule
-        self._pacer = pacer
-        self._key = key
-
-    async def take(self) -> tuple[Test, int] | None:
-        await self._pacer.turn(self._key)
-        # A fixed count's schedule hands its next run without waiting: nothing comes between
-        # the gate's check and the count below.
-        item: tuple[Test, int] | None = await self._schedule.take()
-        if item is None:
-            self._pacer.leave(self._key)
-        else:
-            self._pacer.took(self._key)
-        return item
-
-
-class Signals:
-    """Ctrl-C and SIGTERM, watched once for every runner (the runners' own watchers would take
-    the signal from one another): the first stops every runner's runs in flight, as its own
-    watcher would; a second stops their agents at once, and any runner still starting."""
-
-    def __init__(self, runners: list[ComparedRunner], pacer: Pacer) -> None:
-        self.signal_number: int | None = None
-        self.running = list(runners)
-        """The runners whose ``run`` has not returned."""
-        self._pacer = pacer
-        self._watched: dict[int, tuple[ComparedRunner, anyio.CancelScope, Adapter]] = {}
-
-    def register(self, runner: ComparedRunner, runs: anyio.CancelScope, adapter: Adapter) -> None:
-        """A runner runs its tests: its runs' scope and its adapter."""
-        self._watched[id(runner)] = (runner, runs, adapter)
-        if self.signal_number is not None:
-            runner.stop(self.signal_number, runs)
-
-    def unregister(self, runner: ComparedRunner) -> None:
-        self._watched.pop(id(runner), None)
-
-    def ended(self, runner: ComparedRunner) -> None:
-        with contextlib.suppress(ValueError):
-            self.running.remove(runner)
-
-    async def watch(self, everything: anyio.CancelScope) -> None:
-        import anyio
-
-        log = logging.getLogger("atp.runner")
-        try:
-            receiver = anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM)
-        except (NotImplementedError, ValueError, AttributeError):  # pragma: no cover - not POSIX
-            return
-        with receiver as signals:
-            async for signum in signals:
-                if self.signal_number is None:
-                    self.signal_number = int(signum)
-                    for runner in self.running:
-                        watched = self._watched.get(id(runner))
-                        runner.stop(self.signal_number, watched[1] if watched is not None else None)
-                    self._pacer.release()
-                    continue
-                log.warning("stopping every agent at once (a second %s)", signal.Signals(signum).name)
-                for runner, _, adapter in list(self._watched.values()):
-                    try:
-                        adapter.abort()
-                    except Exception as exc:
-                        log.warning("adapter %r could not abort its agents: %s", runner.agent.type, exc)
-                if any(id(runner) not in self._watched for runner in self.running):
-                    everything.cancel()  # an adapter still starting
-
-
-class ComparedRunner(Runner):
-    """A runner whose workers take their runs through the :class:`Pacer`, whose runs go through
-    the shared limiter, and whose signals the :class:`Signals` of the comparison watches."""
-
-    pacer: Pacer
-    limiter: anyio.CapacityLimiter
-    signals: Signals
-
-    def stop(self, signal_number: int, runs: anyio.CancelScope | None) -> None:
-        """What the runner's own watcher does on a first signal."""
-        if self._stopped_by is None:
-            self._stopped_by = signal_number
-        if runs is not None:
-            runs.cancel()
-
-    async def _run_all(self, adapter: Adapter, items: Any, total: int) -> None:
-        await self.pacer.start(self.agent.name)
-        paced: Any = PacedSchedule(items, self.pacer, self.agent.name)  # the workers only call take()
-        await super()._run_all(adapter, paced, total)
-
-    async def run_one(self, adapter: Adapter, test: Test, run_number: int) -> RunResult:
-        async with self.limiter:
-            return await super().run_one(adapter, test, run_number)
-
-    async def _watch_signals(self, runs: anyio.CancelScope, adapter: Adapter) -> None:
-        import anyio
-
-        self.signals.register(self, runs, adapter)
-        try:
-            await anyio.sleep_forever()
-        finally:
-            self.signals.unregister(self)
-
-
-class Outcome:
-    """How one agent's runner ended."""
-
-    def __init__(self, runner: ComparedRunner) -> None:
-        self.runner = runner
-        self.results: SuiteResults | None = None
-        self.interrupted: Interrupted | None = None
-        self.error: BaseException | None = None
-
-
-class Interleaved:
-    """What :func:`run_interleaved` did: each agent's outcome, and the signal that stopped it."""
-
-    def __init__(self, outcomes: list[Outcome]) -> None:
-        self.outcomes = outcomes
-        self.signal_number: int | None = None
-
-
-async def run_interleaved(runners: list[ComparedRunner], parallel: int) -> Interleaved:
-    """Run every runner at once, interleaved. An agent that cannot run (its adapter failed to
-    start, its run directory failed) stops the others."""
-    import anyio
-
-    pacer = Pacer([r.agent.name for r in runners])
-    limiter = anyio.CapacityLimiter(parallel)
-    signals = Signals(runners, pacer)
-    done = Interleaved([Outcome(r) for r in runners])
-    for runner in runners:
-        runner.pacer, runner.limiter, runner.signals = pacer, limiter, signals
-
-    async def run_agent(outcome: Outcome, scope: anyio.CancelScope) -> None:
-        runner = outcome.runner
-        try:
-            outcome.results = await runner.run()
-        except Interrupted as stop:
-            outcome.interrupted = stop
-        except Exception as exc:
-            outcome.error = exc
-            scope.cancel()
-        finally:
-            pacer.leave(runner.agent.name)
-            signals.ended(runner)
-
-    async with anyio.create_task_group() as outer:
-        async with anyio.create_task_group() as group:
-            if threading.current_thread() is threading.main_thread():
-                outer.start_soon(signals.watch, group.cancel_scope)
-            for outcome in done.outcomes:
-                group.start_soon(run_agent, outcome, group.cancel_scope)
-        outer.cancel_scope.cancel()
-    done.signal_number = signals.signal_number
-    return done
 
 
 # --- the command -------------------------------------------------------------------------------
@@ -342,116 +121,12 @@ def compare_command(
     config or suite error, 3 when a plugin failed, 130/143 when interrupted (the finished runs
     are kept, and compared).
     """
-    from asyncio import CancelledError
-
-    import anyio
-
-    from atp.cli.app import check_output_file, plugins_for, warn_problems
-    from atp.cli.commands.test import PrintableFormatter, WarningHandler
-    from atp.core.comparison import compare_agents
-    from atp.core.config import agent_definitions, choose_agent, load_config, masker_for, resolve_agent
-    from atp.core.errors import ConfigError
-    from atp.core.suite import Fallback, TagFilter, load_suite, select_tests
-
-    names = [name.strip() for value in agent_names for name in value.split(",") if name.strip()]
-    if len(names) < 2:
-        raise click.UsageError("--agents names the agents to compare: at least 2, like --agents=A,B")
-    repeated = sorted({name for name in names if names.count(name) > 1})
-    if repeated:
-        raise click.UsageError(f"--agents names {', '.join(map(repr, repeated))} more than once")
-    if runs == "auto":
-        raise click.UsageError(f"--runs=auto: {AUTO_REFUSED}; give a number, like --runs=10")
-    if output_file is not None and output != "json":
-        raise click.UsageError("--output-file takes --output=json")
-
-    handler = WarningHandler()
-    handler.setFormatter(PrintableFormatter("atp: warning: %(message)s"))
-    logging.basicConfig(handlers=[handler], level=logging.WARNING)
-    config = load_config(config_path)
-    if output_file is not None and str(output_file) != "-":
-        check_output_file(output_file, [suite_path] + ([config.path] if config.path is not None else []))
-        if not output_file.parent.is_dir():
-            raise ConfigError(
-                f"--output-file {output_file}: the directory {output_file.parent} does not exist"
-            )
-    loaded = plugins_for(config)
-    defaults = config.spec.defaults
-    suite = load_suite(
-        suite_path,
-        loaded.evaluators,
-        Fallback(runs_per_test=defaults.runs_per_test, timeout_seconds=defaults.timeout_seconds),
-        loaded.services,
+    names = _agent_names(agent_names, runs, output, output_file)
+    setup_warnings()
+    runners, in_flight, suite_path_text = _runners(
+        names, suite_path, runs, parallel, (tags, test_ids), output_file, run_dir, config_path
     )
-    selected, deselected = select_tests(suite.tests, TagFilter.parse(tags) if tags else None, list(test_ids))
-    if not selected:
-        known = sorted({tag for t in suite.tests for tag in t.tags})
-        raise ConfigError(
-            f"no test in {suite_path} matches the selection (tags in the suite: {', '.join(known) or 'none'})"
-        )
-    if runs is None:
-        adaptive = [t.id for t in selected if t.auto and t.skip is None]
-        if adaptive:
-            shown = ", ".join(map(repr, adaptive[:5])) + (
-                f" and {len(adaptive) - 5} more" if len(adaptive) > 5 else ""
-            )
-            raise ConfigError(
-                f"{suite_path}: {shown} {'runs' if len(adaptive) == 1 else 'run'} with runs_per_test: auto; "
-                f"{AUTO_REFUSED}. Give a number with --runs=N"
-            )
-    definitions = agent_definitions(config, suite)
-    agents = [resolve_agent(choose_agent(definitions, name), loaded.adapters) for name in names]
-    used_evaluators = [
-        loaded.evaluator(t) for t in sorted({a.type for test in selected for a in test.assertions})
-    ]
-    for evaluator_cls in used_evaluators:
-        config.check_evaluator_settings(evaluator_cls.settings_name(), evaluator_cls.Settings)
-    warn_problems(loaded.problems())
-    run_root = run_dir or config.run_dir
-    in_flight = parallel or defaults.parallel_workers or 1
-    runners = [
-        ComparedRunner(
-            loaded,
-            suite,
-            selected,
-            agent,
-            run_root=run_root,
-            masker=masker_for(config, agent, used_evaluators),
-            parallel=in_flight,
-            runs=runs if isinstance(runs, int) else None,
-            deselected=deselected,
-            evaluator_settings=config.evaluator_settings,
-            secrets=config.secrets,
-            max_events=config.spec.limits.max_events,
-            max_event_bytes=config.spec.limits.max_event_bytes,
-            max_log_bytes=config.spec.limits.max_log_bytes,
-        )
-        for agent in agents
-    ]
-    planned = sum(runners[0].runs_of(t) for t in selected if t.skip is None)
-    click.echo(
-        printable(
-            f"Comparing {', '.join(names)} on suite {suite.name}: {_count(len(selected), 'test')}, "
-            f"{_count(planned, 'run')} per agent, interleaved, {in_flight} at a time; runs go to {run_root}"
-        ),
-        err=True,
-    )
-    code: int | None = None
-    outcomes = [Outcome(r) for r in runners]
-    try:
-        done = anyio.run(run_interleaved, runners, in_flight)
-    except (KeyboardInterrupt, CancelledError):  # Ctrl-C before the runners listened for it
-        code = 130
-    else:
-        outcomes = done.outcomes
-        if done.signal_number is not None:
-            code = 128 + done.signal_number
-        elif any(o.interrupted is not None for o in outcomes):
-            code = 128 + next(o.interrupted.signal_number for o in outcomes if o.interrupted is not None)
-        errors = [o.error for o in outcomes if o.error is not None]
-        if errors and code is None:
-            _discard_unused(runners)
-            _kept(runners, "the comparison was stopped", quiet=True)
-            raise errors[0]
+    code, outcomes = _run(runners, in_flight)
     results: list[SuiteResults] = []
     for outcome in outcomes:
         store = outcome.runner.store
@@ -462,6 +137,123 @@ def compare_command(
     if code is not None and (len(results) < len(runners) or not any(r.summary.runs for r in results)):
         _kept(runners, "interrupted")
         return code
+    _report(runners, results, output, output_file, suite_path_text)
+    if code is not None:
+        _kept(runners, "interrupted")
+        return code
+    return 0
+
+
+def _agent_names(
+    agent_names: tuple[str, ...], runs: int | str | None, output: str, output_file: Path | None
+) -> list[str]:
+    names = [name.strip() for value in agent_names for name in value.split(",") if name.strip()]
+    if len(names) < 2:
+        raise click.UsageError("--agents names the agents to compare: at least 2, like --agents=A,B")
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    if repeated:
+        raise click.UsageError(f"--agents names {', '.join(map(repr, repeated))} more than once")
+    if runs == "auto":
+        raise click.UsageError(f"--runs=auto: {AUTO_REFUSED}; give a number, like --runs=10")
+    if output_file is not None and output != "json":
+        raise click.UsageError("--output-file takes --output=json")
+    return names
+
+
+def _runners(
+    names: list[str],
+    suite_path: Path,
+    runs: int | str | None,
+    parallel: int | None,
+    selection: tuple[tuple[str, ...], tuple[str, ...]],
+    output_file: Path | None,
+    run_dir: Path | None,
+    config_path: Path | None,
+) -> tuple[list[Runner], int, str]:
+    """A runner for each agent, prepared the same way (:mod:`atp.core.prepare`), paced together."""
+    from atp.cli.app import check_output_file, plugins_for, warn_problems
+    from atp.core.config import load_config
+    from atp.core.errors import ConfigError
+    from atp.core.interleave import interleaving
+    from atp.core.prepare import Asked, prepare, resolve_options, suite_of
+    from atp.core.runner import Runner
+
+    config = load_config(config_path)
+    if output_file is not None and str(output_file) != "-":
+        check_output_file(output_file, [suite_path] + ([config.path] if config.path is not None else []))
+        if not output_file.parent.is_dir():
+            raise ConfigError(
+                f"--output-file {output_file}: the directory {output_file.parent} does not exist"
+            )
+    loaded = plugins_for(config)
+    suite = suite_of(config, loaded, suite_path)
+    prepared = [prepare(config, loaded, suite, name, selection) for name in names]
+    selected = prepared[0].selected
+    if runs is None:
+        adaptive = [t.id for t in selected if t.auto and t.skip is None]
+        if adaptive:
+            shown = ", ".join(map(repr, adaptive[:5])) + (
+                f" and {len(adaptive) - 5} more" if len(adaptive) > 5 else ""
+            )
+            raise ConfigError(
+                f"{suite_path}: {shown} {'runs' if len(adaptive) == 1 else 'run'} with runs_per_test: auto; "
+                f"{AUTO_REFUSED}. Give a number with --runs=N"
+            )
+    warn_problems(loaded.problems())
+    run_root = run_dir or config.run_dir
+    asked = Asked(runs=runs if isinstance(runs, int) else None, parallel=parallel, run_dir=str(run_root))
+    in_flight = parallel or config.spec.defaults.parallel_workers or 1
+    pacing = interleaving(in_flight)
+    runners = []
+    for each in prepared:
+        parts = each.parts()
+        parts.pacing = pacing
+        options = resolve_options(each, asked)
+        runners.append(Runner(loaded, suite, each.selected, each.agent, options, parts))
+    planned = sum(runners[0].plan.runs_of(t) for t in selected if t.skip is None)
+    click.echo(
+        printable(
+            f"Comparing {', '.join(names)} on suite {suite.name}: {_count(len(selected), 'test')}, "
+            f"{_count(planned, 'run')} per agent, interleaved, {in_flight} at a time; runs go to {run_root}"
+        ),
+        err=True,
+    )
+    return runners, in_flight, str(suite_path)
+
+
+def _run(runners: list[Runner], in_flight: int) -> tuple[int | None, list[Outcome]]:
+    """Run the runners interleaved; the exit code when they were stopped, and their outcomes.
+    An agent that could not run stops the comparison with its error."""
+    from asyncio import CancelledError
+
+    import anyio
+
+    from atp.core.interleave import Outcome, run_interleaved
+
+    code: int | None = None
+    outcomes = [Outcome(r) for r in runners]
+    try:
+        done = anyio.run(run_interleaved, runners, runners[0].pacing)
+    except (KeyboardInterrupt, CancelledError):  # Ctrl-C before the runners listened for it
+        return 130, outcomes
+    outcomes = done.outcomes
+    if done.signal_number is not None:
+        code = 128 + done.signal_number
+    elif any(o.interrupted is not None for o in outcomes):
+        code = 128 + next(o.interrupted.signal_number for o in outcomes if o.interrupted is not None)
+    errors = [o.error for o in outcomes if o.error is not None]
+    if errors and code is None:
+        _discard_unused(runners)
+        _kept(runners, "the comparison was stopped", quiet=True)
+        raise errors[0]
+    return code, outcomes
+
+
+def _report(
+    runners: list[Runner], results: list[SuiteResults], output: str, output_file: Path | None, suite_path: str
+) -> None:
+    from atp.core.comparison import compare_agents
+
     comparison = compare_agents(
         results, [str(r.store.directory) if r.store is not None else None for r in runners]
     )
@@ -473,22 +265,16 @@ def compare_command(
         if output_file is None or str(output_file) == "-":
             click.echo(data.decode(), nl=False)
         else:
-            from atp.cli.commands.baseline import write_atomically
-
-            write_atomically(output_file, data)
-            click.echo(_console(comparison, str(suite_path)))
+            write_output(output_file, data)
+            click.echo(_console(comparison, suite_path))
             click.echo(printable(f"json comparison written to {output_file}"), err=True)
     else:
-        click.echo(_console(comparison, str(suite_path)))
+        click.echo(_console(comparison, suite_path))
     for problem in comparison.problems:
         click.echo(f"atp: warning: {printable(problem)}", err=True)
-    if code is not None:
-        _kept(runners, "interrupted")
-        return code
-    return 0
 
 
-def _finished(runner: ComparedRunner) -> int:
+def _finished(runner: Runner) -> int:
     from atp.core.errors import AtpError
     from atp.core.results import RunStore
 
@@ -500,18 +286,18 @@ def _finished(runner: ComparedRunner) -> int:
         return 0
 
 
-def _discard_unused(runners: list[ComparedRunner]) -> None:
+def _discard_unused(runners: list[Runner]) -> None:
     """Remove the run directories in which no run finished: when an agent cannot start, the
     others never take a run (as ``atp test`` leaves no run directory of an agent that could not
     start)."""
-    import shutil
+    from atp.core.tree import remove_tree
 
     for runner in runners:
         if runner.store is not None and runner.store.directory.is_dir() and not _finished(runner):
-            shutil.rmtree(runner.store.directory, ignore_errors=True)
+            remove_tree(runner.store.directory)
 
 
-def _kept(runners: list[ComparedRunner], why: str, *, quiet: bool = False) -> None:
+def _kept(runners: list[Runner], why: str, *, quiet: bool = False) -> None:
     """Where each agent's finished runs are."""
     kept = [
         (r.agent.name, r.store.directory, _finished(r))

@@ -213,8 +213,8 @@ async def agent_health(agent: ResolvedAgent, timeout: float) -> Health:
     refused, a name that does not resolve, no connection within its ``connect_timeout``)."""
     import anyio
 
-    from atp.cli.commands.validate import _described, _single
     from atp.core.adapter import AgentUnhealthy, Health
+    from atp.core.validation import described, single_exception
 
     adapter = None
     try:
@@ -228,10 +228,10 @@ async def agent_health(agent: ResolvedAgent, timeout: float) -> Health:
     except TimeoutError:
         return Health(status="unhealthy", detail=f"no answer within {timeout:g} s")
     except Exception as raised:
-        exc = _single(raised)
+        exc = single_exception(raised)
         if isinstance(exc, AgentUnhealthy):
             return exc.health
-        return Health(status="unreachable", detail=_described(exc))
+        return Health(status="unreachable", detail=described(exc))
     finally:
         if adapter is not None:
             with anyio.move_on_after(CLOSE_SECONDS, shield=True) as closing:

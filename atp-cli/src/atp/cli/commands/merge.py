@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import click
 
 from atp.cli.app import config_option, debug_option, plugins_for, verbosity_options
-from atp.cli.commands.report import report_store, reporters_for
-from atp.core.text import printable
+from atp.cli.rendering import merge_and_report
 
-if TYPE_CHECKING:
-    from atp.core.plugins import Plugins
+__all__ = ["merge_and_report", "merge_command"]
 
 
 @click.command("merge")
@@ -67,28 +63,3 @@ def merge_command(
     return merge_and_report(
         run_dirs, run_root or config.run_dir, loaded, outputs, output_file, verbose, quiet
     )
-
-
-def merge_and_report(
-    run_dirs: Sequence[Path],
-    root: Path,
-    loaded: Plugins,
-    outputs: Sequence[str],
-    output_file: Path | None,
-    verbose: bool,
-    quiet: bool,
-) -> int:
-    """Merge the shards' run directories into a new one below ``root``, say where on stderr,
-    and render it: ``atp merge`` and ``atp report --merge``."""
-    from atp.core.merge import merge_runs
-    from atp.core.results import RUN_FILES, RunStore
-
-    inputs = [directory / name for directory in run_dirs for name in RUN_FILES]
-    reporters = reporters_for(
-        loaded, outputs, output_file, verbose, quiet, inputs
-    )  # wrong options: nothing merged
-    merged = merge_runs(list(run_dirs), root)
-    store = RunStore.open(merged)
-    count = len(store.read_header().merged_from)
-    click.echo(printable(f"Merged {count} shard{'s' if count != 1 else ''} into {merged}"), err=True)
-    return report_store(store, reporters)

@@ -2,31 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import click
 
-from atp.cli.app import (
-    check_verbosity,
-    config_option,
-    debug_option,
-    exit_code,
-    make_reporters,
-    plugins_for,
-    render,
-    show_tracebacks,
-    split_outputs,
-    verbosity_options,
-)
-from atp.cli.main import EXIT_FAILED, debugging
-from atp.core.text import printable
+from atp.cli.app import config_option, debug_option, plugins_for, verbosity_options
+from atp.cli.rendering import merge_and_report, report_run_dir, report_store, reporters_for
 
-if TYPE_CHECKING:
-    from atp.core.plugins import Plugins
-    from atp.core.reporter import Reporter
-    from atp.core.results import RunStore
+__all__ = ["report_command", "report_store", "reporters_for"]
 
 
 @click.command("report")
@@ -69,7 +52,7 @@ def report_command(
     SIGINT/SIGTERM; 3 when a reporter fails.
     """
     from atp.core.config import load_config
-    from atp.core.results import RUN_FILES, RunStore
+    from atp.core.results import RunStore
 
     if merge and not run_dirs:
         raise click.UsageError("--merge takes the run directories of the shards: atp report --merge DIR...")
@@ -81,41 +64,6 @@ def report_command(
     config = load_config(config_path)
     loaded = plugins_for(config)
     if merge:
-        from atp.cli.commands.merge import merge_and_report
-
         return merge_and_report(run_dirs, config.run_dir, loaded, outputs, output_file, verbose, quiet)
     run_dir = run_dirs[0] if run_dirs else RunStore.latest(config.run_dir)
-    store = RunStore.open(run_dir)
-    reporters = reporters_for(
-        loaded, outputs, output_file, verbose, quiet, [run_dir / name for name in RUN_FILES]
-    )
-    return report_store(store, reporters)
-
-
-def reporters_for(
-    loaded: Plugins,
-    outputs: Sequence[str],
-    output_file: Path | None,
-    verbose: bool,
-    quiet: bool,
-    inputs: Sequence[Path],
-) -> list[Reporter]:
-    """The reporters ``--output``, ``--output-file``, ``-v`` and ``-q`` ask for; ``inputs``
-    (the run directory's files) must not be written over."""
-    check_verbosity(verbose, quiet)
-    return make_reporters(loaded, split_outputs(outputs), output_file, verbose, inputs, quiet=quiet)
-
-
-def report_store(store: RunStore, reporters: Sequence[Reporter]) -> int:
-    """Render the results of a run directory with ``reporters``, warn of what reading it found
-    damaged, and return the exit code the run calls for."""
-    results = store.results()
-    failed = render(reporters, results, store)
-    for problem in dict.fromkeys(store.problems):  # each reporter reading the events finds them again
-        click.echo(f"atp: warning: {printable(problem)}", err=True)
-    if debugging():
-        show_tracebacks(results)
-    if failed is not None:
-        return failed
-    code = exit_code(results)
-    return EXIT_FAILED if code == 0 and store.problems else code
+    return report_run_dir(run_dir, loaded, outputs, output_file, verbose, quiet)

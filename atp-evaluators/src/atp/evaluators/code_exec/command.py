@@ -113,7 +113,10 @@ async def _probe() -> tuple[Isolation, bool]:
     unshare = shutil.which("unshare")
     if unshare is None:
         return Isolation((), "the unshare command is not installed"), True
-    candidates = [(unshare, *UNSHARE_FLAGS), (unshare, *UNSHARE_FLAGS[:-1], "--map-root-user")]
+    candidates: list[tuple[str, ...]] = [
+        (unshare, *UNSHARE_FLAGS),
+        (unshare, *UNSHARE_FLAGS[:-1], "--map-root-user"),
+    ]
     if os.geteuid() == 0:
         candidates.append((unshare, *UNSHARE_FLAGS[:-1]))
     why = "unshare failed"
@@ -295,6 +298,86 @@ def _readable(fd: int) -> bool:
     return bool(poller.poll(0))
 
 
+class _Isolated(NamedTuple):
+    """How one command is isolated, for its check's details."""
+
+    prefix: tuple[str, ...]
+    """The ``unshare`` command line it runs under (empty: none)."""
+    network: str
+    processes: str
+    proc: str
+
+
+def _isolated_as(isolated: Isolation, network: bool) -> _Isolated:
+    """How a command runs with the isolation there is, its network allowed or not."""
+    if isolated.prefix:
+        prefix = tuple(a for a in isolated.prefix if a != "--net") if network else isolated.prefix
+        net = "allowed (network: true)" if network else "isolated (a network namespace of its own)"
+        processes = "PID namespace (every process the command started ends with it)"
+        proc = (
+            "the namespace's own, but the command is root there and could unmount it"
+            if os.geteuid() == 0 or "--map-root-user" in prefix
+            else "the namespace's own (ATP's processes are not in it)"
+        )
+        return _Isolated(prefix, net, processes, proc)
+    net = "allowed (network: true)" if network else f"not isolated ({isolated.why})"
+    processes = f"process group (no PID namespace: {isolated.why})"
+    proc = "the system's (the command can read the environment of ATP's processes)"
+    return _Isolated((), net, processes, proc)
+
+
+class _Output:
+    """The output of a started command (stdout and stderr together), read as it comes: its last
+    :data:`MAX_OUTPUT_BYTES` kept; :attr:`read_all` is set once the pipe was read to its end."""
+
+    def __init__(self, popen: subprocess.Popen[bytes]) -> None:
+        assert popen.stdout is not None
+        self.fd = popen.stdout.fileno()
+        os.set_blocking(self.fd, False)
+        self.tail = _Tail(MAX_OUTPUT_BYTES)
+        self.read_all = anyio.Event()
+
+    async def read(self) -> None:
+        while True:
+            try:
+                chunk = os.read(self.fd, 65536)
+            except BlockingIOError:
+                await anyio.wait_readable(self.fd)
+                continue
+            except OSError:
+                break
+            if not chunk:
+                break
+            self.tail.add(chunk)
+        self.read_all.set()
+
+
+async def _wind_up(command: _Command, output: _Output) -> int | None:
+    """Once the command has ended or its time is up: kill its leftovers (or itself, at its time
+    limit) before it is reaped, wait for it to end, reap it, and wait a little for the end of its
+    output. Its exit code (``None`` when it did not end)."""
+    command.kill()
+    with anyio.move_on_after(KILL_WAIT_SECONDS):
+        await command.ended()
+    code = command.reap()
+    with anyio.move_on_after(DRAIN_SECONDS):
+        await output.read_all.wait()
+    return code
+
+
+async def _make_sure_ended(command: _Command) -> None:
+    """Kill, and reap, a command still running however :func:`run_command` ended (cancelled
+    included); then close what ATP holds of it."""
+    with anyio.CancelScope(shield=True):
+        if command.popen.returncode is None:
+            command.kill()
+            with anyio.move_on_after(KILL_WAIT_SECONDS):
+                await command.ended()
+            if command.reap() is None:
+                logger.warning("a command ATP killed (pid %s) has not ended yet", command.popen.pid)
+        command.close()
+
+
 async def run_command(
     argv: list[str],
     folder: Folder,
@@ -307,27 +390,11 @@ async def run_command(
     and the isolation there is; killed after ``timeout`` seconds, its process group killed
     once it has ended (its leftovers, before it is reaped), and killed whatever happens when
     this is cancelled. OSError when it cannot be started."""
-    isolated = await isolation()
-    if isolated.prefix:
-        prefix = tuple(a for a in isolated.prefix if a != "--net") if network else isolated.prefix
-        net = "allowed (network: true)" if network else "isolated (a network namespace of its own)"
-        processes = "PID namespace (every process the command started ends with it)"
-        proc = (
-            "the namespace's own, but the command is root there and could unmount it"
-            if os.geteuid() == 0 or "--map-root-user" in prefix
-            else "the namespace's own (ATP's processes are not in it)"
-        )
-    else:
-        prefix = ()
-        net = "allowed (network: true)" if network else f"not isolated ({isolated.why})"
-        processes = f"process group (no PID namespace: {isolated.why})"
-        proc = "the system's (the command can read the environment of ATP's processes)"
+    isolated = _isolated_as(await isolation(), network)
     token = ledger.new_token()
-    tail = _Tail(MAX_OUTPUT_BYTES)
-    read_all = anyio.Event()
     started = anyio.current_time()
     popen = subprocess.Popen(
-        [*trampoline(config), *prefix, *argv],
+        [*trampoline(config), *isolated.prefix, *argv],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -336,57 +403,29 @@ async def run_command(
         start_new_session=True,
     )
     command = _Command(popen, token)
-    assert popen.stdout is not None
-    out = popen.stdout.fileno()
-    os.set_blocking(out, False)
-
-    async def read() -> None:
-        while True:
-            try:
-                chunk = os.read(out, 65536)
-            except BlockingIOError:
-                await anyio.wait_readable(out)
-                continue
-            except OSError:
-                break
-            if not chunk:
-                break
-            tail.add(chunk)
-        read_all.set()
-
+    output = _Output(popen)
     code: int | None = None
     try:
         async with anyio.create_task_group() as tasks:
-            tasks.start_soon(read)
+            tasks.start_soon(output.read)
             with anyio.move_on_after(timeout) as limit:
                 await command.ended()
             seconds = anyio.current_time() - started
-            command.kill()  # its leftovers (or itself, at its time limit), before it is reaped
-            with anyio.move_on_after(KILL_WAIT_SECONDS):
-                await command.ended()
-            code = command.reap()
-            with anyio.move_on_after(DRAIN_SECONDS):
-                await read_all.wait()
+            code = await _wind_up(command, output)
             tasks.cancel_scope.cancel()
     finally:
-        with anyio.CancelScope(shield=True):
-            if popen.returncode is None:
-                command.kill()
-                with anyio.move_on_after(KILL_WAIT_SECONDS):
-                    await command.ended()
-                if command.reap() is None:
-                    logger.warning("a command ATP killed (pid %s) has not ended yet", popen.pid)
-            command.close()
+        await _make_sure_ended(command)
+    kept = output.tail.kept()
     return Outcome(
         exit_code=None if limit.cancelled_caught else code,
-        output=tail.kept().decode("utf-8", "replace"),
-        cut=tail.total - len(tail.kept()),
+        output=kept.decode("utf-8", "replace"),
+        cut=output.tail.total - len(kept),
         seconds=seconds,
         timeout=timeout,
-        network=net,
-        processes=processes,
-        proc=proc,
-        unfinished_output=not read_all.is_set(),
+        network=isolated.network,
+        processes=isolated.processes,
+        proc=isolated.proc,
+        unfinished_output=not output.read_all.is_set(),
     )
 
 

@@ -12,7 +12,6 @@ and the check fails: "killed after N s", with the end of its output.
 
 from __future__ import annotations
 
-import math
 import os
 import posixpath
 import re
@@ -25,22 +24,13 @@ from typing import Any
 
 import anyio
 
+from atp.core.bounds import number_in
 from atp.core.errors import ConfigError
 from atp.core.evaluator import EvalContext, Evaluator, check
 from atp.core.protocol import Artifact, FileArtifact, ReferenceArtifact
 from atp.core.results import Check
-from atp.core.text import printable, shorten
-from atp.evaluators.artifact import (
-    RegexSettings,
-    _norm,
-    compile_regex,
-    masked,
-    off_loop,
-    produced,
-    produced_names,
-    regex_timeout,
-    select,
-)
+from atp.core.text import mask, printable, shorten
+from atp.evaluators.artifact import produced, produced_names, select
 from atp.evaluators.code_exec.command import DRAIN_SECONDS, Outcome, command_env, find_program, run_command
 from atp.evaluators.code_exec.config import (
     CommandConfig,
@@ -55,11 +45,15 @@ from atp.evaluators.code_exec.reports import (
     MAX_RUFF_BYTES,
     SHOWN_FAILURES,
     FailedTest,
+    JUnitReport,
     ReportError,
-    _read_report,
     parse_junit,
     parse_ruff,
+    read_report,
 )
+from atp.evaluators.offload import off_loop
+from atp.evaluators.paths import norm
+from atp.evaluators.patterns import RegexSettings, compile_regex, regex_timeout
 
 OUTPUT_DETAIL_CHARS = 4096
 """A check's details show the last this many characters of the command's output."""
@@ -83,7 +77,7 @@ def _tail_text(text: str, limit: int) -> str:
     before the cut."""
     if len(text) <= limit:
         return text
-    return "…" + masked(text)[-limit:]
+    return "…" + mask(text)[-limit:]
 
 
 Judge = Callable[[Folder, Outcome, dict[str, Any]], Awaitable[Check]]
@@ -98,10 +92,8 @@ class _CodeEvaluator(Evaluator):
 
     def evaluator_limit(self) -> float:
         """The evaluator's own time limit over one run (``evaluators.<name>.timeout_seconds``)."""
-        value = self.settings.get("timeout_seconds", self.default_timeout)
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
-            return self.default_timeout
-        return float(value)
+        seconds = number_in(self.settings.get("timeout_seconds", self.default_timeout), 0, low_open=True)
+        return self.default_timeout if seconds is None else seconds
 
     def command_timeout(self, config: CommandConfig) -> tuple[float, str | None]:
         """The command's time limit, and a note when ``timeout_seconds`` was lowered to fit
@@ -355,24 +347,14 @@ class Pytest(_CodeEvaluator):
     async def judge(
         self, label: str, config: PytestConfig, folder: Folder, outcome: Outcome, details: dict[str, Any]
     ) -> Check:
+        """The check of a pytest run, from its JUnit report: none, one that cannot be read, a run
+        that collected or ran nothing, one whose report is not to be trusted, else its pass rate."""
         code = outcome.exit_code
         data, problem = await anyio.to_thread.run_sync(
-            _read_report, folder.root / "junit.xml", MAX_JUNIT_BYTES
+            read_report, folder.root / "junit.xml", MAX_JUNIT_BYTES
         )
         if data is None:
-            if _tool_missing(outcome.output, "pytest"):
-                message = (
-                    f"pytest is not installed for {self.python(config)}; install it with: {INSTALL_HINT}"
-                )
-            elif problem is not None:
-                message = f"pytest's JUnit report {problem}"
-            else:
-                ended = _PYTEST_EXITS.get(code or 0, "ended")
-                message = (
-                    f"pytest {ended} (exit code {code}) and wrote no JUnit report; "
-                    f"its output ends: {_output_end(details)}"
-                )
-            return check(label, False, message, **details)
+            return check(label, False, self._no_report(config, outcome, problem, details), **details)
         if code == 5:
             return check(label, False, "pytest collected no tests (exit code 5)", **details)
         test_files = suite_tests(config.files)
@@ -380,73 +362,122 @@ class Pytest(_CodeEvaluator):
             report = await off_loop(len(data), parse_junit, data, tuple(test_files))
         except ReportError as exc:
             return check(label, False, str(exc), **details)
-        if report.collection_errors:
-            message = (
-                f"pytest could not collect the tests: collection error in "
-                f"{_named(report.collection_errors, len(report.collection_errors))}"
-            )
-            failures = [f._asdict() for f in report.collection_errors[:SHOWN_FAILURES]]
-            return check(label, False, message, failures=failures, **details)
-        if code in _PYTEST_EXITS:
-            message = (
-                f"pytest {_PYTEST_EXITS[code]} (exit code {code}); its output ends: {_output_end(details)}"
-            )
-            return check(label, False, message, **details)
-        tests = {
-            "passed": report.passed,
-            "failed": report.failed,
-            "errors": report.errors,
-            "skipped": report.skipped,
-        }
-        bad = report.failed + report.errors
-        untrusted = (
-            "; the code under test runs in pytest's process and may have changed one of them, "
-            "so ATP trusts neither"
+        failed = _not_run(label, report, code, details)
+        if failed is None:
+            failed = _distrusted(label, report, code, test_files, details)
+        if failed is None:
+            failed = _too_few(label, config, report, test_files, details)
+        return failed if failed is not None else _pass_rate(label, config, report, details)
+
+    def _no_report(
+        self, config: PytestConfig, outcome: Outcome, problem: str | None, details: dict[str, Any]
+    ) -> str:
+        """Why pytest wrote no JUnit report ATP can read, for the check message."""
+        if _tool_missing(outcome.output, "pytest"):
+            return f"pytest is not installed for {self.python(config)}; install it with: {INSTALL_HINT}"
+        if problem is not None:
+            return f"pytest's JUnit report {problem}"
+        code = outcome.exit_code
+        ended = _PYTEST_EXITS.get(code or 0, "ended")
+        return f"pytest {ended} (exit code {code}) and wrote no JUnit report; its output ends: {_output_end(details)}"
+
+
+def _counts(report: JUnitReport) -> dict[str, int]:
+    """The tests of a report by outcome, for a check's details."""
+    return {
+        "passed": report.passed,
+        "failed": report.failed,
+        "errors": report.errors,
+        "skipped": report.skipped,
+    }
+
+
+def _not_run(label: str, report: JUnitReport, code: int | None, details: dict[str, Any]) -> Check | None:
+    """The failed check of a pytest run that could not collect the tests or ended before running
+    them (interrupted, an internal error, a usage error); ``None`` for a run that ran them."""
+    if report.collection_errors:
+        message = (
+            f"pytest could not collect the tests: collection error in "
+            f"{_named(report.collection_errors, len(report.collection_errors))}"
         )
-        if code not in (0, 1):
-            how = f"was ended by signal {-code}" if code is not None and code < 0 else f"exited with {code}"
-            message = (
-                f"pytest {how}, which is not how pytest ends a test run{untrusted}; "
-                f"its output ends: {_output_end(details)}"
-            )
-            return check(label, False, message, tests=tests, **details)
-        if (code == 0) != (bad == 0):
-            said = "every test passed" if code == 0 else "a test failed"
-            counted = f"counts {bad} failed or errored" if bad else "counts none failed"
-            message = f"pytest's exit code {code} says {said}, but its JUnit report {counted}{untrusted}"
-            return check(label, False, message, tests=tests, **details)
-        if report.foreign:
-            shown = printable(shorten(", ".join(report.foreign_tests[:NAMED_FAILURES]), 300))
-            message = (
-                f"pytest's report holds {_tests(report.foreign)} from outside the suite's test files "
-                f"({', '.join(test_files)}): {shown}; only the suite's tests count"
-            )
-            return check(label, False, message, tests=tests, foreign_tests=report.foreign_tests, **details)
-        defined = sum(test_files.values())
-        least = config.min_tests or max(defined, 1)
-        if report.total < least:
-            message = f"pytest's report holds {_tests(report.total)}, "
-            if config.min_tests is None and defined:
-                message += (
-                    f"but the suite's test files define {defined} test functions "
-                    "(min_tests; set it to expect fewer)"
-                )
-            else:
-                message += f"fewer than min_tests {least}"
-            return check(label, False, message, tests=tests, min_tests=least, **details)
-        skipped = f"; {report.skipped} skipped" if report.skipped else ""
-        if report.ran == 0:
-            return check(label, False, f"no test ran{skipped}", tests=tests, **details)
-        rate = report.passed / report.ran
-        message = f"{report.passed} of {report.ran} tests passed ({rate:.0%}"
-        message += f"; min_pass_rate {config.min_pass_rate:.0%})" if config.min_pass_rate < 1 else ")"
-        listed: dict[str, Any] = {}
-        if report.failures:
-            message += f"; failed: {_named(report.failures, report.failed + report.errors)}"
-            listed["failures"] = [f._asdict() for f in report.failures]
-        return check(
-            label, rate >= config.min_pass_rate, message + skipped, rate, tests=tests, **listed, **details
+        failures = [f._asdict() for f in report.collection_errors[:SHOWN_FAILURES]]
+        return check(label, False, message, failures=failures, **details)
+    if code in _PYTEST_EXITS:
+        message = f"pytest {_PYTEST_EXITS[code]} (exit code {code}); its output ends: {_output_end(details)}"
+        return check(label, False, message, **details)
+    return None
+
+
+_UNTRUSTED = (
+    "; the code under test runs in pytest's process and may have changed one of them, so ATP trusts neither"
+)
+
+
+def _distrusted(
+    label: str, report: JUnitReport, code: int | None, test_files: dict[str, int], details: dict[str, Any]
+) -> Check | None:
+    """The failed check of a run whose report and exit code disagree, or whose report holds tests
+    from outside the suite's test files; ``None`` when neither."""
+    tests = _counts(report)
+    bad = report.failed + report.errors
+    if code not in (0, 1):
+        how = f"was ended by signal {-code}" if code is not None and code < 0 else f"exited with {code}"
+        message = (
+            f"pytest {how}, which is not how pytest ends a test run{_UNTRUSTED}; "
+            f"its output ends: {_output_end(details)}"
         )
+        return check(label, False, message, tests=tests, **details)
+    if (code == 0) != (bad == 0):
+        said = "every test passed" if code == 0 else "a test failed"
+        counted = f"counts {bad} failed or errored" if bad else "counts none failed"
+        message = f"pytest's exit code {code} says {said}, but its JUnit report {counted}{_UNTRUSTED}"
+        return check(label, False, message, tests=tests, **details)
+    if report.foreign:
+        shown = printable(shorten(", ".join(report.foreign_tests[:NAMED_FAILURES]), 300))
+        message = (
+            f"pytest's report holds {_tests(report.foreign)} from outside the suite's test files "
+            f"({', '.join(test_files)}): {shown}; only the suite's tests count"
+        )
+        return check(label, False, message, tests=tests, foreign_tests=report.foreign_tests, **details)
+    return None
+
+
+def _too_few(
+    label: str, config: PytestConfig, report: JUnitReport, test_files: dict[str, int], details: dict[str, Any]
+) -> Check | None:
+    """The failed check of a report that holds fewer tests than ``min_tests`` (default: the test
+    functions of the suite's test files); ``None`` when it holds enough."""
+    defined = sum(test_files.values())
+    least = config.min_tests or max(defined, 1)
+    if report.total >= least:
+        return None
+    message = f"pytest's report holds {_tests(report.total)}, "
+    if config.min_tests is None and defined:
+        message += (
+            f"but the suite's test files define {defined} test functions (min_tests; set it to expect fewer)"
+        )
+    else:
+        message += f"fewer than min_tests {least}"
+    return check(label, False, message, tests=_counts(report), min_tests=least, **details)
+
+
+def _pass_rate(label: str, config: PytestConfig, report: JUnitReport, details: dict[str, Any]) -> Check:
+    """The check of a trusted report: the share of the tests that ran which passed, against
+    ``min_pass_rate``, naming the first failed tests."""
+    tests = _counts(report)
+    skipped = f"; {report.skipped} skipped" if report.skipped else ""
+    if report.ran == 0:
+        return check(label, False, f"no test ran{skipped}", tests=tests, **details)
+    rate = report.passed / report.ran
+    message = f"{report.passed} of {report.ran} tests passed ({rate:.0%}"
+    message += f"; min_pass_rate {config.min_pass_rate:.0%})" if config.min_pass_rate < 1 else ")"
+    listed: dict[str, Any] = {}
+    if report.failures:
+        message += f"; failed: {_named(report.failures, report.failed + report.errors)}"
+        listed["failures"] = [f._asdict() for f in report.failures]
+    return check(
+        label, rate >= config.min_pass_rate, message + skipped, rate, tests=tests, **listed, **details
+    )
 
 
 # --- lint -------------------------------------------------------------------------------------
@@ -487,7 +518,7 @@ class Lint(_CodeEvaluator):
         label = "lint" if config.path is None else f"lint:{config.path}"
         artifacts = _file_artifacts(ctx, config)
         if config.path is None:
-            artifacts = [a for a in artifacts if _norm(a.path).endswith(PYTHON_SUFFIXES)]  # type: ignore[union-attr]
+            artifacts = [a for a in artifacts if norm(a.path).endswith(PYTHON_SUFFIXES)]  # type: ignore[union-attr]
         if not artifacts:
             if config.path is not None:
                 return [_missing_artifact(label, ctx, config)]
@@ -513,9 +544,7 @@ class Lint(_CodeEvaluator):
     async def judge(
         self, label: str, config: LintConfig, folder: Folder, outcome: Outcome, details: dict[str, Any]
     ) -> Check:
-        data, problem = await anyio.to_thread.run_sync(
-            _read_report, folder.root / "ruff.json", MAX_RUFF_BYTES
-        )
+        data, problem = await anyio.to_thread.run_sync(read_report, folder.root / "ruff.json", MAX_RUFF_BYTES)
         if data is None:
             if _tool_missing(outcome.output, "ruff"):
                 message = f"ruff is not installed for {self.python(config)}; install it with: {INSTALL_HINT}"
@@ -529,7 +558,7 @@ class Lint(_CodeEvaluator):
         except ReportError as exc:
             return check(label, False, str(exc), **details)
         linted = printable(shorten(", ".join(folder.placed), 300))
-        listed = {"findings": [f._asdict() for f in findings], "findings_total": count}
+        listed: dict[str, Any] = {"findings": [f._asdict() for f in findings], "findings_total": count}
         if count <= config.max_findings:
             found = (
                 "no findings" if count == 0 else f"{_findings(count)} (max_findings {config.max_findings})"

@@ -1,7 +1,7 @@
 """The folder a command runs in: where each of the agent's files goes (:func:`plan_placements`),
 the checks of its paths (:func:`relative_path`), copying the workspace, the artifacts and the
 suite's files in within bounds (:class:`_Copier`), and removing it all afterwards
-(:func:`_remove_tree`). :func:`work_folder` makes it and removes it.
+(:func:`atp.core.tree.remove_tree`). :func:`work_folder` makes it and removes it.
 
 **Where a command runs.** In a fresh temporary folder, removed afterwards whatever happens
 (without recursion and without following symbolic links, however deep the command nested
@@ -11,7 +11,7 @@ folders in it). What goes in:
   what other evaluators read); with ``path``, none of the workspace but the files ``path``
   selects (the agent's other files, a ``conftest.py`` or a ``ruff/`` package of its, stay out);
 - the agent's file artifacts ``path`` selects (all without it), at their relative paths (inline
-  ``content``, or the file read where :func:`~atp.evaluators.artifact.resolve` allows); of
+  ``content``, or the file read where :func:`~atp.evaluators.paths.resolve` allows); of
   several artifacts with one path, the last is used (the check's details say so);
 - last the suite's ``files``, which win over the agent's files of the same name (the details
   say which).
@@ -28,7 +28,6 @@ further up for its configuration.
 from __future__ import annotations
 
 import contextlib
-import errno
 import logging
 import os
 import posixpath
@@ -45,7 +44,9 @@ import anyio
 from atp.core.evaluator import EvalContext
 from atp.core.protocol import Artifact, FileArtifact, ReferenceArtifact
 from atp.core.text import shorten
-from atp.evaluators.artifact import _norm, describe, resolve
+from atp.core.tree import remove_tree
+from atp.evaluators.artifact import describe
+from atp.evaluators.paths import norm, resolve
 
 logger = logging.getLogger(__name__)
 
@@ -70,7 +71,7 @@ def relative_path(path: str, what: str) -> str:
     :data:`MAX_PATH_PARTS` parts."""
     if not path or "\0" in path:
         raise ValueError(f"{what} {path!r} names no file")
-    normal = _norm(path)
+    normal = norm(path)
     if posixpath.isabs(normal):
         raise ValueError(f"{what} {shorten(path)!r} is an absolute path; it must be relative to the folder")
     if normal == ".." or normal.startswith("../"):
@@ -104,7 +105,7 @@ class Placement(NamedTuple):
     """A file to copy there. Neither: it is in the workspace copy already (checked)."""
     follow: bool = True
     """Whether a last symbolic link of ``source`` is followed (not for a file of the workspace,
-    whose links :func:`~atp.evaluators.artifact.resolve` has resolved already)."""
+    whose links :func:`~atp.evaluators.paths.resolve` has resolved already)."""
 
 
 class Folder(NamedTuple):
@@ -335,115 +336,13 @@ def _materialise(
         copier.done.set()
 
 
-_DIRECTORY = (
-    os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
-)
-_HELD_FOLDERS = 64
-"""While removing a folder, at most this many nested folders are held open: a folder deeper
-than that is first moved up to the top (so no depth needs recursion, a long path or many open
-files)."""
-
-
-class _Level:
-    """A folder being emptied: its descriptor, its name in the folder above, and the folders in
-    it still to empty (``None`` until it has been read)."""
-
-    def __init__(self, fd: int, name: str | None) -> None:
-        self.fd = fd
-        self.name = name
-        self.folders: list[str] | None = None
-        self.reads = 0
-
-
-def _open_folder(name: str, parent: int) -> int | None:
-    """The folder ``name`` in ``parent``, opened without following a symbolic link (made
-    readable first when it is not); ``None`` when it is gone or is no folder now (then it is
-    unlinked)."""
-    try:
-        return os.open(name, _DIRECTORY, dir_fd=parent)
-    except FileNotFoundError:
-        return None
-    except PermissionError:
-        with contextlib.suppress(OSError, NotImplementedError):
-            os.chmod(name, 0o700, dir_fd=parent, follow_symlinks=False)
-        return os.open(name, _DIRECTORY, dir_fd=parent)
-    except OSError as exc:
-        if exc.errno not in (errno.ENOTDIR, errno.ELOOP):
-            raise
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(name, dir_fd=parent)
-    return None
-
-
-def _unlink_files(fd: int) -> list[str]:
-    """Unlink all but the folders in the folder ``fd`` (made writable first); returns the
-    folders' names."""
-    with contextlib.suppress(OSError):
-        os.fchmod(fd, 0o700)
-    folders = []
-    with os.scandir(fd) as entries:
-        for entry in entries:
-            if entry.is_dir(follow_symlinks=False):
-                folders.append(entry.name)
-            else:
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(entry.name, dir_fd=fd)
-    return folders
-
-
-def _remove_tree(root: Path) -> None:
-    """Remove the folder ``root`` and everything in it (blocking), without recursion and
-    without following a symbolic link: each folder is opened relative to the one above it and
-    emptied, then removed; a folder the command made read-only is made writable first."""
-    top = os.open(root, _DIRECTORY)
-    levels = [_Level(top, None)]
-    try:
-        while levels:
-            level = levels[-1]
-            if level.folders is None:
-                level.folders = _unlink_files(level.fd)
-                level.reads += 1
-            if level.folders:
-                name = level.folders.pop()
-                if len(levels) >= _HELD_FOLDERS:  # too deep: move it up to the top, for later
-                    moved = f".atp-deep-{os.urandom(8).hex()}"  # (a name the command cannot guess)
-                    with contextlib.suppress(FileNotFoundError):
-                        os.rename(name, moved, src_dir_fd=level.fd, dst_dir_fd=top)
-                        levels[0].folders.append(moved)  # type: ignore[union-attr]
-                    continue
-                fd = _open_folder(name, level.fd)
-                if fd is not None:
-                    levels.append(_Level(fd, name))
-                continue
-            levels.pop()
-            if level.name is None:  # the top, emptied
-                break
-            os.close(level.fd)
-            try:
-                os.rmdir(level.name, dir_fd=levels[-1].fd)
-            except OSError as exc:
-                if exc.errno != errno.ENOTEMPTY or level.reads >= 3:
-                    raise
-                fd = _open_folder(level.name, levels[-1].fd)  # something was added meanwhile
-                if fd is not None:
-                    again = _Level(fd, level.name)
-                    again.reads = level.reads
-                    levels.append(again)
-    finally:
-        for level in levels[1:]:
-            os.close(level.fd)
-        os.close(top)
-    os.rmdir(root)
-
-
 def _remove(root: Path, copier: _Copier) -> None:
     """Remove ``root`` (blocking), once a copy still running into it has stopped."""
     copier.stop.set()
     copier.done.wait(CLEANUP_WAIT_SECONDS)
-    try:
-        _remove_tree(root)
-    except OSError as exc:
-        logger.warning("ATP could not remove the temporary folder %s: %s", root, exc)
+    problem = remove_tree(root)
+    if problem is not None:
+        logger.warning("ATP could not remove the temporary folder %s", problem)
 
 
 def plan_placements(
@@ -458,7 +357,7 @@ def plan_placements(
     absolute path outside the workspace, ``..``, too many parts, a file ATP may not read).
 
     With a workspace copied whole, an artifact without content is there already; otherwise it
-    is copied from where :func:`~atp.evaluators.artifact.resolve` says (within the workspace,
+    is copied from where :func:`~atp.evaluators.paths.resolve` says (within the workspace,
     its symbolic links resolved, when there is one). ``stop`` ends the work early
     (:class:`_Stopped`)."""
     files = [a for a in artifacts if isinstance(a, (FileArtifact, ReferenceArtifact))]

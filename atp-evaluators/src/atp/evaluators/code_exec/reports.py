@@ -1,4 +1,4 @@
-"""Reading what the tools report: a report file as written (:func:`_read_report`), pytest's
+"""Reading what the tools report: a report file as written (:func:`read_report`), pytest's
 JUnit XML (:func:`parse_junit`, streamed, no DOCTYPE) and ruff's JSON (:func:`parse_ruff`), each
 within a size bound."""
 
@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any, NamedTuple, cast
 
 from atp.core.text import shorten
-from atp.evaluators.artifact import _norm
 from atp.evaluators.code_exec.folder import SHOWN_PATHS
+from atp.evaluators.paths import norm
 
 MAX_JUNIT_BYTES = 16 * 1024 * 1024
 """A JUnit report larger than this is not read."""
@@ -29,7 +29,7 @@ FAILURE_TEXT_CHARS = 600
 """A failed test's report text (its traceback) is kept up to its last this many characters."""
 
 
-def _read_report(path: Path, limit: int) -> tuple[bytes | None, str | None]:
+def read_report(path: Path, limit: int) -> tuple[bytes | None, str | None]:
     """A report file the tool wrote (blocking): its bytes, or ``None`` and why not (``None``
     when there is no file); a regular file only, at most ``limit`` bytes."""
     try:
@@ -175,7 +175,7 @@ class _JUnitCounter:
         if not self.modules:
             return True
         if file is not None:
-            return _norm(file) in self.files
+            return norm(file) in self.files
         return any(classname == module or classname.startswith(module + ".") for module in self.modules)
 
     def close(self) -> JUnitReport:

@@ -17,7 +17,6 @@ import hashlib
 import json
 import logging
 import os
-import tempfile
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -82,14 +81,7 @@ class JudgeCache:
         )
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=".", suffix=".tmp")
-            try:
-                with os.fdopen(fd, "w", encoding="utf-8") as out:
-                    out.write(data)
-                os.replace(temporary, path)
-            except BaseException:
-                os.unlink(temporary)
-                raise
+            files.write_atomic(path, data.encode("utf-8"))  # (a lone surrogate: UnicodeEncodeError)
         except (OSError, ValueError) as exc:
             if not self._warned:
                 self._warned = True

@@ -31,8 +31,8 @@ import msgspec
 from atp.core.evaluator import CannotEvaluate, EvalContext, Evaluator, check, skipped
 from atp.core.protocol import Artifact, StructuredArtifact
 from atp.core.results import Check
-from atp.core.text import shorten
-from atp.evaluators.artifact import masked, produced, text_of
+from atp.core.text import mask, shorten
+from atp.evaluators.artifact import produced, text_of
 from atp.evaluators.judge.judge import JudgeSettings
 from atp.evaluators.judge.prompt import CRITERIA, CUSTOM, build_prompt, cut, passes
 
@@ -246,7 +246,7 @@ class LlmEval(Evaluator):
             size += len(part) + 2
         if not parts:
             return None, notes
-        text, note = cut(masked("\n\n".join(parts)), limit)
+        text, note = cut(mask("\n\n".join(parts)), limit)
         if note:
             notes.append(note)
         return text, notes
@@ -268,7 +268,7 @@ class LlmEval(Evaluator):
         relation = "≥" if passed else "<"
         spread = judgement.spread
         about = f" (mean of {count} samples, sd {spread['stdev']:.2f}); first sample" if count > 1 else ""
-        message = f"{criterion} scored {score:.2f} {relation} {threshold:.2f}{about}: {shorten(masked(first.explanation), 300)}"
+        message = f"{criterion} scored {score:.2f} {relation} {threshold:.2f}{about}: {shorten(mask(first.explanation), 300)}"
         details: dict[str, Any] = {
             "criterion": criterion,
             "score": score,

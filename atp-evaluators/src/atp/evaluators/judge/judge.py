@@ -105,7 +105,7 @@ class Spent(NamedTuple):
     retries: int = 0
     corrections: int = 0
 
-    def __add__(self, other: object) -> Spent:  # type: ignore[override]  # a sum, not tuple concatenation
+    def __add__(self, other: object) -> Spent:  # a sum, not tuple concatenation
         assert isinstance(other, Spent)
         return Spent(*(a + b for a, b in zip(self, other, strict=True)))
 
@@ -168,7 +168,8 @@ def read_reply(reply: JudgeReply) -> Verdict:
 def backoff(attempt: int) -> float:
     """Seconds before retry ``attempt`` (0, 1, ...) when the service did not say: 0.5 s
     doubling, with up to a quarter of jitter."""
-    base = min(0.5 * (2**attempt), MAX_WAIT_SECONDS)
+    doubled: int = 2**attempt  # (int ** int is typed Any: it is a float for a negative power)
+    base = min(0.5 * doubled, MAX_WAIT_SECONDS)
     return base * (1.0 + random.uniform(-0.25, 0.25))
 
 

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 from typing import Any, NamedTuple
+
+from atp.core.bounds import number_in
 
 CRITERIA: dict[str, str] = {
     "factual_accuracy": (
@@ -173,9 +174,10 @@ def read_fields(data: Any) -> Verdict:
     if extra:
         raise AnswerProblem(f"the answer has fields that are not asked for: {', '.join(map(repr, extra))}")
     score = data["score"]
-    if isinstance(score, bool) or not isinstance(score, (int, float)) or not math.isfinite(score):
+    number = number_in(score)
+    if number is None:
         raise AnswerProblem(f"'score' is {json.dumps(score)}, not a number")
-    if not 0.0 <= score <= 1.0:
+    if not 0.0 <= number <= 1.0:
         raise AnswerProblem(f"'score' is {score!r}, outside 0-1")
     if not isinstance(data["explanation"], str):
         raise AnswerProblem("'explanation' is not a string")
@@ -190,7 +192,7 @@ def read_fields(data: Any) -> Verdict:
             raise AnswerProblem(
                 "the answer holds text that is not valid Unicode (a lone surrogate)"
             ) from None
-    return Verdict(float(score), data["explanation"], list(data["issues"]), list(data["strengths"]))
+    return Verdict(number, data["explanation"], list(data["issues"]), list(data["strengths"]))
 
 
 def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:

@@ -1,0 +1,503 @@
+"""One run: the request executed through the adapter, the response checked, evaluated and scored.
+
+:class:`RunMaker` makes a run's result, its events and log written below a folder (nothing is
+stored: the runner stores it). An attempt builds the request (a fresh task_id; the test's
+constraints; metadata), enters the test's services, executes the request under the time limit
+(the test's, or the agent's if shorter) and closes the trace; a fault of the infrastructure
+(:mod:`atp.core.retry`) gets another attempt after a wait while retries are left, and the last
+attempt is finished: its response checked against the request, evaluated, scored. An agent that
+times out, crashes, lies or floods fails its own run with a reason.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+import msgspec
+
+from atp.core.adapter import Adapter
+from atp.core.config import ResolvedAgent
+from atp.core.errors import AgentError, AtpError, StorageError, single_exception
+from atp.core.evaluation import Evaluation
+from atp.core.evaluator import EvalContext
+from atp.core.hooks import Notifier
+from atp.core.limits import BudgetMeter, RateLimiter
+from atp.core.options import RunOptions
+from atp.core.plan import RunPlan
+from atp.core.plugins import Plugins, format_exception
+from atp.core.protocol import PROTOCOL_VERSION, ATPRequest, ATPResponse, Context, Event, sane_metrics
+from atp.core.results import Check, Outcome, Retry, RunResult, events_path, log_path, utcnow, workspace_path
+from atp.core.retry import Fault, backoff, infrastructure_fault
+from atp.core.scoring import score_run
+from atp.core.secrets import Masker
+from atp.core.service_runs import Entered, ServiceFailed, Services
+from atp.core.suite import Test
+from atp.core.text import as_text, describe, printable, shorten
+from atp.core.trace import RunTrace
+from atp.core.tree import copy_tree, remove_tree
+
+__all__ = [
+    "MAX_ERROR_CHARS",
+    "MAX_TRACEBACK_CHARS",
+    "Gate",
+    "NotStarted",
+    "RunMaker",
+    "Tried",
+    "after_retries",
+]
+
+MAX_ERROR_CHARS = 4000
+"""An agent's error text is kept up to this many characters."""
+MAX_TRACEBACK_CHARS = 8000
+"""A plugin's traceback is kept up to this many characters."""
+
+_NOTHING: Any = object()
+"""What an adapter's ``execute`` returned before it returned."""
+
+
+class NotStarted(Exception):
+    """A run whose turn (under the rate limit) came once the budget was spent: not made."""
+
+
+class Gate:
+    """Whether runs may start: their turn under the rate limit, and the budget."""
+
+    def __init__(self, rate: RateLimiter | None, budget: BudgetMeter | None) -> None:
+        self.rate = rate
+        self.budget = budget
+
+    async def turn(self) -> None:
+        """Wait for the next start's turn under the rate limit (every worker shares it)."""
+        if self.rate is not None:
+            await self.rate.acquire()
+
+    async def first_turn(self) -> None:
+        """A run's first attempt's turn; :class:`NotStarted` when it came too late."""
+        if self.rate is not None:
+            await self.rate.acquire()
+            if self.spent():
+                raise NotStarted
+
+    def spent(self) -> bool:
+        return self.budget is not None and self.budget.exceeded
+
+
+class Tried:
+    """One attempt at a run: its request and trace, what came back or why nothing did."""
+
+    __slots__ = (
+        "could_not_run", "duration", "entered", "error", "events_file", "fault", "log_file",
+        "plugin_traceback", "request", "returned", "started_at", "timed_out", "timeout", "trace",
+    )  # fmt: skip
+
+    def __init__(self, request: ATPRequest, events_file: str, log_file: str) -> None:
+        self.request = request
+        self.events_file = events_file
+        self.log_file = log_file
+        self.trace: RunTrace | None = None
+        self.returned: Any = _NOTHING
+        self.error: str | None = None
+        self.could_not_run = False
+        self.timed_out = False
+        self.timeout = 0.0
+        self.plugin_traceback: str | None = None
+        self.entered: Entered | None = None
+        self.fault: Fault | None = None
+        self.duration = 0.0
+        self.started_at = utcnow()
+
+
+def after_retries(error: str, retries: list[Retry]) -> str:
+    """A run's error once its retries were spent."""
+    return f"{error} (after {len(retries)} retr{'y' if len(retries) == 1 else 'ies'})"
+
+
+def build_request(
+    test: Test,
+    run_number: int,
+    plan: RunPlan,
+    where: tuple[str, str],
+    workspace: Path | None,
+    task_id: str | None,
+) -> ATPRequest:
+    """The request of one run; ``where``: the suite's name and the run's id."""
+    suite, run_id = where
+    return ATPRequest(
+        version=PROTOCOL_VERSION,
+        task_id=task_id or str(uuid.uuid4()),
+        task=test.task,
+        constraints=test.constraints,
+        context=Context(workspace_path=str(workspace)) if workspace is not None else None,
+        metadata={
+            "test_id": test.id,
+            "run_number": run_number,
+            "total_runs": plan.runs_of(test),
+            **({"adaptive": True} if plan.plan_of(test) is not None else {}),
+            "suite": suite,
+            "run_id": run_id,
+        },
+    )
+
+
+class RunMaker:
+    """Makes the runs of one suite against one agent (see the module)."""
+
+    def __init__(
+        self,
+        plugins: Plugins,
+        agent: ResolvedAgent,
+        options: RunOptions,
+        masker: Masker | None,
+        stages: tuple[Services, Evaluation, Notifier],
+        gate: Gate,
+        request_of: Callable[[Test, int, Path | None, str | None], ATPRequest],
+    ) -> None:
+        """``stages``: the services around each run, the evaluators, the lifecycle hooks;
+        ``request_of``: a run's request (test, run number, workspace, task id)."""
+        self.plugins = plugins
+        self.agent = agent
+        self.options = options
+        self.masker = masker
+        self.services, self.evaluation, self.notify = stages
+        self.gate = gate
+        self.request_of = request_of
+        self.resuming = False
+        """Whether the run directory may hold what an interrupted run left (a resume)."""
+
+    async def perform(self, adapter: Adapter, test: Test, run_number: int, directory: Path) -> RunResult:
+        """One run's result, its events and log written below ``directory``: the request
+        executed through the adapter (again after each fault of the infrastructure while
+        retries are left), the response checked, evaluated and scored. Nothing is stored. A run
+        whose turn (under the rate limit) comes once the budget is spent is not made
+        (:class:`NotStarted`)."""
+        await self.gate.first_turn()
+        if run_number == 1:
+            self.notify("atp_test_started", test=test)
+        retries: list[Retry] = []
+        attempt = 1
+        while True:
+            tried = await self.attempt(adapter, test, run_number, directory, attempt)
+            wait = self.next_attempt(attempt, tried.fault, retries)
+            if wait is None:
+                break
+            await anyio.sleep(wait)
+            attempt += 1
+        if tried.fault is not None and retries:
+            tried.error = after_retries(tried.error or tried.fault.reason, retries)
+        return await self.finish(adapter, test, run_number, tried, retries)
+
+    async def perform_once(
+        self, adapter: Adapter, test: Test, run_number: int, directory: Path, task_id: str | None = None
+    ) -> tuple[RunResult, Fault | None]:
+        """One attempt at a run and its result, with the fault of the infrastructure it met, if
+        any, for the caller to decide on another attempt (a cluster worker's runs: ATP decides)."""
+        tried = await self.attempt(adapter, test, run_number, directory, 1, task_id)
+        return await self.finish(adapter, test, run_number, tried, []), tried.fault
+
+    def next_attempt(
+        self, attempt: int, fault: Fault | None, retries: list[Retry], where: str | None = None
+    ) -> float | None:
+        """The wait before another attempt at a run whose attempt number ``attempt`` met
+        ``fault`` (recorded in ``retries``); ``None`` when there is none: no fault, no retries
+        left, or a spent budget."""
+        if fault is None or attempt > self.options.retries or self.gate.spent():
+            return None
+        wait = backoff(attempt, self.options.retry_backoff, fault.retry_after)
+        reason = self.masker.text(fault.reason) if self.masker is not None else fault.reason
+        retries.append(
+            Retry(
+                attempt=attempt,
+                reason=shorten(reason, MAX_ERROR_CHARS),
+                waited_seconds=round(wait, 3),
+                where=where,
+            )
+        )
+        return wait
+
+    # --- one attempt -------------------------------------------------------------------
+
+    async def attempt(
+        self,
+        adapter: Adapter,
+        test: Test,
+        run_number: int,
+        directory: Path,
+        attempt: int,
+        task_id: str | None = None,
+    ) -> Tried:
+        """One attempt at a run: the request executed through the adapter under the time limit;
+        what came back, or why nothing did. Another attempt waits for its turn under the rate
+        limit (the first one's is :meth:`perform`'s)."""
+        if attempt > 1:
+            await self.gate.turn()
+        fresh = attempt == 1 and not self.resuming
+        workspace = None
+        if test.workspace_fixture is not None:
+            workspace = directory / workspace_path(test.id, run_number)
+            await anyio.to_thread.run_sync(copy_fixture, test.workspace_fixture, workspace, not fresh)
+        tried = Tried(
+            self.request_of(test, run_number, workspace, task_id),
+            events_path(test.id, run_number),
+            log_path(test.id, run_number),
+        )
+        if not fresh:  # what an earlier attempt (or an interrupted run) left goes first
+            remove_paths(directory / tried.events_file, directory / tried.log_file)
+        tried.trace = self._trace(test, run_number, tried, directory)
+        tried.timeout = float(test.timeout_seconds)
+        if self.agent.timeout is not None:
+            tried.timeout = min(tried.timeout, float(self.agent.timeout))
+        tried.started_at = utcnow()
+        started = time.perf_counter()
+        await self._execute(adapter, test, run_number, tried, announce=attempt == 1)
+        tried.duration = time.perf_counter() - started
+        return tried
+
+    def _trace(self, test: Test, run_number: int, tried: Tried, directory: Path) -> RunTrace:
+        on_event: Callable[[Event], None] | None = None
+        if self.notify.wants("atp_event"):
+            notify = self.notify
+
+            def on_event(event: Event) -> None:
+                notify("atp_event", test=test, run_number=run_number, event=event)
+
+        options = self.options
+        return RunTrace(
+            tried.request.task_id,
+            events_path=directory / tried.events_file,
+            log_path=directory / tried.log_file,
+            masker=self.masker,
+            on_event=on_event,
+            max_events=options.max_events,
+            max_event_bytes=options.max_event_bytes,
+            max_log_bytes=options.max_log_bytes,
+        )
+
+    async def _execute(
+        self, adapter: Adapter, test: Test, run_number: int, tried: Tried, *, announce: bool
+    ) -> None:
+        """The request through the test's services and the adapter, under the time limit."""
+        trace = tried.trace
+        assert trace is not None
+        request = tried.request
+        entered: Entered | None = None
+        try:
+            with anyio.move_on_after(tried.timeout) as scope:
+                if test.services:
+                    entered = tried.entered = Entered()
+                    request = await self.services.enter(test, request, trace, entered)
+                    entered.announced = True
+                if announce:
+                    self.notify("atp_run_started", test=test, run_number=run_number, request=request)
+                tried.returned = await adapter.execute(request, trace)
+            tried.timed_out = scope.cancelled_caught and tried.returned is _NOTHING
+        except Exception as raised:
+            if trace.storage_error is not None:
+                raise trace.storage_error from None
+            self._failed(tried, single_exception(raised))
+        finally:
+            if entered is not None:
+                if not entered.announced and announce:
+                    self.notify("atp_run_started", test=test, run_number=run_number, request=request)
+                await self.services.leave(entered, trace)
+            trace.close()
+        if trace.storage_error is not None:
+            raise trace.storage_error
+
+    def _failed(self, tried: Tried, exc: BaseException) -> None:
+        """Why an attempt brought nothing back: a service, the agent, the infrastructure or the
+        adapter itself."""
+        tried.fault = infrastructure_fault(exc)
+        if isinstance(exc, ServiceFailed):
+            tried.error, tried.could_not_run, tried.plugin_traceback = exc.message, True, exc.traceback
+        elif isinstance(exc, AgentError):
+            tried.error = self._agent_error(exc)
+        elif isinstance(exc, AtpError):
+            tried.error, tried.could_not_run = str(exc), True
+        elif tried.fault is not None:
+            tried.error, tried.could_not_run = tried.fault.reason, True
+        else:
+            tried.error = (
+                f"adapter {self.agent.type!r} of {self._adapter_owner()} raised {type(exc).__name__}: {exc}"
+            )
+            tried.plugin_traceback = shorten(format_exception(exc), MAX_TRACEBACK_CHARS)
+            tried.could_not_run = True
+
+    def _agent_error(self, exc: AgentError) -> str:
+        """The reason of an agent's failure, with its evidence masked, then cut and escaped."""
+        message = str(exc)
+        evidence = getattr(exc, "evidence", None)
+        if evidence is None:
+            return message
+        text = as_text(evidence)
+        if self.masker is not None:
+            text = self.masker.text(text)
+        return f"{message}: '{printable(shorten(text))}'"
+
+    def _adapter_owner(self) -> str:
+        return self.plugins.owner("adapter", self.agent.type)
+
+    # --- the result --------------------------------------------------------------------
+
+    async def finish(
+        self, adapter: Adapter, test: Test, run_number: int, tried: Tried, retries: list[Retry]
+    ) -> RunResult:
+        """The result of a run's last attempt: the response checked, evaluated and scored."""
+        trace = tried.trace
+        assert trace is not None, "every attempt has a trace"
+        response, error, could_not_run = self._response(tried)
+        checks: list[Check] = []
+        quality: list[Check] = []
+        ctx: EvalContext | None = None
+        if not could_not_run:
+            ctx = EvalContext(
+                test=test,
+                request=tried.request,
+                response=response,
+                trace=trace.trace(),
+                workspace=_workspace(tried.request),
+                agent_dir=adapter.artifact_dir(tried.request),
+            )
+            checks, quality, evaluated = await self.evaluation.check(test, ctx)
+            could_not_run = not evaluated
+        score, breakdown = score_run(checks, quality, response, trace.summary, test.constraints, test.scoring)
+        outcome: Outcome
+        if could_not_run:
+            outcome = "error"
+        elif (
+            response.status == "completed"
+            and error is None
+            and all(c.passed or c.skipped is not None for c in checks)
+        ):
+            outcome = "passed"
+        else:
+            outcome = "failed"
+        return RunResult(
+            test_id=test.id,
+            run_number=run_number,
+            task_id=tried.request.task_id,
+            outcome=outcome,
+            status=response.status,
+            score=score,
+            score_breakdown=breakdown,
+            duration_seconds=round(tried.duration, 6),
+            started_at=tried.started_at,
+            checks=checks,
+            metrics=response.metrics,
+            error=error,
+            warnings=trace.warnings,
+            trace=trace.summary,
+            events_file=tried.events_file if trace.events_written else None,
+            log_file=tried.log_file if trace.log_written else None,
+            log_tail=[shorten(line, MAX_ERROR_CHARS) for line in trace.log_tail]
+            if outcome != "passed"
+            else [],
+            artifacts=response.artifacts,
+            evaluation_usage=ctx.usage if ctx is not None else {},
+            traceback=tried.plugin_traceback,
+            retries=retries,
+        )
+
+    def _response(self, tried: Tried) -> tuple[ATPResponse, str | None, bool]:
+        """The attempt's response checked against its request (one made up when nothing, or
+        nothing usable, came back), the run's error, and whether the run could not be made."""
+        trace = tried.trace
+        assert trace is not None
+        task_id = tried.request.task_id
+        error, could_not_run = tried.error, tried.could_not_run
+        response: ATPResponse | None = None
+        if isinstance(tried.returned, ATPResponse):
+            response = tried.returned
+        elif tried.returned is not _NOTHING:
+            error = (
+                f"adapter {self.agent.type!r} of {self._adapter_owner()} "
+                f"returned {describe(tried.returned)}, not an ATPResponse"
+            )
+            could_not_run = True
+        if response is not None and response.task_id != task_id:
+            error = (
+                f"agent answered with task_id {response.task_id!r}, but the request's task_id was {task_id!r}"
+            )
+            response = None
+        if tried.timed_out:
+            error = f"timed out after {tried.timeout:g} s; the agent was stopped"
+            entered = tried.entered
+            if entered is not None and entered.pending is not None:
+                error = (
+                    f"timed out after {tried.timeout:g} s while service {entered.pending!r} was getting ready"
+                )
+                could_not_run = True
+        if response is None:
+            response = ATPResponse(
+                version=PROTOCOL_VERSION,
+                task_id=task_id,
+                status="timeout" if tried.timed_out else "failed",
+                artifacts=[],
+                metrics=trace.summary.metrics(round(tried.duration, 6)),
+                error=error,
+            )
+        else:
+            response, error = self._reported(response, error, trace)
+        if error is not None:
+            if self.masker is not None:
+                error = self.masker.text(error)  # before cutting: a cut must not split a secret
+            error = shorten(error, MAX_ERROR_CHARS)
+        return response, error, could_not_run
+
+    def _reported(
+        self, response: ATPResponse, error: str | None, trace: RunTrace
+    ) -> tuple[ATPResponse, str | None]:
+        """An agent's own response: its absurd metrics left out, its status read."""
+        metrics, problems = sane_metrics(response.metrics)
+        if problems:
+            response = msgspec.structs.replace(response, metrics=metrics)
+            for problem in problems:
+                trace.warn(problem)
+        if response.status != "completed":
+            error = response.error or f"agent reported status {response.status!r}"
+        elif response.error:
+            trace.warn(f"the agent reported status 'completed' with an error: {shorten(response.error)}")
+        return response, error
+
+
+def remove_paths(*paths: Path) -> None:
+    """Remove what an earlier attempt (or an interrupted run) left where a run's files go: a
+    file, a link, or a folder an agent put there (never followed); a failure is a
+    :class:`~atp.core.errors.StorageError`."""
+    for path in paths:
+        try:
+            if path.is_dir() and not path.is_symlink():
+                left = remove_tree(path)
+                if left is not None:
+                    raise StorageError(f"cannot remove {path} for a new attempt at its run: {left}")
+            else:
+                path.unlink(missing_ok=True)
+        except OSError as exc:
+            raise StorageError(
+                f"cannot remove {path} for a new attempt at its run: {exc.strerror or exc}"
+            ) from None
+
+
+def copy_fixture(fixture: Path, workspace: Path, replace: bool = False) -> None:
+    """A fresh copy of a test's ``workspace_fixture`` for one run (links copied as links, so
+    nothing outside the fixture is read); a failure is a
+    :class:`~atp.core.errors.StorageError`. ``replace``: what an earlier attempt left there goes
+    first."""
+    if replace:  # what an agent left there (a folder, a file, a link) goes, never followed
+        remove_paths(workspace)
+    try:
+        workspace.parent.mkdir(parents=True, exist_ok=True)
+        copy_tree(fixture, workspace)
+    except OSError as exc:
+        raise StorageError(f"cannot copy the workspace fixture {fixture} to {workspace}: {exc}") from None
+
+
+def _workspace(request: ATPRequest) -> Path | None:
+    context = request.context
+    if context is not None and context.workspace_path:
+        return Path(context.workspace_path)
+    return None
