@@ -27,7 +27,7 @@ from pathlib import Path
 
 from common import ROOT, Timer
 
-from atp.core import results as results_module
+from atp.core import aggregate as results_module  # where build_suite_results looks the statistics up
 from atp.core.adaptive import Adaptive, replay
 from atp.core.baseline import Compared, compare, encode_baseline, read_baseline, sequential_alpha
 from atp.core.protocol import Metrics
