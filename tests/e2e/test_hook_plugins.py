@@ -91,9 +91,9 @@ def atp_test_finished(result):
     raise KeyError("broken after its yield")
 """
 
-TWO_RUNS = PASSING.replace('task: {description: "answer"}', 'runs_per_test: 2\n    task: {description: "answer"}') + (
-    '  - id: other\n    task: {description: "answer"}\n'
-)
+TWO_RUNS = PASSING.replace(
+    'task: {description: "answer"}', 'runs_per_test: 2\n    task: {description: "answer"}'
+) + ('  - id: other\n    task: {description: "answer"}\n')
 
 
 def run_with(tmp_path: Path, plugins: dict[str, str]) -> tuple[object, list[str]]:

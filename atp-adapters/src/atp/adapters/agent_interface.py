@@ -91,69 +91,55 @@ standard lists is required, with the type it gives; more fields are allowed), on
 from __future__ import annotations
 
 import contextlib
-import itertools
 import logging
-import math
-import os
-import ssl
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, NamedTuple
-from urllib.parse import quote, urlsplit
+from typing import Any
+from urllib.parse import quote
 
 import anyio
 import msgspec
 
+from atp.adapters.agent_interface_http import DISCOVERY_BYTES, AgentHttp, Answer, Cut, NoAnswer
+from atp.adapters.agent_interface_server import (
+    EXIT_NOTICE_SECONDS,
+    HEALTH_INTERVAL,
+    SERVER,
+    TAIL_CHARS,
+    ServerKeeper,
+)
+from atp.adapters.agent_interface_settings import (
+    DEFAULT_ACTION,
+    DEFAULT_DISCOVERY_TIMEOUT,
+    MAX_DISCOVERY_TIMEOUT,
+    PORT_VARIABLE,
+    AgentInterfaceSettings,
+)
+from atp.adapters.agent_interface_standard import (
+    CHECKED,
+    HEALTH_STATES,
+    MAX_PROBLEMS,
+    SCHEMAS,
+    SHOWN_TOOLS,
+    STANDARD,
+    A2AAnswer,
+    ToolAnswer,
+    ToolName,
+    a2a_decoder,
+    conforming,
+    health_of,
+    json_of,
+    json_or_none,
+    tool_decoder,
+    validators,
+    with_notes,
+)
 from atp.adapters.http import request_headers, with_path
-from atp.adapters.network import (
-    ERROR_BODY_BYTES,
-    MiB,
-    NetworkAdapter,
-    NetworkSettings,
-    http_client,
-    http_failure,
-    is_transient,
-    quoted,
-    read_body,
-    read_some,
-    redirect_words,
-    refusal,
-    request_errors,
-    secret_values,
-    shown_url,
-    tls_context,
-    transient_fault,
-    unreachable,
-)
-from atp.adapters.process import encoded, lacks_resources
-from atp.adapters.server import (
-    MAX_SECONDS,
-    PORT_FIELD,
-    Grace,
-    HealthProbe,
-    LogFile,
-    NotHealthy,
-    Port,
-    Seconds,
-    Server,
-    abort_all,
-    check_command,
-    check_cwd,
-    check_env,
-    check_grace,
-    check_seconds,
-    check_startable,
-    check_whole,
-    command_line,
-    free_port,
-    port_in_use,
-    resolve_argv,
-    with_evidence,
-)
+from atp.adapters.network import NetworkAdapter, quoted, secret_values, shown_url
+from atp.adapters.server import Server
 from atp.core.adapter import AgentUnhealthy, ConformanceCheck, Health
 from atp.core.errors import AdapterError, AgentError, ConfigError
-from atp.core.plugins import require
 from atp.core.protocol import (
     PROTOCOL_VERSION,
     ATPRequest,
@@ -165,327 +151,50 @@ from atp.core.protocol import (
     make_event,
 )
 from atp.core.secrets import Masker
-from atp.core.text import mask
+from atp.core.text import as_text, mask
 from atp.core.trace import EventSink
+
+__all__ = [
+    "ACTION_KEY",
+    "ARTIFACT",
+    "CHECKED",
+    "DEFAULT_ACTION",
+    "DEFAULT_DISCOVERY_TIMEOUT",
+    "DISCOVERY_BYTES",
+    "EXIT_NOTICE_SECONDS",
+    "HEALTH_INTERVAL",
+    "HEALTH_STATES",
+    "JSON",
+    "MAX_DISCOVERY_TIMEOUT",
+    "MAX_PROBLEMS",
+    "MAX_TOOL_NAME_BYTES",
+    "PARAMETERS_KEY",
+    "PORT_VARIABLE",
+    "SCHEMAS",
+    "SERVER",
+    "SHOWN_TOOLS",
+    "STANDARD",
+    "TAIL_CHARS",
+    "TOOL_KEY",
+    "A2AAnswer",
+    "AgentInterfaceAdapter",
+    "AgentInterfaceSettings",
+    "Answer",
+    "ToolAnswer",
+    "ToolName",
+]
 
 logger = logging.getLogger("atp.adapters.agent_interface")
 
-STANDARD = "the Agent Interface Standard v1.0"
-DEFAULT_ACTION = "execute_task"
-DEFAULT_DISCOVERY_TIMEOUT = 10.0
-MAX_DISCOVERY_TIMEOUT = MAX_SECONDS
-DISCOVERY_BYTES = 4 * MiB
-"""The most ATP reads of one discovery answer (``/health``, ``/agent-card``, ``/mcp/tools``; less
-when ``max_message_bytes`` is less): a card or a tool list is a few kilobytes."""
-MAX_PROBLEMS = 100
-"""The most schema problems a conformance check collects (it says "over 100 problems")."""
 MAX_TOOL_NAME_BYTES = 1024
 """The longest ``mcp_tool`` name (UTF-8) ATP puts in a URL."""
-SHOWN_TOOLS = 10
-"""How many tool names a passed ``mcp-tools`` check lists."""
 ARTIFACT = "result"
 """The name of the structured artifact that holds the agent's (or the tool's) result."""
 TOOL_KEY = "mcp_tool"
 PARAMETERS_KEY = "parameters"
 ACTION_KEY = "a2a_action"
 """Keys of ``task.input_data`` that ATP reads itself (a tool to call; another A2A action)."""
-HEALTH_STATES = ("healthy", "degraded", "unhealthy")
 JSON = "application/json"
-PORT_VARIABLE = "PORT"
-"""The variable that gives the agent server ATP starts (``command``) its port."""
-SERVER = "the agent server"
-"""How messages name the server ATP starts."""
-HEALTH_INTERVAL = 0.1
-"""Seconds between two ``GET /health`` while the server ATP started is not yet ready."""
-EXIT_NOTICE_SECONDS = 0.5
-"""How long a run that cannot reach the server ATP started waits to see whether it exited."""
-TAIL_CHARS = 1000
-"""The most of the end of the server's output a start failure quotes."""
-_INSTALL = "atp-adapters"
-
-
-class AgentInterfaceSettings(NetworkSettings, kw_only=True):
-    schemes: ClassVar[tuple[str, ...]] = ("http", "https")
-    reserved_headers: ClassVar[frozenset[str]] = frozenset(
-        {"host", "content-length", "transfer-encoding", "connection", "upgrade", "te", "trailer"}
-    )
-
-    action: str = DEFAULT_ACTION
-    """The A2A ``action`` of every task (a test's ``input_data.a2a_action`` overrides it)."""
-    from_agent: str = "atp"
-    """The ``from_agent`` of every message."""
-    to_agent: str | None = None
-    """The ``to_agent`` of every message; by default the ``agent_id`` of ``GET /agent-card``."""
-    payload_key: str | None = "task"
-    """The payload member that holds ``task.description``; ``null``: the description is not sent."""
-    input_key: str | None = None
-    """``null``: the members of ``task.input_data`` are merged into the payload; a name: the
-    input data is sent as that payload member (when there is any)."""
-    payload: dict[str, Any] = msgspec.field(default_factory=dict)
-    """Members every payload starts with (the task's own win)."""
-    allow_unhealthy: bool = False
-    """Test an agent whose ``/health`` says ``unhealthy`` (with a warning) instead of refusing."""
-    discovery_timeout: float = DEFAULT_DISCOVERY_TIMEOUT
-    """Seconds each discovery or check request (``/health``, ``/agent-card``, ``/mcp/tools``)
-    may take; a run's own time limit governs the rest."""
-    command: str | list[str] | None = None
-    """A command that starts the agent server: ATP starts it once when the adapter starts
-    (before discovery) and stops it at the end. ``{port}`` in its words is the port. Relative
-    paths are made absolute as for ``term-sdk`` (relative to ``cwd``, or the agent's folder)."""
-    port: Port | None = None
-    """With ``command``: the port the server listens on (``PORT`` in its environment, and
-    ``{port}`` in the command and the endpoint). Default: a free loopback port when
-    ``endpoint`` holds ``{port}``, else the endpoint's port."""
-    env: dict[str, str] = msgspec.field(default_factory=dict)
-    """With ``command``: added to ATP's environment for the server."""
-    cwd: str | None = None
-    """With ``command``: the server's working folder, relative to the file defining the agent
-    (default: that file's folder)."""
-    health_timeout: Seconds = 15.0
-    """With ``command``: seconds the server has to answer ``GET /health`` once started."""
-    stop_grace: Grace = 2.0
-    """With ``command``: seconds between SIGTERM and SIGKILL when the server is stopped."""
-
-    def __post_init__(self) -> None:
-        endpoint = self.endpoint
-        if PORT_FIELD in endpoint:
-            if self.command is None:
-                raise ValueError(
-                    "'endpoint' holds {port}, the port of the agent server ATP starts, but there is no "
-                    "'command' to start one"
-                )
-            self.endpoint = endpoint.replace(PORT_FIELD, "1")  # (any port: the rest of the URL is checked)
-            try:
-                super().__post_init__()
-            finally:
-                self.endpoint = endpoint
-        else:
-            super().__post_init__()
-        if self.command is None:
-            for name in ("port", "cwd"):
-                if getattr(self, name) is not None:
-                    raise ValueError(f"'{name}' is for the agent server ATP starts: it needs 'command'")
-            if self.env:
-                raise ValueError("'env' is for the agent server ATP starts: it needs 'command'")
-        else:
-            check_command(self.command)
-            check_cwd(self.cwd)
-            check_env(self.env, PORT_VARIABLE)
-            if self.port is not None:
-                check_whole("port", self.port, 1, 65535)
-            check_seconds("health_timeout", self.health_timeout)
-            check_grace(self.stop_grace)
-        for name in ("action", "from_agent"):
-            if not getattr(self, name):
-                raise ValueError(f"'{name}' is empty")
-        for name in ("to_agent", "payload_key", "input_key"):
-            if getattr(self, name) == "":
-                raise ValueError(f"'{name}' is empty (leave it out, or null)")
-        if self.input_key is not None and self.input_key == self.payload_key:
-            raise ValueError("'input_key' and 'payload_key' name the same payload member")
-        check_seconds("discovery_timeout", self.discovery_timeout)
-
-
-# --- the standard's answers ------------------------------------------------------------------
-
-ToolName = Annotated[str, msgspec.Meta(min_length=1)]
-
-
-class A2AAnswer(msgspec.Struct, kw_only=True):
-    """The answer to ``POST /a2a/message`` (fields ATP does not read are ignored)."""
-
-    success: bool
-    result: Any = None
-    error: str | None = None
-    tools_used: list[ToolName] = msgspec.field(default_factory=list)
-
-
-class ToolAnswer(msgspec.Struct, kw_only=True):
-    """The answer to ``POST /mcp/execute/{tool_name}``."""
-
-    success: bool
-    result: Any = None
-    error: str | None = None
-
-
-_a2a_decoder = msgspec.json.Decoder(A2AAnswer)
-_tool_decoder = msgspec.json.Decoder(ToolAnswer)
-
-_HEALTH_STATUS = {"type": "string", "enum": list(HEALTH_STATES)}
-_STATUS_FIELDS: dict[str, Any] = {
-    "status": _HEALTH_STATUS,
-    "uptime_seconds": {"type": "integer"},
-    "request_count": {"type": "integer"},
-    "error_count": {"type": "integer"},
-    "error_rate": {"type": "number"},
-}
-
-
-def _object(properties: dict[str, Any]) -> dict[str, Any]:
-    """An object schema: every listed field required, with its type; other fields allowed."""
-    return {"type": "object", "properties": properties, "required": list(properties)}
-
-
-SCHEMAS: dict[str, dict[str, Any]] = {
-    "agent-card": {
-        "$schema": "https://json-schema.org/draft/2020-12/schema",
-        "title": "GET /agent-card (Agent Interface Standard v1.0)",
-        **_object(
-            {
-                "agent_id": {"type": "string", "minLength": 1},
-                "name": {"type": "string"},
-                "description": {"type": "string"},
-                "capabilities": {"type": "array", "items": {"type": "string"}},
-                "tags": {"type": "array", "items": {"type": "string"}},
-                "tools": {
-                    "type": "array",
-                    "items": _object(
-                        {"name": {"type": "string", "minLength": 1}, "description": {"type": "string"}}
-                    ),
-                },
-                "status": _object(_STATUS_FIELDS),
-                "metadata": _object(
-                    {
-                        "llm_model": {"type": "string"},
-                        "semantic_tool_selection": {"type": "boolean"},
-                        "version": {"type": "string"},
-                    }
-                ),
-            }
-        ),
-    },
-    "health": {
-        "$schema": "https://json-schema.org/draft/2020-12/schema",
-        "title": "GET /health (Agent Interface Standard v1.0)",
-        **_object(
-            {
-                **_STATUS_FIELDS,
-                "last_error": {"type": ["string", "null"]},
-                "llm_available": {"type": "boolean"},
-                "timestamp": {"type": "string", "format": "date-time"},
-            }
-        ),
-    },
-    "mcp-tools": {
-        "$schema": "https://json-schema.org/draft/2020-12/schema",
-        "title": "GET /mcp/tools (Agent Interface Standard v1.0)",
-        **_object(
-            {
-                "tools": {
-                    "type": "array",
-                    "items": _object(
-                        {
-                            "name": {"type": "string", "minLength": 1},
-                            "description": {"type": "string"},
-                            "parameters": {
-                                "type": "object",
-                                "properties": {
-                                    "type": {"const": "object"},
-                                    "properties": {
-                                        "type": "object",
-                                        "additionalProperties": _object(
-                                            {
-                                                "type": {
-                                                    "enum": ["string", "number", "boolean", "object", "array"]
-                                                },
-                                                "description": {"type": "string"},
-                                            }
-                                        ),
-                                    },
-                                    "required": {"type": "array", "items": {"type": "string"}},
-                                },
-                                "required": ["type", "properties", "required"],
-                            },
-                            "returns": {"type": "string"},
-                            "examples": {"type": "array", "items": {"type": "string"}},
-                        }
-                    ),
-                },
-                "agent_id": {"type": "string"},
-                "agent_name": {"type": "string"},
-            }
-        ),
-    },
-}
-"""The JSON Schemas (2020-12) of the discovery answers, written from the standard: every field it
-lists is required, with the type it gives (``"integer"`` an integer, ``"float"`` a number, an
-ISO 8601 ``timestamp`` a date-time); fields it does not list are allowed."""
-
-CHECKED = {
-    "agent-card": ("/agent-card", "agent card schema"),
-    "health": ("/health", "health schema"),
-    "mcp-tools": ("/mcp/tools", "MCP tools schema"),
-}
-"""The conformance checks: name, the path they GET and their title."""
-
-
-class Answer(NamedTuple):
-    """An HTTP answer read whole (its body bounded by ``max_message_bytes``)."""
-
-    where: str
-    status: int
-    phrase: str
-    body: bytes
-    headers: Any = None
-    """The answer's headers (its ``Retry-After``)."""
-
-    @property
-    def ok(self) -> bool:
-        return 200 <= self.status < 300
-
-
-def _document(body: bytes) -> Any:
-    """The JSON of a body; raises ValueError saying why it is not JSON."""
-    try:
-        return msgspec.json.decode(body)
-    except (msgspec.MsgspecError, UnicodeDecodeError, RecursionError) as exc:
-        raise ValueError(str(exc) or type(exc).__name__) from None
-
-
-def _json_or_none(body: bytes) -> Any:
-    try:
-        return _document(body)
-    except ValueError:
-        return None
-
-
-def _health_of(document: Any, quote: Callable[[str], str] = str) -> Health | None:
-    """The health a ``/health`` (or agent card ``status``) document reports, or ``None`` when it
-    has no status of the standard's. ``quote`` makes its ``last_error`` (the agent's text) fit
-    to be shown (masked, shortened)."""
-    if not isinstance(document, dict) or document.get("status") not in HEALTH_STATES:
-        return None
-    parts = []
-    rate, errors, requests = (
-        document.get("error_rate"),
-        document.get("error_count"),
-        document.get("request_count"),
-    )
-    if isinstance(rate, (int, float)) and not isinstance(rate, bool) and math.isfinite(rate):
-        parts.append(f"error rate {rate:.0%}")
-    if isinstance(errors, int) and isinstance(requests, int) and not isinstance(errors, bool):
-        parts.append(
-            f"{errors} error{'' if errors == 1 else 's'} in {requests} request{'' if requests == 1 else 's'}"
-        )
-    if document.get("llm_available") is False and document["status"] != "healthy":
-        parts.append("LLM unavailable")
-    last = document.get("last_error")
-    if isinstance(last, str) and last:
-        parts.append(f"last error: {quote(last)}")
-    return Health(status=document["status"], detail=", ".join(parts))
-
-
-def _wrapped(result: Any) -> dict[str, Any]:
-    return result if isinstance(result, dict) else {"value": result}
-
-
-def _context(request: ATPRequest) -> dict[str, Any]:
-    context: dict[str, Any] = {"task_id": request.task_id}
-    if request.constraints is not None:
-        constraints = msgspec.to_builtins(request.constraints)
-        if constraints:
-            context["constraints"] = constraints
-    return context
 
 
 # --- the adapter -----------------------------------------------------------------------------
@@ -503,11 +212,7 @@ class AgentInterfaceAdapter(NetworkAdapter):
 
     def __init__(self, settings: AgentInterfaceSettings, *, name: str, base_dir: Path) -> None:
         super().__init__(settings, name=name, base_dir=base_dir)
-        self.endpoint = settings.endpoint
-        """Where the agent is: the setting, with ``{port}`` replaced when ATP starts the server."""
-        self.urls: dict[str, str] = {}
-        self._use_endpoint(settings.endpoint)
-        self.headers = request_headers(settings, JSON)  # type: ignore[arg-type]
+        self.headers = request_headers(settings, JSON)
         self.to_agent: str | None = settings.to_agent
         """The ``to_agent`` of the messages: the setting, or the card's ``agent_id`` at start."""
         self.card: dict[str, Any] | None = None
@@ -515,22 +220,25 @@ class AgentInterfaceAdapter(NetworkAdapter):
         self.started_health: Health | None = None
         """The agent's health at start."""
         self._client: Any = None
-        self._tls: ssl.SSLContext | None = None
-        self._prepared = False
-        command = settings.command
-        self.folder = (self.base_dir / settings.cwd).resolve() if settings.cwd else self.base_dir
-        """With ``command``: the server's working folder, where relative paths are looked for."""
-        self.argv = resolve_argv(command, self.folder) if command is not None else []
-        self.command_line = command_line(command) if command is not None else ""
-        self.env = {**os.environ, **settings.env}
-        """The server's environment (``PORT`` is added at its start)."""
-        self.server: Server | None = None
-        """The agent server ATP started (``command``), while it runs."""
-        self._log: LogFile | None = None
-        self._aborted = False
         self._secrets = Masker(secret_values(settings))
         """The agent's own secrets (its headers', its endpoint's), masked in everything the adapter
         words itself, also where no run's masker is active."""
+        self.http = AgentHttp(settings, self.headers, name=name, base_dir=self.base_dir)
+        """The HTTP exchanges with the agent (and where it is)."""
+        self.keeper = ServerKeeper(
+            settings, name=name, base_dir=self.base_dir, http=self.http, secrets=self._secrets, owner=self
+        )
+        """The agent server ATP starts (``command``)."""
+
+    @property
+    def endpoint(self) -> str:
+        """Where the agent is: the setting, with ``{port}`` replaced when ATP starts the server."""
+        return self.http.endpoint
+
+    @property
+    def server(self) -> Server | None:
+        """The agent server ATP started (``command``), while it runs."""
+        return self.keeper.server
 
     def _quoted(self, text: str) -> str:
         """The agent's ``text`` as the adapter's errors and warnings quote it: masked, cut,
@@ -545,26 +253,8 @@ class AgentInterfaceAdapter(NetworkAdapter):
     def _warn_at_start(self, message: str) -> None:
         logger.warning("%s", self._masked(message))
 
-    def _use_endpoint(self, endpoint: str) -> None:
-        self.endpoint = endpoint
-        self.urls = {
-            path: with_path(endpoint, path)
-            for path in ("/agent-card", "/health", "/mcp/tools", "/a2a/message")
-        }
-
-    # --- lifecycle -------------------------------------------------------------------------
-
-    def _prepare(self) -> None:
-        if not self._prepared:
-            self._httpx = require("httpx", install=_INSTALL, feature="the agent-interface adapter")
-            self._tls = tls_context(self.settings, self.base_dir, agent=self.name)
-            self._prepared = True
-
-    def _new_client(self) -> Any:
-        return http_client(self._httpx, connect_timeout=self.settings.connect_timeout, tls=self._tls)
-
     async def start(self) -> None:
-        """Start the agent server when ATP starts it (``command``: :meth:`_start_server`), then
+        """Start the agent server when ATP starts it (``command``: :meth:`~atp.adapters.agent_interface_server.ServerKeeper.start`), then
         discover the agent: its health (an unhealthy agent is refused unless
         ``allow_unhealthy``), then its card (whose ``agent_id`` becomes ``to_agent``). A server
         refused as unhealthy runs on until :meth:`aclose` (``atp validate`` still checks its
@@ -583,17 +273,17 @@ class AgentInterfaceAdapter(NetworkAdapter):
             ) from None
 
     async def _start(self) -> None:
-        self._prepare()
+        self.http.prepare()
         if self.settings.command is not None and self.server is None:
-            await self._start_server()
-        client = self._new_client()
+            await self.keeper.start()
+        client = self.http.client()
         try:
             await self._discover(client)
         except BaseException as exc:
             with anyio.CancelScope(shield=True):
                 await client.aclose()
                 if not isinstance(exc, AgentUnhealthy):
-                    await self._stop_server()
+                    await self.keeper.stop()
             raise
         self._client = client
 
@@ -638,13 +328,13 @@ class AgentInterfaceAdapter(NetworkAdapter):
             self.to_agent = self.card["agent_id"]
 
     async def _card(self, client: Any) -> dict[str, Any]:
-        answer = await self._get(client, "/agent-card")
+        answer = await self.http.get(client, self.http.urls["/agent-card"])
         if not answer.ok:
             raise AgentError(
                 f"{answer.where} answered HTTP {answer.status} {answer.phrase}".rstrip(), evidence=answer.body
             )
         try:
-            card = _document(answer.body)
+            card = json_of(answer.body)
         except ValueError as exc:
             raise AgentError(
                 f"{answer.where}: the agent card is not JSON ({exc})", evidence=answer.body
@@ -662,178 +352,11 @@ class AgentInterfaceAdapter(NetworkAdapter):
             if client is not None:
                 await client.aclose()
         finally:
-            await self._stop_server()
+            await self.keeper.stop()
 
     def abort(self) -> None:
         """SIGKILL the agent server ATP started, and everything it started, at once."""
-        self._aborted = True
-        abort_all(self)
-
-    # --- the agent server ATP starts (command) -----------------------------------------------
-
-    def _server_port(self) -> int:
-        """``port``; else a free port of the endpoint's host when the endpoint holds ``{port}``;
-        else the endpoint's port."""
-        settings = self.settings
-        if settings.port is not None:
-            return settings.port
-        parts = urlsplit(settings.endpoint.replace(PORT_FIELD, "1"))
-        host = parts.hostname or "127.0.0.1"
-        if PORT_FIELD not in settings.endpoint:
-            return parts.port or (443 if parts.scheme.lower() == "https" else 80)
-        try:
-            return free_port(host)
-        except OSError as exc:
-            raise AdapterError(
-                f"agent {self.name!r}: cannot find a free port on {host} for {SERVER} "
-                f"({exc.strerror or exc}); give it one with 'port'",
-                retryable=False,
-            ) from None
-
-    async def _start_server(self) -> None:
-        """Start ``command`` in :attr:`folder` with ``PORT`` (and ``{port}``), its output to a
-        temporary log file, and wait until ``GET /health`` answers. Raises AdapterError (the
-        server stopped) when it cannot start, exits first or does not answer in time."""
-        settings = self.settings
-        await check_startable(self.argv, self.folder, self.env, agent=self.name, command=self.command_line)
-        number = self._server_port()
-        port = str(number)
-        self._use_endpoint(settings.endpoint.replace(PORT_FIELD, port))
-        await self._check_port_free(number)
-        argv = [arg.replace(PORT_FIELD, port) for arg in self.argv]
-        log = LogFile(self.name, self._secrets)
-        try:
-            server = Server.launch(
-                argv, cwd=self.folder, env=encoded({**self.env, PORT_VARIABLE: port}), owner=self, what=SERVER
-            )
-        except OSError as exc:
-            log.close()
-            raise AdapterError(
-                f"agent {self.name!r}: cannot start {self.command_line!r} in {self.folder}: {exc.strerror or exc}",
-                retryable=lacks_resources(exc),
-            ) from None
-        server.log_path = log.path
-        self.server, self._log = server, log
-        try:
-            server.read_output(log.log)
-            await self._wait_healthy(server, log)
-        except BaseException:
-            with anyio.CancelScope(shield=True):
-                await self._stop_server()
-            raise
-
-    async def _check_port_free(self, port: int) -> None:
-        """Refuse to start the server on a port of the endpoint that another program listens on
-        already (a fixed ``port``, or the endpoint's own): discovery and every run would go to
-        that program, not to the server ATP starts. A port ATP found free itself is not tested."""
-        settings = self.settings
-        if settings.port is None and PORT_FIELD in settings.endpoint:
-            return  # (a free port, found just now)
-        try:
-            parts = urlsplit(self.endpoint)
-            host, endpoint_port = (
-                parts.hostname,
-                parts.port or (443 if parts.scheme.lower() == "https" else 80),
-            )
-        except ValueError:
-            return
-        if not host or endpoint_port != port:
-            return  # (the endpoint is elsewhere: a proxy in front of the server, say)
-        if await anyio.to_thread.run_sync(port_in_use, host, port):
-            raise AdapterError(
-                f"agent {self.name!r}: port {port} on {host} (the endpoint's) is in use by another program "
-                f"already: ATP would send discovery and the runs to it, not to the server it starts ('command'); "
-                f"stop that program, or write {PORT_FIELD} in 'endpoint' and leave 'port' out (a free port)",
-                retryable=False,
-            )
-
-    async def _wait_healthy(self, server: Server, log: LogFile) -> None:
-        """Until ``GET /health`` answers: any answer but a ``503``. A server still answering
-        ``503`` with a health report of the standard's at ``health_timeout`` is left to
-        discovery, which refuses it as unhealthy saying what it reported."""
-        httpx = self._httpx
-        url = self.urls["/health"]
-        reported = False
-        client = self._new_client()
-
-        async def probe(limit: float) -> HealthProbe:
-            nonlocal reported
-            try:
-                with anyio.fail_after(limit):
-                    answer = await self._read(client, "GET", url, None, None, DISCOVERY_BYTES)
-            except TimeoutError:
-                return HealthProbe(False, f"no answer within {limit:g} s")
-            except request_errors(httpx) as exc:
-                return HealthProbe(
-                    False, http_failure(httpx, exc, url, connect_timeout=self.settings.connect_timeout).words
-                )
-            except AgentError:  # (a redirect, a flood: an answer, which discovery reports)
-                return HealthProbe(True)
-            if answer.status != 503:
-                return HealthProbe(True)
-            reported = _health_of(_json_or_none(answer.body)) is not None
-            return HealthProbe(False, f"HTTP {answer.status} {answer.phrase}".rstrip(), answer.body or None)
-
-        try:
-            await server.wait_healthy(
-                probe,
-                url=shown_url(url),
-                timeout=self.settings.health_timeout,
-                interval=HEALTH_INTERVAL,
-                request_timeout=self.settings.discovery_timeout,
-            )
-        except NotHealthy as exc:
-            if reported:
-                return
-            log.keep = True
-            raise AdapterError(
-                f"agent {self.name!r}: {with_evidence(exc, secrets=self._secrets)}{self._log_end(server, log)}"
-            ) from None
-        except AgentError as exc:  # it exited
-            log.keep = True
-            raise AdapterError(
-                f"agent {self.name!r}: {with_evidence(exc, TAIL_CHARS, self._secrets)}"
-            ) from None
-        finally:
-            with anyio.CancelScope(shield=True):
-                await client.aclose()
-
-    def _log_end(self, server: Server, log: LogFile) -> str:
-        tail = server.output.log_tail() if server.output is not None else None
-        if tail is None:
-            return f"; its log ({log.path}) is empty"
-        return f"; its log ({log.path}) ends with: {quoted(tail, TAIL_CHARS, secrets=self._secrets)}"
-
-    async def _stop_server(self) -> None:
-        """Stop the agent server ATP started (SIGTERM, SIGKILL after ``stop_grace``); remove its
-        log unless an error named it."""
-        server, self.server = self.server, None
-        log, self._log = self._log, None
-        if server is None:
-            return
-        with anyio.CancelScope(shield=True):
-            try:
-                await server.stop(self.settings.stop_grace, self._warn, aborted=lambda: self._aborted)
-            finally:
-                if log is not None:
-                    log.close()
-
-    def _warn(self, message: str) -> None:
-        logger.warning("agent %r: %s", self.name, message)
-
-    async def _server_exited(self, *, wait: bool) -> AgentError | None:
-        """The agent server ATP started has exited: the error saying so (``wait``: give it
-        :data:`EXIT_NOTICE_SECONDS` to be seen exiting, after a request it did not answer)."""
-        server = self.server
-        if server is None or server.output is None:
-            return None
-        if wait:
-            with anyio.move_on_after(EXIT_NOTICE_SECONDS):
-                await server.output.ended.wait()
-        failed = server.exited("while ATP ran the tests")
-        if failed is not None and self._log is not None:
-            self._log.keep = True
-        return failed
+        self.keeper.abort()
 
     @property
     def opened(self) -> bool:
@@ -847,18 +370,18 @@ class AgentInterfaceAdapter(NetworkAdapter):
         if self._client is not None:
             yield self._client
             return
-        self._prepare()
+        self.http.prepare()
         temporary = self.settings.command is not None and self.server is None
         if temporary:
-            await self._start_server()
-        client = self._new_client()
+            await self.keeper.start()
+        client = self.http.client()
         try:
             yield client
         finally:
             with anyio.CancelScope(shield=True):
                 await client.aclose()
                 if temporary:
-                    await self._stop_server()
+                    await self.keeper.stop()
 
     # --- health and conformance --------------------------------------------------------------
 
@@ -883,14 +406,14 @@ class AgentInterfaceAdapter(NetworkAdapter):
         without a report, a redirect, no whole answer within ``discovery_timeout``) is
         ``unhealthy``, saying so: ``GET .../health failed: ...; is 'endpoint' right?``."""
         try:
-            answer = await self._get(client, "/health")
+            answer = await self.http.get(client, self.http.urls["/health"])
         except AdapterError as exc:
             return Health(status="unreachable", detail=str(exc)), False
-        except _Failed as exc:
+        except NoAnswer as exc:
             return Health(status="unhealthy", detail=_failed_words(exc.where, exc.reason)), False
         except AgentError as exc:
             return Health(status="unhealthy", detail=_failed_words("GET /health", exc.message)), False
-        health = _health_of(_json_or_none(answer.body), self._quoted)
+        health = health_of(json_or_none(answer.body), self._quoted)
         if health is not None:
             return health, True
         if not answer.ok:
@@ -905,15 +428,13 @@ class AgentInterfaceAdapter(NetworkAdapter):
 
     async def conformance(self) -> list[ConformanceCheck]:
         """``/agent-card``, ``/health`` and ``/mcp/tools`` against :data:`SCHEMAS`."""
-        validators = _validators()
+        checkers = validators()
         checks: list[ConformanceCheck] = []
         documents: dict[str, Any] = {}
         try:
             async with self._opened() as client:
                 for name, (path, title) in CHECKED.items():
-                    checks.append(
-                        await self._conforms(client, name, path, title, validators[name], documents)
-                    )
+                    checks.append(await self._conforms(client, name, path, title, checkers[name], documents))
         except AdapterError as exc:  # (the agent server ATP starts cannot be started)
             return [
                 ConformanceCheck(
@@ -926,14 +447,14 @@ class AgentInterfaceAdapter(NetworkAdapter):
                 )
                 for name, (path, title) in CHECKED.items()
             ]
-        return _with_notes(checks, documents)
+        return with_notes(checks, documents)
 
     async def _conforms(
         self, client: Any, name: str, path: str, title: str, validator: Any, documents: dict[str, Any]
     ) -> ConformanceCheck:
         fix = f"answer GET {path} with every field {STANDARD} lists for it, of the type it gives"
         try:
-            answer = await self._get(client, path)
+            answer = await self.http.get(client, self.http.urls[path])
         except (AdapterError, AgentError) as exc:
             if isinstance(exc, AgentError):  # (an answer too large, cut, late, a redirect)
                 seen, message = (_with_evidence(exc),), f"GET {path} got no usable answer"
@@ -942,63 +463,7 @@ class AgentInterfaceAdapter(NetworkAdapter):
             return ConformanceCheck(name=name, title=title, passed=False, message=message, seen=seen, fix=fix)
         # (a large answer takes long to check: on a worker thread, the validation's time limit holds)
         return await anyio.to_thread.run_sync(
-            self._conforming, answer, name, path, title, validator, documents, fix, abandon_on_cancel=True
-        )
-
-    @staticmethod
-    def _conforming(
-        answer: Answer, name: str, path: str, title: str, validator: Any, documents: dict[str, Any], fix: str
-    ) -> ConformanceCheck:
-        """The check of one answer against its schema (blocking: a worker thread)."""
-        notes: tuple[str, ...] = ()
-        if not answer.ok and name == "health" and _health_of(_json_or_none(answer.body)) is not None:
-            # (an unhealthy agent may answer its report with a 503: the report is what counts)
-            notes = (f"GET {path} answered HTTP {answer.status} with its report",)
-        elif not answer.ok:
-            return ConformanceCheck(
-                name=name,
-                title=title,
-                passed=False,
-                message=f"GET {path} answered HTTP {answer.status} {answer.phrase}".rstrip(),
-                seen=(_text(answer.body),) if answer.body else (),
-                fix=f"{STANDARD} requires GET {path}: answer it with status 200",
-            )
-        try:
-            document = _document(answer.body)
-        except ValueError as exc:
-            return ConformanceCheck(
-                name=name,
-                title=title,
-                passed=False,
-                message=f"GET {path}: the answer is not JSON ({exc})",
-                seen=(_text(answer.body),),
-                fix=fix,
-            )
-        found = list(itertools.islice(validator.iter_errors(document), MAX_PROBLEMS + 1))
-        errors = sorted(found[:MAX_PROBLEMS], key=lambda e: (list(map(str, e.absolute_path)), e.message))
-        if errors:
-            count = len(errors)
-            problems = (
-                f"over {MAX_PROBLEMS} problems"
-                if len(found) > MAX_PROBLEMS
-                else f"{count} problem{'s' if count != 1 else ''}"
-            )
-            return ConformanceCheck(
-                name=name,
-                title=title,
-                passed=False,
-                message=f"GET {path} breaks the standard's schema ({problems})",
-                seen=tuple(f"at {error.json_path}: {error.message}" for error in errors[:5])
-                + (
-                    (f"... and {'over ' if len(found) > MAX_PROBLEMS else ''}{count - 5} more",)
-                    if count > 5
-                    else ()
-                ),
-                fix=fix,
-            )
-        documents[name] = document
-        return ConformanceCheck(
-            name=name, title=title, passed=True, message=_summary(name, document), notes=notes
+            conforming, answer, name, path, title, validator, documents, fix, abandon_on_cancel=True
         )
 
     # --- runs ------------------------------------------------------------------------------
@@ -1011,14 +476,14 @@ class AgentInterfaceAdapter(NetworkAdapter):
             )
         if self.server is None:
             return await self._execute(client, request, sink)
-        failed = await self._server_exited(wait=False)
+        failed = await self.keeper.exited(wait=False)
         if failed is not None:
             raise failed
         try:
             return await self._execute(client, request, sink)
         except (AdapterError, AgentError) as exc:
             # (a server that did not answer may be exiting: it is given a moment to be seen so)
-            failed = await self._server_exited(wait=isinstance(exc, (AdapterError, _Cut)))
+            failed = await self.keeper.exited(wait=isinstance(exc, (AdapterError, Cut)))
             if failed is not None:
                 raise failed from None
             raise
@@ -1049,10 +514,10 @@ class AgentInterfaceAdapter(NetworkAdapter):
             "context": _context(request),
         }
         started = time.perf_counter()
-        answer = await self._post(client, self.urls["/a2a/message"], message)
+        answer = await self.http.post(client, self.http.urls["/a2a/message"], message)
         seconds = time.perf_counter() - started
         try:
-            reply = _a2a_decoder.decode(answer.body)
+            reply = a2a_decoder.decode(answer.body)
         except (msgspec.MsgspecError, UnicodeDecodeError, RecursionError) as exc:
             raise AgentError(
                 f"{answer.where}: the agent's answer is not an A2A response ({exc})", evidence=answer.body
@@ -1085,12 +550,12 @@ class AgentInterfaceAdapter(NetworkAdapter):
                 f"task.input_data.{TOOL_KEY} is {len(tool)} characters long; a tool name ATP puts in a URL may "
                 f"have at most {MAX_TOOL_NAME_BYTES} bytes"
             )
-        url = with_path(self.endpoint, "/mcp/execute/" + quote(tool, safe=""))
+        url = with_path(self.http.endpoint, "/mcp/execute/" + quote(tool, safe=""))
         started = time.perf_counter()
-        answer = await self._post(client, url, {"parameters": parameters, "context": _context(request)})
+        answer = await self.http.post(client, url, {"parameters": parameters, "context": _context(request)})
         seconds = time.perf_counter() - started
         try:
-            reply = _tool_decoder.decode(answer.body)
+            reply = tool_decoder.decode(answer.body)
         except (msgspec.MsgspecError, UnicodeDecodeError, RecursionError) as exc:
             raise AgentError(
                 f"{answer.where}: the agent's answer is not a tool result ({exc})", evidence=answer.body
@@ -1122,102 +587,8 @@ class AgentInterfaceAdapter(NetworkAdapter):
             error=None if success else (error or "the agent answered success: false without an error"),
         )
 
-    # --- HTTP ------------------------------------------------------------------------------
-
-    async def _get(self, client: Any, path: str) -> Answer:
-        """``GET`` a discovery path, whatever its status: the whole exchange within
-        ``discovery_timeout`` (httpx's timeouts are per read, which an answer sent a byte at a
-        time never runs out of), the answer read up to :data:`DISCOVERY_BYTES`. Raises
-        :class:`_Failed` saying ``no answer within ... (discovery_timeout)`` when it takes longer."""
-        seconds = self.settings.discovery_timeout
-        url = self.urls[path]
-        try:
-            with anyio.fail_after(seconds):
-                return await self._exchange(client, "GET", url, None, DISCOVERY_BYTES)
-        except TimeoutError:
-            raise _Failed(
-                f"GET {shown_url(url)}", f"no answer within {seconds:g} s (discovery_timeout)"
-            ) from None
-
-    async def _post(self, client: Any, url: str, body: dict[str, Any]) -> Answer:
-        """``POST`` JSON; an answer that is not a 2xx is the agent's refusal or failure, or (a 429,
-        502, 503 or 504) a transient fault of the infrastructure."""
-        answer = await self._exchange(client, "POST", url, msgspec.json.encode(body))
-        if not answer.ok:
-            if is_transient(answer.status):
-                raise transient_fault(
-                    self.name, answer.where, answer.status, answer.phrase, answer.headers, answer.body
-                )
-            raise refusal(answer.where, answer.status, answer.phrase, answer.body)
-        return answer
-
-    async def _exchange(
-        self, client: Any, method: str, url: str, content: bytes | None, cap: int | None = None
-    ) -> Answer:
-        """:meth:`_read`, its transport's errors worded as the network adapters word them
-        (:func:`~atp.adapters.network.http_failure`): no connection is an AdapterError (the
-        agent cannot be reached); a URL httpx will not send an AdapterError; a connection cut
-        before the whole answer a :class:`_Cut`."""
-        httpx = self._httpx
-        where = f"{method} {shown_url(url)}"
-        try:
-            return await self._read(client, method, url, content, None, cap)
-        except request_errors(httpx) as exc:
-            failure = http_failure(httpx, exc, url, connect_timeout=self.settings.connect_timeout)
-            if failure.kind == "connect":
-                raise unreachable(
-                    self.name, url, exc, connect_timeout=self.settings.connect_timeout
-                ) from None
-            if failure.kind == "url":
-                raise AdapterError(f"{where}: {failure.words}", retryable=False) from None
-            if failure.kind == "decode":
-                raise _Failed(where, failure.words) from None
-            raise _Cut(where, f"the connection was cut before the whole answer ({failure.words})") from None
-
-    async def _read(
-        self, client: Any, method: str, url: str, content: bytes | None, timeout: Any, cap: int | None = None
-    ) -> Answer:
-        """One request and its answer read whole (bounded by ``max_message_bytes``, or ``cap``
-        when less; an error answer by :data:`~atp.adapters.network.ERROR_BODY_BYTES`). Raises
-        the httpx errors, and :class:`_Failed` for a redirect or an answer over the limit."""
-        httpx = self._httpx
-        where = f"{method} {shown_url(url)}"
-        limit = self.settings.max_message_bytes
-        setting = "max_message_bytes"
-        if cap is not None and cap < limit:
-            limit, setting = cap, f"the most ATP reads of a discovery answer, {cap // MiB} MiB"
-        options: dict[str, Any] = {} if timeout is None else {"timeout": timeout}
-        async with client.stream(method, url, content=content, headers=self.headers, **options) as answer:
-            status = answer.status_code
-            phrase = httpx.codes.get_reason_phrase(status)
-            if answer.is_redirect:
-                raise _Failed(where, redirect_words(status, answer.headers.get("location", "")))
-            if 200 <= status < 300:
-                body = await read_body(answer, limit, lambda: _flooded(where, limit, setting))
-            else:
-                body = await read_some(answer, ERROR_BODY_BYTES)
-            return Answer(where, status, phrase, body, answer.headers)
-
 
 # --- helpers ---------------------------------------------------------------------------------
-
-
-class _Failed(AgentError):
-    """A request that got no usable answer: ``where`` (``GET http://host/health``) and why
-    (``reason``)."""
-
-    def __init__(self, where: str, reason: str) -> None:
-        super().__init__(f"{where}: {reason}")
-        self.where = where
-        self.reason = reason
-
-
-class _Cut(_Failed):
-    """The connection was cut before the whole answer (the agent may have exited)."""
-
-
-def _flooded(where: str, limit: int, setting: str = "max_message_bytes") -> _Failed:
-    return _Failed(where, f"the agent sent more than {limit} bytes in one answer ({setting})")
 
 
 def _failed_words(where: str, reason: str) -> str:
@@ -1226,13 +597,9 @@ def _failed_words(where: str, reason: str) -> str:
     return f"{where} failed: {reason}{hint}"
 
 
-def _text(data: bytes) -> str:
-    return data.decode("utf-8", "replace")
-
-
 def _evidence(exc: AgentError) -> str:
     evidence = exc.evidence
-    return _text(evidence) if isinstance(evidence, bytes) else str(evidence)
+    return as_text(evidence) if isinstance(evidence, bytes) else str(evidence)
 
 
 def _with_evidence(exc: AgentError) -> str:
@@ -1245,66 +612,14 @@ def _health_words(status: str) -> str:
     return f"reports itself {status}"
 
 
-_VALIDATORS: dict[str, Any] = {}
+def _wrapped(result: Any) -> dict[str, Any]:
+    return result if isinstance(result, dict) else {"value": result}
 
 
-def _validators() -> dict[str, Any]:
-    """A jsonschema validator per schema of :data:`SCHEMAS` (made once; jsonschema is imported
-    only when the conformance checks run)."""
-    if not _VALIDATORS:
-        jsonschema = require("jsonschema", install=_INSTALL, feature="the agent-interface conformance checks")
-        checker = jsonschema.FormatChecker(formats=())
-
-        @checker.checks("date-time", raises=ValueError)
-        def _date_time(value: Any) -> bool:
-            if isinstance(value, str):
-                from datetime import datetime
-
-                datetime.fromisoformat(value)
-            return True
-
-        for name, schema in SCHEMAS.items():
-            _VALIDATORS[name] = jsonschema.Draft202012Validator(schema, format_checker=checker)
-    return _VALIDATORS
-
-
-def _summary(name: str, document: dict[str, Any]) -> str:
-    """What a conforming answer says, in a few words."""
-    if name == "agent-card":
-        tools = len(document["tools"])
-        return f"agent {document['agent_id']!r} ({document['name']}), {tools} tool{'s' if tools != 1 else ''}"
-    if name == "health":
-        health = _health_of(document)
-        assert health is not None
-        return f"status {health.status}" + (f": {health.detail}" if health.detail else "")
-    names = [tool["name"] for tool in document["tools"]]
-    shown = ", ".join(names[:SHOWN_TOOLS]) + (
-        f" and {len(names) - SHOWN_TOOLS} more" if len(names) > SHOWN_TOOLS else ""
-    )
-    return f"{len(names)} tool{'s' if len(names) != 1 else ''}" + (f": {shown}" if names else "")
-
-
-def _with_notes(checks: list[ConformanceCheck], documents: dict[str, Any]) -> list[ConformanceCheck]:
-    """Notes on answers that conform but disagree: a health status its error rate does not
-    bear out, an agent card whose tools are not those of ``/mcp/tools``."""
-    notes: dict[str, list[str]] = {}
-    health = documents.get("health")
-    if health is not None:
-        rate, status = health["error_rate"], health["status"]
-        expected = "healthy" if rate < 0.1 else "degraded" if rate <= 0.5 else "unhealthy"
-        if status != expected:
-            notes.setdefault("health", []).append(
-                f"status {status} with error rate {rate:.0%}: the standard calls that {expected} "
-                "(healthy below 10%, degraded 10-50%, unhealthy above 50%)"
-            )
-    card, tools = documents.get("agent-card"), documents.get("mcp-tools")
-    if card is not None and tools is not None:
-        listed = sorted({tool["name"] for tool in card["tools"]})
-        served = sorted({tool["name"] for tool in tools["tools"]})
-        if listed != served:
-            notes.setdefault("mcp-tools", []).append(
-                f"the agent card lists the tools {listed}, GET /mcp/tools {served}"
-            )
-    if not notes:
-        return checks
-    return [msgspec.structs.replace(c, notes=(*c.notes, *notes.get(c.name, ()))) for c in checks]
+def _context(request: ATPRequest) -> dict[str, Any]:
+    context: dict[str, Any] = {"task_id": request.task_id}
+    if request.constraints is not None:
+        constraints = msgspec.to_builtins(request.constraints)
+        if constraints:
+            context["constraints"] = constraints
+    return context

@@ -27,7 +27,6 @@ it started are sent SIGTERM, then SIGKILL after ``grace_seconds`` (see
 """
 
 import asyncio
-import math
 import os
 import shlex
 import stat
@@ -60,9 +59,10 @@ from atp.adapters.stdio import (
     duplicate_keys,
 )
 from atp.core.adapter import Adapter
+from atp.core.bounds import number_in
 from atp.core.errors import AdapterError, AgentError, AtpError, ProtocolError
 from atp.core.protocol import ATPRequest, ATPResponse, decode_response, encode
-from atp.core.text import printable, shorten
+from atp.core.text import shorten, shown
 from atp.core.trace import EventSink
 
 MiB = 1024 * 1024
@@ -120,7 +120,7 @@ class CliSettings(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
         # Meta bounds are checked when settings are decoded, not when the Struct is built in
         # code; and a NaN must never pass.
         grace = self.grace_seconds
-        if not (isinstance(grace, (int, float)) and math.isfinite(grace) and 0 <= grace <= MAX_GRACE_SECONDS):
+        if number_in(grace, 0, MAX_GRACE_SECONDS) is None:
             raise ValueError(f"'grace_seconds' must be a number of seconds from 0 to {MAX_GRACE_SECONDS:g}")
         for name in ("max_output_bytes", "max_line_bytes"):
             value = getattr(self, name)
@@ -533,7 +533,7 @@ class _Exchange(Exchange):
                 sink.warn(f"{len(noise)} stdout lines before the response were kept as the agent's log")
         if isinstance(result, ProtocolError):
             if tail is not None:  # a preview, masked before it is cut
-                how += f" (its stderr ends with '{printable(shorten(tail))}')"
+                how += f" (its stderr ends with '{shown(tail)}')"
             number = out.count(b"\n", 0, start) + 1
             what = (
                 "its last stdout line is not an ATP response"

@@ -51,7 +51,6 @@ import csv
 import functools
 import io
 import ipaddress
-import math
 import os
 import re
 import stat
@@ -69,6 +68,7 @@ from atp.adapters.process import AgentProcess, encoded
 from atp.adapters.workspace import with_workspace_files
 from atp.core import ledger
 from atp.core.adapter import Adapter
+from atp.core.bounds import number_in
 from atp.core.errors import AdapterError, AgentError
 from atp.core.plugins import require
 from atp.core.protocol import ATPRequest, ATPResponse
@@ -126,7 +126,7 @@ def parse_cpu(value: str | float) -> float:
         number = float(value[:-1]) / 1000 if isinstance(value, str) and value.endswith("m") else float(value)
     except ValueError:
         raise ValueError(f'{value!r} is not a number of CPUs (write it like "1", "0.5" or "500m")') from None
-    if not math.isfinite(number) or number <= 0 or number > 1024:
+    if number_in(number, 0, 1024, low_open=True) is None:
         raise ValueError(f"{value!r} is not a number of CPUs between 0 and 1024")
     return number
 
@@ -191,7 +191,7 @@ class ContainerSettings(msgspec.Struct, forbid_unknown_fields=True, kw_only=True
             if not entry.partition(":")[0]:
                 raise ValueError(f"readonly mount {entry!r} names no host path")
         grace = self.grace_seconds
-        if not (isinstance(grace, (int, float)) and math.isfinite(grace) and 0 <= grace <= MAX_GRACE_SECONDS):
+        if number_in(grace, 0, MAX_GRACE_SECONDS) is None:
             raise ValueError(f"'grace_seconds' must be a number of seconds from 0 to {MAX_GRACE_SECONDS:g}")
 
 
@@ -384,7 +384,7 @@ class ContainerAdapter(Adapter):
     def _check_engine_settings(self) -> None:
         """What the engine would refuse at every run, refused once now: a network it does not
         have, more CPUs than it has."""
-        from docker import errors
+        from docker import errors  # type: ignore[import-untyped]  # (docker ships no type hints)
 
         network = self.settings.network
         if network not in ("none", "bridge", "host", "default") and not network.startswith("container:"):
@@ -507,7 +507,12 @@ class ContainerAdapter(Adapter):
             )
         name = f"atp-{ledger.new_token()}"
         workspace = self.workspace_of(request)
-        if request.context is not None and request.context.workspace_path and self.settings.user != "0":
+        if (
+            workspace is not None
+            and request.context is not None
+            and request.context.workspace_path
+            and self.settings.user != "0"
+        ):
             # the run's own copy of the test's fixture, made by ATP before the container starts
             await anyio.to_thread.run_sync(_open_to_all, workspace)
         sent, network = await self._route_tools(request)

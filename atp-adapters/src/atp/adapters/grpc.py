@@ -72,7 +72,6 @@ import msgspec
 
 from atp.adapters.network import (
     MAX_RETRY_AFTER,
-    Incoming,
     NetworkAdapter,
     NetworkSettings,
     header_value,
@@ -82,6 +81,7 @@ from atp.adapters.network import (
     secret_values,
     unreachable,
 )
+from atp.adapters.network_messages import Incoming
 from atp.core.errors import AdapterError, AgentError, MissingDependencyError, ProtocolError
 from atp.core.plugins import require
 from atp.core.protocol import ATPRequest, ATPResponse, decode_event, encode
@@ -292,7 +292,7 @@ class GrpcAdapter(NetworkAdapter):
                 )
             )
         except grpc.aio.AioRpcError as exc:
-            return exc.code() == grpc.StatusCode.UNIMPLEMENTED  # (the server is there, without Health)
+            return bool(exc.code() == grpc.StatusCode.UNIMPLEMENTED)  # (the server is there, without Health)
         return bool(answer.serving)
 
     # --- runs ------------------------------------------------------------------------------

@@ -53,7 +53,6 @@ from urllib.parse import urlsplit, urlunsplit
 import anyio
 
 from atp.adapters.network import (
-    Incoming,
     NetworkAdapter,
     NetworkSettings,
     http_client,
@@ -69,6 +68,7 @@ from atp.adapters.network import (
     transient_fault,
     unreachable,
 )
+from atp.adapters.network_messages import Incoming
 from atp.core.adapter import Health
 from atp.core.errors import AdapterError, AgentError, ProtocolError
 from atp.core.plugins import require
@@ -104,7 +104,7 @@ def with_path(endpoint: str, suffix: str) -> str:
     return urlunsplit(parts._replace(path=parts.path.rstrip("/") + suffix))
 
 
-def request_headers(settings: HttpSettings, accept: str) -> dict[str, str]:
+def request_headers(settings: NetworkSettings, accept: str) -> dict[str, str]:
     """The headers of one request: ATP's, then the agent's ``headers`` (which win)."""
     headers = {"Content-Type": "application/json", "Accept": accept, "User-Agent": "atp"}
     given = {name.lower() for name in settings.headers}

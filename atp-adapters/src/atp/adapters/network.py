@@ -4,9 +4,10 @@ messages of one run, byte accounting and the wording of faults.
 An agent reached over the network answers one ATP Request with a stream of messages: zero or more
 ATP Events, then one ATP Response (over plain HTTP, the stream is the response body alone). This
 module knows nothing of the transport that carries them; each adapter reads its transport and
-hands what arrives to an :class:`Incoming` (one per run), which decodes it, delivers events to
-the run's sink, counts bytes and events, and words every fault the same way. Settings common to
-every network agent (:class:`NetworkSettings`, which each adapter's settings extend)::
+hands what arrives to an :class:`~atp.adapters.network_messages.Incoming` (one per run), which
+decodes it, delivers events to the run's sink, counts bytes and events, and words every fault
+the same way. Settings common to every network agent (:class:`NetworkSettings`, which each
+adapter's settings extend)::
 
     agents:
       - name: my-agent
@@ -39,7 +40,8 @@ Faults, worded by the functions here so that every network adapter says the same
   ``error`` and ``error_code`` of a JSON error body when it has them (:func:`refusal`);
 - a message that is not an ATP message, a stream cut in the middle, a stream that ends without a
   response, more than ``max_message_bytes``: :class:`~atp.core.errors.AgentError` saying where
-  (method and URL) and after how many events (:class:`Incoming`).
+  (method and URL) and after how many events
+  (:class:`~atp.adapters.network_messages.Incoming`).
 
 The runner's time limit cancels the adapter's ``execute``: the adapter closes its connection, and
 the events delivered until then stay in the run's trace.
@@ -62,7 +64,7 @@ import re
 import socket
 import ssl
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from email.utils import parsedate_to_datetime
 from pathlib import Path
 from typing import Any, ClassVar, Literal, NamedTuple
@@ -71,12 +73,15 @@ from urllib.parse import parse_qsl, urlsplit, urlunsplit
 import anyio
 import msgspec
 
+from atp.adapters.network_messages import Incoming as Incoming
+from atp.adapters.network_messages import decode_message as decode_message
+from atp.adapters.network_messages import events_word as events_word
+from atp.adapters.network_messages import is_event as is_event
 from atp.core.adapter import Adapter, Health
-from atp.core.errors import AdapterError, AgentError, AgentRefused, ProtocolError
-from atp.core.protocol import ATPResponse, Event, decode_event, decode_event_lines, decode_response
+from atp.core.bounds import number_in
+from atp.core.errors import AdapterError, AgentError, AgentRefused
 from atp.core.retry import MAX_RETRY_AFTER_SECONDS
-from atp.core.text import as_text, mask, printable, shorten
-from atp.core.trace import EventSink
+from atp.core.text import as_text, shown
 
 MiB = 1024 * 1024
 DEFAULT_MAX_MESSAGE_BYTES = 50 * MiB
@@ -102,7 +107,6 @@ _TOKEN = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
 """An HTTP header name (RFC 9110 ``token``)."""
 _CODE = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
 """An ``error_code`` ATP shows in a message itself (other text goes to the evidence)."""
-_EVENT_KEY = b'"event_type"'
 TRANSIENT_STATUSES = frozenset({429, 502, 503, 504})
 """HTTP statuses that say the agent cannot take the request now, not that it refuses it: too
 many requests, a gateway before it that failed or timed out, a service unavailable for the
@@ -185,13 +189,7 @@ def check_settings(settings: NetworkSettings) -> None:
             raise ValueError("'ca_bundle' must be the path of a PEM file")
         if not settings.verify:
             raise ValueError("'ca_bundle' has no effect with 'verify: false'; remove one of them")
-    timeout = settings.connect_timeout
-    if (
-        isinstance(timeout, bool)
-        or not isinstance(timeout, (int, float))
-        or not math.isfinite(timeout)
-        or not 0 < timeout <= MAX_CONNECT_TIMEOUT
-    ):
+    if number_in(settings.connect_timeout, 0, MAX_CONNECT_TIMEOUT, low_open=True) is None:
         raise ValueError(
             f"'connect_timeout' must be a number of seconds above 0 and at most {MAX_CONNECT_TIMEOUT:g}"
         )
@@ -475,7 +473,7 @@ def quoted(text: str, limit: int = QUOTE_CHARS, *, secrets: Any = None) -> str:
     a warning) needs this: only evidence of an AgentError is masked by the runner."""
     if secrets is not None:
         text = secrets.text(text)
-    return printable(shorten(mask(text), limit))
+    return shown(text, limit=limit)
 
 
 def unreachable(
@@ -650,167 +648,3 @@ def refusal(where: str, status: int | str, phrase: str, body: bytes | str, *, hi
     return AgentRefused(
         f"{where}: the agent refused the request with {answer}{shown}{hint}", status=status, evidence=evidence
     )
-
-
-# --- the messages of one run -----------------------------------------------------------------
-
-
-class _Kind(msgspec.Struct):
-    event_type: Any = msgspec.UNSET
-
-
-_kind_decoder = msgspec.json.Decoder(_Kind)
-
-
-def is_event(data: bytes | str) -> bool:
-    """Whether the JSON object ``data`` has an ``event_type`` at its top level (an ATP Event),
-    not somewhere inside (a response whose artifact mentions it)."""
-    key = _EVENT_KEY if isinstance(data, (bytes, bytearray, memoryview)) else '"event_type"'
-    if key not in data:  # type: ignore[operator]
-        return False
-    try:
-        return _kind_decoder.decode(data).event_type is not msgspec.UNSET
-    except (msgspec.MsgspecError, UnicodeDecodeError, RecursionError):
-        return True  # (not JSON: the event decoder says what is wrong with it)
-
-
-def decode_message(data: bytes | str, *, final: bool = False) -> Event | ATPResponse:
-    """One message of an agent's stream: an ATP Event when it has an ``event_type``, else the
-    ATP Response (always the response when the transport marked it ``final``). Raises
-    ProtocolError, naming the message kind, the field and what was expected."""
-    if not final and is_event(data):
-        return decode_event(data)
-    return decode_response(data)
-
-
-def events_word(count: int) -> str:
-    return f"{count} event{'' if count == 1 else 's'}"
-
-
-class Incoming:
-    """What one run receives from a network agent: its messages decoded, its events delivered
-    to ``sink``, its bytes and events counted, and its faults worded with ``where`` (``POST
-    http://127.0.0.1:8000/execute/stream``, ``ws://127.0.0.1:8765``) and how far it got.
-
-    The adapter calls :meth:`received` with the size of everything it reads (before decoding,
-    so that the limit holds while a message is still arriving), then :meth:`take` with the
-    messages that have arrived (one, or a batch: events are decoded and delivered in one call),
-    until it returns the response; or :meth:`body` with a whole body that must be the response.
-    """
-
-    __slots__ = ("events", "limit", "messages", "received_bytes", "sink", "where")
-
-    def __init__(self, sink: EventSink, where: str, limit: int) -> None:
-        self.sink = sink
-        self.where = where
-        self.limit = limit
-        self.events = 0
-        """Events delivered to the sink so far."""
-        self.messages = 0
-        """Messages taken so far (events, and the response or the message that broke the run)."""
-        self.received_bytes = 0
-
-    @property
-    def so_far(self) -> str:
-        """How far the run got: ``after 3 events``, ``before any event``."""
-        return f"after {events_word(self.events)}" if self.events else "before any event"
-
-    def received(self, size: int) -> None:
-        """Count ``size`` more bytes; past the limit the run fails."""
-        self.received_bytes += size
-        if self.received_bytes > self.limit:
-            raise self.flooded()
-
-    def flooded(self) -> AgentError:
-        return AgentError(
-            f"{self.where}: the agent sent more than {self.limit} bytes in one run "
-            f"(max_message_bytes), {self.so_far}"
-        )
-
-    def take(
-        self, messages: Sequence[bytes | str], final: Sequence[bool] | None = None
-    ) -> ATPResponse | None:
-        """Decode the ``messages`` that arrived (in order), deliver the events among them and
-        return the response when one is there (what follows it is ignored, with a warning).
-        ``final[i]`` marks a message the transport says is the response. Events that come
-        together as JSON without line breaks are decoded and delivered in one call."""
-        count = len(messages)
-        start = 0
-        # The fast path: the messages before the first one the transport marks as the response,
-        # but trailing non-events, decoded in one call.
-        end = count
-        if final is not None and True in final:
-            end = list(final).index(True)
-        while end > start and not _looks_event(messages[end - 1]):
-            end -= 1
-        if end - start > 1:
-            start = self._batch(messages, end)
-        for index in range(start, count):
-            data = messages[index]
-            marked = final is not None and final[index]
-            self.messages += 1
-            try:
-                message = decode_message(data, final=marked)
-            except ProtocolError as exc:
-                raise self.broken(exc, data) from None
-            if isinstance(message, ATPResponse):
-                left = count - index - 1
-                if left:
-                    self.sink.warn(
-                        f"{self.where}: {left} message{'' if left == 1 else 's'} after the ATP Response "
-                        f"{'was' if left == 1 else 'were'} ignored"
-                    )
-                return message
-            raw = data.encode() if isinstance(data, str) else data
-            self.sink.event(message, raw if b"\n" not in raw else None)
-            self.events += 1
-        return None
-
-    def _batch(self, messages: Sequence[bytes | str], end: int) -> int:
-        """Decode ``messages[:end]`` as events in one call and deliver them; returns how many were
-        (0 when one of them is not a known event, or holds a line break: then they are taken
-        one by one, for precise messages and unknown event types)."""
-        parts = [m.encode() if isinstance(m, str) else m for m in messages[:end]]
-        if any(b"\n" in part or part[:1] != b"{" for part in parts):
-            return 0
-        raw = b"\n".join(parts)
-        try:
-            events = decode_event_lines(raw)
-        except (ProtocolError, ValueError, RecursionError):
-            return 0
-        self.sink.events(events, raw)
-        self.events += end
-        self.messages += end
-        return end
-
-    def body(self, data: bytes) -> ATPResponse:
-        """A whole body that must be the ATP Response (a synchronous answer)."""
-        self.messages += 1
-        try:
-            return decode_response(data)
-        except ProtocolError as exc:
-            raise AgentError(
-                f"{self.where}: the agent broke the protocol: its answer is not an ATP Response ({exc})",
-                evidence=data,
-            ) from None
-
-    def broken(self, exc: ProtocolError, data: bytes | str) -> AgentError:
-        """Message number :attr:`messages` is not an ATP message."""
-        return AgentError(
-            f"{self.where}: the agent broke the protocol in message {self.messages} ({self.so_far}): {exc}",
-            evidence=data,
-        )
-
-    def cut(self, detail: str) -> AgentError:
-        """The connection broke before the response."""
-        return AgentError(
-            f"{self.where}: the connection was cut {self.so_far}, before an ATP Response ({detail})"
-        )
-
-    def ended(self, how: str = "the stream ended") -> AgentError:
-        """The agent ended its stream (cleanly) without sending the response."""
-        return AgentError(f"{self.where}: {how} {self.so_far} without an ATP Response")
-
-
-def _looks_event(data: bytes | str) -> bool:
-    return (_EVENT_KEY if isinstance(data, bytes) else '"event_type"') in data  # type: ignore[operator]

@@ -47,7 +47,7 @@ from atp.adapters.process import (
 from atp.adapters.stdio import DECODE_ERRORS, StderrLines
 from atp.core.errors import AdapterError, AgentError, AtpError, ProtocolError
 from atp.core.protocol import ATPRequest, ATPResponse, Event, decode_response, encode
-from atp.core.text import printable, shorten
+from atp.core.text import shown
 from atp.core.trace import EventSink
 
 if TYPE_CHECKING:
@@ -404,7 +404,7 @@ class _Turn(Exchange):
         if response.task_id != self.task_id:
             self.fail(
                 AgentError(
-                    f"agent answered with task_id {printable(shorten(response.task_id, 100))!r}, but the "
+                    f"agent answered with task_id {shown(response.task_id, limit=100)!r}, but the "
                     f"request's task_id was {self.task_id!r}"
                 )
             )

@@ -22,6 +22,7 @@ Stopping an agent stops everything it started, not only its process group. On Li
   children are reaped. Each is addressed through a pidfd, so a pid the system gave to another
   process meanwhile is never signalled.
 
+The agent's processes are found by :class:`~atp.adapters.process_tree.ProcessTree`.
 Elsewhere (or without pidfds) only the process group is stopped. Every started process is
 recorded in the run's process ledger (:mod:`atp.core.ledger`) while it lives.
 
@@ -35,18 +36,46 @@ from __future__ import annotations
 import asyncio
 import errno
 import os
-import select
 import signal
 import subprocess
 import sys
-import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import NamedTuple
 
 import anyio
 
+from atp.adapters.process_tree import (
+    PF_EXITING,
+    POLL_SECONDS,
+    REAP_SECONDS,
+    SPAWNING,
+    ProcessTree,
+    Stopped,
+)
 from atp.core import ledger
+
+__all__ = [
+    "F_SETPIPE_SZ",
+    "PF_EXITING",
+    "PIPE_SIZE",
+    "POLL_SECONDS",
+    "PR_SET_CHILD_SUBREAPER",
+    "READ_SIZE",
+    "REAP_SECONDS",
+    "SPAWN_RESOURCE_ERRNOS",
+    "AgentProcess",
+    "Environment",
+    "Exchange",
+    "Failed",
+    "Stopped",
+    "Watch",
+    "encoded",
+    "exit_words",
+    "lacks_resources",
+    "outcome",
+    "processes",
+    "trouble",
+]
 
 READ_SIZE = 1024 * 1024
 PIPE_SIZE = 1024 * 1024
@@ -54,18 +83,9 @@ PIPE_SIZE = 1024 * 1024
 chatty agent."""
 F_SETPIPE_SZ = 1031  # Linux: the size of a pipe's buffer
 PR_SET_CHILD_SUBREAPER = 36  # Linux prctl option
-POLL_SECONDS = 0.01
-"""How often ATP looks whether the processes an agent left have ended."""
-REAP_SECONDS = 2.0
-"""How long ATP looks for the agent's processes to stop (SIGSTOP, round after round, until a
-round finds no new one), and how long it waits, after SIGKILL, for them to be gone."""
+
 
 _LIVE: set[AgentProcess] = set()
-_SPAWNING = threading.Lock()
-"""Held while an agent process is made (forked, then its program started) and while an
-agent's other processes are looked for: a child caught between the two holds every pipe of
-this process, those of other agents too, and would be taken for theirs. Event loops in other
-threads (a cluster worker's sessions, one per ``atp test``) start agents while one looks."""
 """Every agent process started and not yet stopped, whoever started it."""
 _trees: bool | None = None
 """Whether the process tree can be stopped (Linux with /proc and pidfds); decided at the
@@ -160,7 +180,7 @@ class Watch:
     def exit(self, process: AgentProcess, callback: Callable[[], None]) -> None:
         """Call ``callback`` once when ``process`` has exited (not reaped: see
         :meth:`AgentProcess.wait`)."""
-        pidfd = process._pidfd
+        pidfd = process.pidfd
         if pidfd is None:  # no pidfd: look now and then
 
             def look() -> None:
@@ -259,117 +279,9 @@ class Exchange:
             self.send(self.request)
 
 
-PF_EXITING = 0x4  # Linux: the process is exiting (field 9 of /proc/<pid>/stat)
-
-
-class _Stat(NamedTuple):
-    parent: int
-    group: int
-    session: int
-    ending: bool
-    """It is exiting, or has ended (a zombie): its environment and files are gone."""
-    zombie: bool
-
-
-_STOPPED = (b"T", b"t", b"Z", b"X", b"")
-
-
-def _state(pid: int) -> bytes:
-    """The state of ``pid`` (``T``: stopped, ``Z``: a zombie ...); ``b""`` when it is gone."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            data = handle.read()
-    except OSError:
-        return b""
-    return data[data.rfind(b")") + 2 :][:1]
-
-
-def _stat(pid: int) -> _Stat | None:
-    """The parent, process group and session of ``pid``, and whether it is ending; ``None``
-    when it is gone."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            data = handle.read()
-    except OSError:
-        return None
-    fields = data[data.rfind(b")") + 2 :].split()
-    try:
-        zombie = fields[0] in (b"Z", b"X")
-        ending = zombie or bool(int(fields[6]) & PF_EXITING)
-        return _Stat(int(fields[1]), int(fields[2]), int(fields[3]), ending, zombie)
-    except (IndexError, ValueError):
-        return None
-
-
-_TOKEN_KEY = ledger.TOKEN_VARIABLE.encode() + b"="
-
-
-def _token(pid: int) -> bytes | None:
-    """The agent token in the environment of ``pid``; ``None`` when there is none, ``b""``
-    when there is no environment to read (a process that is exiting or has ended, another
-    user's process)."""
-    try:
-        with open(f"/proc/{pid}/environ", "rb") as handle:
-            environ = handle.read()
-    except OSError:
-        return b""
-    if not environ:
-        return b""
-    for entry in environ.split(b"\0"):
-        if entry.startswith(_TOKEN_KEY):
-            return entry[len(_TOKEN_KEY) :]
-    return None
-
-
-def _holds(pid: int, pipes: frozenset[str]) -> bool:
-    """Whether ``pid`` has one of ``pipes`` (``pipe:[inode]`` names) open."""
-    base = f"/proc/{pid}/fd"
-    try:
-        fds = os.listdir(base)
-    except OSError:
-        return False
-    for fd in fds:
-        try:
-            if os.readlink(f"{base}/{fd}") in pipes:
-                return True
-        except OSError:
-            continue
-    return False
-
-
-def _exited(pidfds: Sequence[int]) -> set[int]:
-    """Those of ``pidfds`` whose process has ended."""
-    if not pidfds:
-        return set()
-    poller = select.poll()
-    for fd in pidfds:
-        poller.register(fd, select.POLLIN)
-    return {fd for fd, _ in poller.poll(0)}
-
-
-class Stopped:
-    """What one :meth:`AgentProcess.terminate` did besides stopping the agent."""
-
-    __slots__ = ("late", "running", "stopped", "unfinished")
-
-    def __init__(self, stopped: int = 0, running: int = 0, late: int = 0, unfinished: bool = False) -> None:
-        self.stopped = stopped
-        """Processes of the agent this call found running, and that are gone now."""
-        self.running = running
-        """Processes of the agent found (by this call or an earlier one) that still run: ATP
-        could not stop them within :data:`REAP_SECONDS` of SIGKILL."""
-        self.late = late
-        """Of the processes this call found, those that were started while it was stopping the
-        others (a process that keeps forking)."""
-        self.unfinished = unfinished
-        """Whether new processes were still being found when ATP stopped looking
-        (:data:`REAP_SECONDS` after the grace period): some may run on unseen."""
-
-    def __repr__(self) -> str:
-        return (
-            f"Stopped(stopped={self.stopped}, running={self.running}, late={self.late}, "
-            f"unfinished={self.unfinished})"
-        )
+def _live_agents() -> set[int]:
+    """The pids of the agent processes started and not yet reaped."""
+    return {p.pid for p in _LIVE if p.popen.returncode is None}
 
 
 class AgentProcess:
@@ -395,26 +307,10 @@ class AgentProcess:
                 self._pidfd = pidfd_open(self.pid)
             except OSError:  # pragma: no cover - kernels before 5.3
                 self._pidfd = None
-        self._others: dict[int, int] = {}
-        """The agent's other processes found so far: pid -> pidfd (closed once it is reaped)."""
-        self._group_members: list[int] = []
-        """Those of them in the agent's process group."""
-        self._running_when_found: set[int] = set()
-        """Those of them that had not ended when they were found."""
-        self._sessions: set[int] = {self.pid}
-        """The sessions that are the agent's: its own, and those its processes started."""
-        self._doubted: set[int] = set()
-        """ATP's children that were ending when they were seen, and could not be told as the
-        agent's (the environment of a process that is exiting cannot be read)."""
-        self._doubts = 0
-        """How many of those the last :meth:`_find_others` saw first, or saw not yet ended."""
-        self._stopping = False
-        """Whether each process found is sent SIGSTOP at once (while ATP kills them)."""
-        self._ending: set[int] = set()
-        """Processes found while they were exiting (not yet ended)."""
+        self._tree = ProcessTree(popen, token=token, live_agents=_live_agents)
+        """The agent's other processes, as ATP finds them."""
         self._aborted = False
         self._closed = False
-        self._pipes: frozenset[str] | None = None
         self._ledger = ledger.current()
         if self._ledger is not None and token is not None:
             self._ledger.started(self.pid, token)
@@ -439,7 +335,7 @@ class AgentProcess:
             dict(env) if isinstance(first, bytes) else encoded(env)  # type: ignore[arg-type]
         )
         environment[_TOKEN_NAME] = token.encode()
-        with _SPAWNING:  # another thread's look for an agent's processes never sees it half-made
+        with SPAWNING:  # another thread's look for an agent's processes never sees it half-made
             popen = subprocess.Popen(
                 list(argv),
                 stdin=subprocess.PIPE,
@@ -452,7 +348,7 @@ class AgentProcess:
             )
             process = cls(popen, token=token, owner=owner)
         if trees:
-            process._pipes = frozenset(
+            process._tree.pipes = frozenset(
                 f"pipe:[{os.fstat(fd).st_ino}]" for fd in (process.stdout, process.stderr)
             )
         return process
@@ -470,6 +366,11 @@ class AgentProcess:
     @property
     def returncode(self) -> int | None:
         return self.popen.poll()
+
+    @property
+    def pidfd(self) -> int | None:
+        """A pidfd of the agent's process (readable once it has exited), or ``None``."""
+        return self._pidfd
 
     # --- pipes -------------------------------------------------------------------------------
 
@@ -557,10 +458,8 @@ class AgentProcess:
         group, so with process trees (where the group's members are found one by one) this is
         done only while the agent is not reaped, or a member found is alive (which keeps the
         group's id from being reused)."""
-        if self.popen.returncode is not None and _trees:
-            pidfds = [self._others[pid] for pid in self._group_members if self._others[pid] >= 0]
-            if len(_exited(pidfds)) == len(pidfds):  # none alive (or none found)
-                return
+        if self.popen.returncode is not None and _trees and not self._tree.group_alive():
+            return  # (none alive, or none found)
         try:
             os.killpg(self.pid, sig)
         except (ProcessLookupError, PermissionError):
@@ -570,16 +469,16 @@ class AgentProcess:
         """SIGKILL the agent and every process of it found, now (synchronous)."""
         self._aborted = True
         if _trees and not self._closed:
-            self._find_others()
+            self._tree.find()
         self._signal_all(signal.SIGKILL)
 
     async def stop(self, grace_seconds: float) -> Stopped:
         """:meth:`terminate`, then close the pipes. Returns what :meth:`terminate` returns."""
         try:
-            if _trees and not self._closed and not self._others and self.popen.returncode is not None:
+            if _trees and not self._closed and not self._tree.others and self.popen.returncode is not None:
                 # The usual end: the agent exited by itself and was reaped, and nothing of it
                 # was found before. When a look finds nothing either, there is nothing to stop.
-                if not self._find_others() and not self._doubts:
+                if not self._tree.find() and not self._tree.doubts:
                     return Stopped()
                 return await self.terminate(grace_seconds, known=set())  # (what it found is new)
             return await self.terminate(grace_seconds)
@@ -593,27 +492,28 @@ class AgentProcess:
         open (the readers may still drain them). Returns what this call found and stopped
         besides the agent (``known``: the processes found before it, when not all found are)."""
         with anyio.CancelScope(shield=True):
-            known = set(self._others) if known is None else known
+            tree = self._tree
+            known = set(tree.others) if known is None else known
             trees = bool(_trees) and not self._closed
             if trees:
-                await self._look(anyio.current_time() + REAP_SECONDS)
-            first = set(self._others)
+                await tree.look(anyio.current_time() + REAP_SECONDS)
+            first = set(tree.others)
             unfinished = False
             # (what this call found may have ended already, leaving children not yet found)
-            if self.popen.poll() is None or first - known or self._running_others():
+            if self.popen.poll() is None or first - known or tree.running():
                 self._signal_all(signal.SIGTERM)
                 with anyio.move_on_after(grace_seconds):
                     if self.popen.returncode is None:
                         await self.wait()
-                    while not self._aborted and self._running_others():
+                    while not self._aborted and tree.running():
                         await anyio.sleep(POLL_SECONDS)
                 unfinished = await self._kill_all(trees)
             else:  # nothing runs: what the group may still hold (without process trees)
                 self._signal_all(signal.SIGKILL)
             if self.popen.poll() is None:
                 await self.wait()
-            await self._reap()
-            report = self._report(known, first, unfinished)
+            await tree.reap()
+            report = tree.report(known, first, unfinished)
         return report
 
     async def _kill_all(self, trees: bool) -> bool:
@@ -623,16 +523,17 @@ class AgentProcess:
         one that keeps forking (its child goes on while it exits) is caught too. Returns
         whether :data:`REAP_SECONDS` passed while new processes were still being found."""
         unfinished = False
+        tree = self._tree
         if trees:
             deadline = anyio.current_time() + REAP_SECONDS
             self._signal_all(signal.SIGSTOP)
-            self._stopping = True  # from now on each process is stopped as soon as it is found
+            tree.stopping = True  # from now on each process is stopped as soon as it is found
             while True:
                 # Settled first: a process that ends after a look leaves its children to ATP
                 # after that look (and before it is a zombie).
-                settled = self._settled()
-                new = self._find_others()
-                if not (new or self._doubts) and settled:
+                settled = tree.settled()
+                new = tree.find()
+                if not (new or tree.doubts) and settled:
                     break
                 self.signal_group(signal.SIGSTOP)
                 if anyio.current_time() >= deadline:
@@ -641,32 +542,8 @@ class AgentProcess:
                 await anyio.sleep(0 if new else POLL_SECONDS / 10)
         self._signal_all(signal.SIGKILL)
         if unfinished:  # what started since, once more
-            self._signal(self._find_others(), signal.SIGKILL)
+            tree.send(tree.find(), signal.SIGKILL)
         return unfinished
-
-    def _settled(self) -> bool:
-        """Whether every process found has stopped (SIGSTOP) or ended. One that was exiting
-        when it was found, or between two looks, leaves its children to ATP only once it has
-        ended."""
-        if self.popen.returncode is None and _state(self.pid) not in _STOPPED:
-            return False  # (not reaped: its pid is still the agent's)
-        pidfds = {pid: fd for pid, fd in self._others.items() if fd >= 0}
-        ended = _exited(list(pidfds.values()))
-        return all(fd in ended or _state(pid) in _STOPPED for pid, fd in pidfds.items())
-
-    def _report(self, known: set[int], first: set[int], unfinished: bool) -> Stopped:
-        """What :meth:`terminate` did: ``known`` were found before it, ``first`` by its first
-        look."""
-        pidfds = {pid: fd for pid, fd in self._others.items() if fd >= 0}
-        ended = _exited(list(pidfds.values()))
-        running = {pid for pid, fd in pidfds.items() if fd not in ended}
-        found = [pid for pid in self._others if pid not in known and pid in self._running_when_found]
-        return Stopped(
-            stopped=sum(pid not in running for pid in found),
-            running=len(running),
-            late=sum(pid not in first for pid in found),
-            unfinished=unfinished,
-        )
 
     def close(self) -> None:
         """Close the pipes and the pidfds; the process is no longer a live agent."""
@@ -678,193 +555,15 @@ class AgentProcess:
         if self._pidfd is not None:
             os.close(self._pidfd)
             self._pidfd = None
-        for pid, pidfd in self._others.items():
-            if pidfd >= 0:
-                os.close(pidfd)
-                self._others[pid] = -1
+        self._tree.close()
         _LIVE.discard(self)
         if self._ledger is not None and self.popen.poll() is not None:
             # (an agent that could not be stopped stays in the ledger, for the next ATP)
             self._ledger.ended(self.pid)
 
-    # --- the agent's other processes ----------------------------------------------------------
-
     def _signal_all(self, sig: int) -> None:
         self.signal_group(sig)
-        self._signal(self._others, sig)
-
-    def _signal(self, pids: Iterable[int], sig: int) -> None:
-        """Signal those of the agent's other processes ``pids`` that are not reaped."""
-        others = self._others
-        for pid in pids:
-            pidfd = others[pid]
-            if pidfd >= 0:
-                try:
-                    signal.pidfd_send_signal(pidfd, sig)
-                except OSError:  # gone already
-                    pass
-
-    def _running_others(self) -> bool:
-        pidfds = [fd for fd in self._others.values() if fd >= 0]
-        return len(_exited(pidfds)) < len(pidfds)
-
-    async def _look(self, deadline: float) -> None:
-        """:meth:`_find_others`, again while what it finds is ending and nothing found runs:
-        a process that forks and exits while ATP looks leaves its child to ATP only once it
-        has ended, after ATP listed its children; a later look finds it."""
-        while True:
-            ending = self._still_ending()  # (before the look: see _kill_all)
-            new = self._find_others()
-            if any(pid in self._running_when_found for pid in new):
-                return
-            if not (new or self._doubts or ending) or anyio.current_time() >= deadline:
-                return
-            await anyio.sleep(POLL_SECONDS / 10)
-
-    def _still_ending(self) -> bool:
-        """Whether one of the processes found exiting has not yet ended."""
-        others = self._others
-        pidfds = {pid: others[pid] for pid in self._ending if others.get(pid, -1) >= 0}
-        ended = _exited(list(pidfds.values()))
-        self._ending = {pid for pid, fd in pidfds.items() if fd not in ended}
-        return bool(self._ending)
-
-    def _find_others(self) -> list[int]:
-        """Add the agent's other processes to ``_others``: its live tree, and ATP's children
-        that are the agent's (orphans reparented to ATP, the subreaper) with their trees.
-        Returns those added; :attr:`_doubts` says how many of ATP's children it could not tell
-        as the agent's or not because they are ending (seen for the first time, or not yet
-        ended)."""
-        with _SPAWNING:
-            return self._find_others_now()
-
-    def _find_others_now(self) -> list[int]:
-        agents = {p.pid for p in _LIVE if p.popen.returncode is None}
-        # Another live agent with the agent's pid (reused once the agent was reaped), or with
-        # the id of a session learned from the agent's processes: its session is not the agent's.
-        foreign = agents - {self.pid} if self.popen.returncode is None else agents
-        found: list[int] = []
-        if self.popen.returncode is None:
-            found.extend(pid for pid in ledger.children(self.pid) if self._adopt(pid, parent=self.pid))
-        me = os.getpid()
-        strangers = [pid for pid in ledger.children("self") if pid not in agents and not self._found(pid)]
-        self._doubts = 0
-        # (those found ended have no children: theirs went to ATP)
-        queue = [pid for pid, pidfd in self._others.items() if pidfd >= 0 and pid in self._running_when_found]
-        sessions = -1
-        while sessions != len(self._sessions):  # again when one of the agent's sessions is new
-            sessions = len(self._sessions)
-            rest = []
-            for pid in strangers:
-                if self._adopt(pid, parent=me, foreign=foreign):
-                    found.append(pid)
-                    if pid in self._running_when_found:
-                        queue.append(pid)
-                else:
-                    rest.append(pid)
-            strangers = rest
-            while queue:
-                parent = queue.pop()
-                for pid in ledger.children(parent):
-                    if pid not in agents and self._adopt(pid, parent=parent):
-                        found.append(pid)
-                        if pid in self._running_when_found:
-                            queue.append(pid)
-        return found
-
-    def _found(self, pid: int) -> bool:
-        """Whether ``pid`` is one of the agent's other processes found and not yet reaped."""
-        return self._others.get(pid, -1) >= 0
-
-    def _adopt(self, pid: int, *, parent: int, foreign: set[int] | None = None) -> int:
-        """Open a pidfd on ``pid`` and keep it when ``pid`` is still ``parent``'s child (and,
-        with ``foreign``, is the agent's by :meth:`_belongs`). Returns ``pid`` when kept, else
-        0."""
-        if self._found(pid):
-            return 0
-        try:
-            pidfd = os.pidfd_open(pid)
-        except OSError:
-            return 0
-        # While the pidfd's process exists its pid names no other process: read /proc now.
-        stat = _stat(pid)
-        mine = (
-            stat is not None
-            and stat.parent == parent
-            and (foreign is None or self._belongs(pid, stat, foreign))
-        )
-        if not mine:
-            os.close(pidfd)
-            if stat is not None and mine is None and (pid not in self._doubted or not stat.zombie):
-                # Ending, with no environment or files left to tell it by: its children (the
-                # agent's, maybe) come to ATP once it has ended. Look again until then.
-                self._doubted.add(pid)
-                self._doubts += 1
-            return 0
-        assert stat is not None
-        self._others[pid] = pidfd
-        if self._stopping:
-            try:
-                signal.pidfd_send_signal(pidfd, signal.SIGSTOP)
-            except OSError:  # it has ended
-                pass
-        if stat.group == self.pid:
-            self._group_members.append(pid)
-        if not stat.ending:
-            self._running_when_found.add(pid)
-        elif not stat.zombie:
-            self._ending.add(pid)
-        if stat.session != os.getsid(0):
-            self._sessions.add(stat.session)  # a session the agent's process is in is the agent's
-        return pid
-
-    def _belongs(self, pid: int, stat: _Stat, foreign: set[int]) -> bool | None:
-        """Whether ATP's child ``pid`` is the agent's: it carries the agent's token, OR it is in
-        the agent's process group or one of the agent's sessions, OR it holds one of the
-        agent's output pipes. (A process that sets another token is the agent's all the same.)
-        ``None`` when it is not, as far as can be told: it is exiting or has ended, and has no
-        environment or files left to tell it by."""
-        group, session = stat.group, stat.session
-        if (
-            (group == self.pid or session in self._sessions)
-            and group not in foreign
-            and session not in foreign
-        ):
-            return True
-        token = _token(pid)
-        if self.token is not None and token == self.token.encode():
-            return True
-        if self._pipes is not None and _holds(pid, self._pipes):
-            return True
-        return None if stat.ending else False
-
-    async def _reap(self) -> None:
-        """Wait (a bounded time) until every other process found is gone, reaping those that
-        are ATP's children; others' zombies are their parents' to reap."""
-        pending = {pid: fd for pid, fd in self._others.items() if fd >= 0}
-        deadline = anyio.current_time() + REAP_SECONDS
-        while pending:
-            for pid, pidfd in list(pending.items()):
-                try:
-                    reaped = os.waitid(os.P_PIDFD, pidfd, os.WEXITED | os.WNOHANG)
-                except ChildProcessError:  # not ATP's child: done once it has exited
-                    reaped = None
-                    if pidfd not in _exited([pidfd]):
-                        continue
-                    # A zombie becomes ATP's child when its parent (another of the agent's
-                    # processes, dying too) is gone; a zombie whose parent lives on is its.
-                    stat = _stat(pid)
-                    if stat is not None and (stat.parent == os.getpid() or stat.parent in self._others):
-                        continue
-                else:
-                    if reaped is None:
-                        continue  # ATP's child, not dead yet
-                os.close(pidfd)
-                self._others[pid] = -1
-                del pending[pid]
-            if not pending or anyio.current_time() >= deadline:
-                break
-            await anyio.sleep(POLL_SECONDS)
+        self._tree.send(self._tree.others, sig)
 
 
 # --- words for what happened to an agent's processes -------------------------------------

@@ -73,7 +73,7 @@ from atp.core.protocol import (
     decode_response,
     encode,
 )
-from atp.core.text import shorten
+from atp.core.text import describe
 from atp.core.trace import EventSink
 
 _EVENT_CLASSES: tuple[type[Any], ...] = (*EVENT_TYPES.values(), UnknownEvent)
@@ -247,7 +247,7 @@ class PythonAdapter(Adapter):
         """(In a worker thread.) The agent callable, imported."""
         target = self.import_attribute()
         if not callable(target):
-            raise self._error(f"it is {_a(target)}, not a function or other callable", "cannot call")
+            raise self._error(f"it is {describe(target)}, not a function or other callable", "cannot call")
         self._check_signature(target)
         return target  # type: ignore[no-any-return]
 
@@ -416,8 +416,8 @@ class PythonAdapter(Adapter):
             data.setdefault("task_id", request.task_id)
         else:
             raise AgentError(
-                f"the agent function {name} returned {_a(result)}, not an ATPResponse or a dict of one",
-                evidence=_repr(result),
+                f"the agent function {name} returned {describe(result)}, not an ATPResponse or a dict of one",
+                evidence=guarded_repr(result),
             )
         try:
             raw = _encoder.encode(data)
@@ -425,7 +425,7 @@ class PythonAdapter(Adapter):
             raise AgentError(
                 f"the agent function {name} returned {what} that cannot be written as JSON "
                 f"({type(exc).__name__}: {exc})",
-                evidence=_repr(result),
+                evidence=guarded_repr(result),
             ) from None
         try:
             return decode_response(raw)
@@ -569,9 +569,9 @@ class _Run:
             data = event
         else:
             self._fail(
-                f"called emit() with {_a(event)}",
+                f"called emit() with {describe(event)}",
                 caller,
-                _repr(event),
+                guarded_repr(event),
                 "emit() takes an ATP event, as atp.core.protocol.make_event builds one, or a dict of one",
             )
         try:
@@ -580,7 +580,7 @@ class _Run:
             self._fail(
                 "emitted an event that cannot be written as JSON",
                 caller,
-                _repr(event),
+                guarded_repr(event),
                 f"{type(exc).__name__}: {exc}",
             )
         try:
@@ -620,14 +620,10 @@ def _defined_in(module: ModuleType, name: str) -> bool:
         return False
 
 
-def _a(value: object) -> str:
-    """A value for a message: ``None``, or its type and a short repr."""
-    if value is None:
-        return "None"
-    return f"{type(value).__name__} {shorten(_repr(value), 120)}"
-
-
-def _repr(value: object) -> str:
+def guarded_repr(value: object) -> str:
+    """``repr(value)`` whole (an error's evidence), or a note naming the value's type when its
+    ``repr`` raises. For the adapters that run an agent in ATP's process (python, langgraph);
+    a short one for a message is :func:`~atp.core.text.describe`'s."""
     try:
         return repr(value)
     except Exception as exc:

@@ -24,7 +24,6 @@ and the ``agent-interface`` adapter (with ``command``: one server for all the ru
 from __future__ import annotations
 
 import errno
-import math
 import os
 import re
 import shlex
@@ -50,8 +49,9 @@ from atp.adapters.process import (
     processes,
     trouble,
 )
+from atp.core.bounds import number_in
 from atp.core.errors import AdapterError, AgentError
-from atp.core.text import as_text, mask, printable, shorten
+from atp.core.text import as_text, mask, shown
 
 MAX_SECONDS = 600.0
 """The most seconds a time setting (``health_timeout`` ...) may be."""
@@ -77,13 +77,7 @@ Log = Callable[[str], None]
 
 def check_seconds(name: str, value: Any, *, zero: bool = False) -> None:
     """Refuse what is not a finite number of seconds in its bounds (a NaN never passes)."""
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, (int, float))
-        or not math.isfinite(value)
-        or not (value >= 0 if zero else value > 0)
-        or value > MAX_SECONDS
-    ):
+    if number_in(value, 0, MAX_SECONDS, low_open=not zero) is None:
         low = "from 0" if zero else "above 0 and"
         raise ValueError(f"{name!r} must be a number of seconds {low} at most {MAX_SECONDS:g}")
 
@@ -95,12 +89,7 @@ def check_whole(name: str, value: Any, low: int, high: int) -> None:
 
 def check_grace(value: Any) -> None:
     """``stop_grace``: seconds from 0 to :data:`~atp.adapters.cli.MAX_GRACE_SECONDS`."""
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, (int, float))
-        or not math.isfinite(value)
-        or not 0 <= value <= MAX_GRACE_SECONDS
-    ):
+    if number_in(value, 0, MAX_GRACE_SECONDS) is None:
         raise ValueError(f"'stop_grace' must be a number of seconds from 0 to {MAX_GRACE_SECONDS:g}")
 
 
@@ -517,4 +506,4 @@ def with_evidence(exc: AgentError, limit: int = 200, secrets: Any = None) -> str
     text = as_text(exc.evidence)
     if secrets is not None:
         text = secrets.text(text)
-    return f"{exc.message}: {printable(shorten(mask(text), limit))}"
+    return f"{exc.message}: {shown(text, limit=limit)}"

@@ -33,7 +33,6 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from atp.adapters.network import (
-    Incoming,
     NetworkAdapter,
     NetworkSettings,
     is_transient,
@@ -43,6 +42,7 @@ from atp.adapters.network import (
     transient_fault,
     unreachable,
 )
+from atp.adapters.network_messages import Incoming
 from atp.core.errors import AdapterError, AgentError, AgentRefused
 from atp.core.plugins import require
 from atp.core.protocol import ATPRequest, ATPResponse, encode

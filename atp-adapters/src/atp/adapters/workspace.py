@@ -87,9 +87,7 @@ class _Hasher:
             os.close(fd)
 
 
-def with_workspace_files(
-    response: ATPResponse, workspace: Path, since: int
-) -> tuple[ATPResponse, list[str]]:
+def with_workspace_files(response: ATPResponse, workspace: Path, since: int) -> tuple[ATPResponse, list[str]]:
     """``response`` with its file artifacts completed from ``workspace`` and the other files
     written there since ``since`` (``time.time_ns()`` when the run started) added, and the
     warnings to give (blocking: call it on a worker thread)."""

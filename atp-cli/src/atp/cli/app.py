@@ -183,30 +183,7 @@ def make_reporters(
         outputs = [Output("console")]
     outputs = list(dict.fromkeys(outputs))
     classes = {o.name: loaded.reporter(o.name) for o in outputs}
-    targets: list[tuple[Output, Path | None, str]] = []  # (output, file, how the file was named)
-    for output in outputs:
-        cls = classes[output.name]
-        if output.file is not None and cls.file_extension is None:
-            raise ConfigError(
-                f"{output.option}: the {output.name} reporter writes to the terminal and takes no file"
-            )
-        targets.append((output, output.file, output.option))
-    if output_file is not None:
-        free = next(
-            (
-                i
-                for i, (o, f, _) in enumerate(targets)
-                if f is None and classes[o.name].file_extension is not None
-            ),
-            None,
-        )
-        if free is None:
-            given = any(f is not None for _, f, _ in targets)
-            raise ConfigError(
-                "--output-file needs an --output that writes a file (like json)"
-                + ("; every one names its own file already" if given else "")
-            )
-        targets[free] = (targets[free][0], output_file, f"--output-file {output_file}")
+    targets = _targets(outputs, classes, output_file)
     reporters: list[Reporter] = []
     stdout_writers: list[str] = []
     seen: dict[Path, str] = {}
@@ -246,6 +223,38 @@ def make_reporters(
         console = loaded.reporter("console")
         reporters.insert(0, console(ReportOptions(verbose=verbose, quiet=quiet, stream=sys.stdout)))
     return reporters
+
+
+def _targets(
+    outputs: list[Output], classes: dict[str, type[Reporter]], output_file: Path | None
+) -> list[tuple[Output, Path | None, str]]:
+    """Each output with the file it writes (``None``: the terminal or stdout) and how that file
+    was named (for messages); ``--output-file`` goes to the first file-writing one given none."""
+    targets: list[tuple[Output, Path | None, str]] = []
+    for output in outputs:
+        cls = classes[output.name]
+        if output.file is not None and cls.file_extension is None:
+            raise ConfigError(
+                f"{output.option}: the {output.name} reporter writes to the terminal and takes no file"
+            )
+        targets.append((output, output.file, output.option))
+    if output_file is not None:
+        free = next(
+            (
+                i
+                for i, (o, f, _) in enumerate(targets)
+                if f is None and classes[o.name].file_extension is not None
+            ),
+            None,
+        )
+        if free is None:
+            given = any(f is not None for _, f, _ in targets)
+            raise ConfigError(
+                "--output-file needs an --output that writes a file (like json)"
+                + ("; every one names its own file already" if given else "")
+            )
+        targets[free] = (targets[free][0], output_file, f"--output-file {output_file}")
+    return targets
 
 
 def check_output_file(output_file: Path, inputs: Sequence[Path], how: str | None = None) -> None:

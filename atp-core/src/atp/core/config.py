@@ -35,8 +35,8 @@ from atp.core.suite import (
     NonEmpty,
     Retries,
     RunsSpec,
+    StrictSpec,
     Suite,
-    _Strict,
     check_format_version,
     normalize_version,
     unavailable,
@@ -66,7 +66,7 @@ class ConfigFileError(SuiteError):
     """An error in ``atp.config.yaml``, located like a suite error."""
 
 
-class ConfigDefaults(_Strict, kw_only=True):
+class ConfigDefaults(StrictSpec, kw_only=True):
     timeout_seconds: TimeoutSeconds | None = None
     runs_per_test: RunsSpec | None = None
     parallel_workers: Annotated[int, msgspec.Meta(ge=1, le=1024)] | None = None
@@ -77,7 +77,7 @@ class ConfigDefaults(_Strict, kw_only=True):
     """About how long the wait before the second attempt is (it doubles each time after)."""
 
 
-class BudgetSpec(_Strict, kw_only=True):
+class BudgetSpec(StrictSpec, kw_only=True):
     """What one ``atp test`` may spend (``--max-cost-usd`` and ``--max-tokens`` win)."""
 
     max_cost_usd: Annotated[float, msgspec.Meta(gt=0, le=1e9)] | None = None
@@ -87,7 +87,7 @@ class BudgetSpec(_Strict, kw_only=True):
 MiB = 1024 * 1024
 
 
-class LimitsSpec(_Strict, kw_only=True):
+class LimitsSpec(StrictSpec, kw_only=True):
     """What one run of an agent may send ATP (docs/untrusted-agents.md)."""
 
     max_events: Annotated[int, msgspec.Meta(ge=1, le=100_000_000)] = DEFAULT_MAX_EVENTS
@@ -95,13 +95,13 @@ class LimitsSpec(_Strict, kw_only=True):
     max_log_bytes: Annotated[int, msgspec.Meta(ge=1024, le=64 * 1024 * MiB)] = DEFAULT_MAX_LOG_BYTES
 
 
-class ReportingSpec(_Strict, kw_only=True):
+class ReportingSpec(StrictSpec, kw_only=True):
     default: str | list[str] = "console"
     verbose: bool = False
     run_dir: str = DEFAULT_RUN_DIR
 
 
-class ConfigSpec(_Strict, kw_only=True):
+class ConfigSpec(StrictSpec, kw_only=True):
     version: str = "1.0"
     defaults: ConfigDefaults = msgspec.field(default_factory=ConfigDefaults)
     agents: dict[str, dict[str, Any]] = msgspec.field(default_factory=dict)

@@ -66,7 +66,15 @@ from atp.core.tree import remove_tree
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
-__all__ = ["FILES_BASE", "FILES_PER_RUN", "Interrupted", "Runner", "fit_parallel"]
+__all__ = [
+    "FILES_BASE",
+    "FILES_PER_RUN",
+    "Interrupted",
+    "Runner",
+    "fit_parallel",
+    "make_adapter",
+    "start_adapter",
+]
 
 logger = logging.getLogger("atp.runner")
 
@@ -292,8 +300,8 @@ class Runner:
         if self.executor is not None:
             await self.executor.start(self._job(header))
         else:
-            self._adapter = self._adapter_step("could not be created", self.agent.create_adapter)
-            await self._adapter_call("failed to start", self._adapter.start)
+            self._adapter = make_adapter(self.plugins, self.agent)
+            await start_adapter(self.plugins, self.agent, self._adapter)
         if self.options.resume is not None:
             assert self.store is not None
             header.resumed_at.append(utcnow())
@@ -501,35 +509,6 @@ class Runner:
             )
         )
 
-    def _adapter_failed(self, what: str, exc: Exception) -> PluginFailed:
-        owner = self.plugins.owner("adapter", self.agent.type)
-        failure = PluginFailed(
-            f"adapter {self.agent.type!r} of {owner} {what} for agent {self.agent.name!r}: "
-            f"{type(exc).__name__}: {shorten(str(exc), MAX_ERROR_CHARS)}"
-        )
-        failure.__cause__ = exc
-        return failure
-
-    def _adapter_step(self, what: str, step: Any) -> Adapter:
-        try:
-            adapter: Adapter = step()
-        except AtpError:
-            raise
-        except Exception as exc:
-            raise self._adapter_failed(what, exc) from exc
-        return adapter
-
-    async def _adapter_call(self, what: str, step: Any) -> None:
-        """An adapter's ``start``: an AtpError is its own message (the agent cannot be
-        reached); any other exception is the plugin's failure."""
-        try:
-            await step()
-        except AtpError:
-            raise
-        except Exception as exc:
-            inner = single_exception(exc)
-            raise self._adapter_failed(what, inner if isinstance(inner, Exception) else exc) from exc
-
     async def _close_adapter(self, adapter: Adapter) -> None:
         """Release the adapter; a failure there is warned about and recorded, the results stand."""
         try:
@@ -578,3 +557,39 @@ def fit_parallel(wanted: int) -> int:
         fitting,
     )
     return fitting
+
+
+def make_adapter(plugins: Plugins, agent: ResolvedAgent) -> Adapter:
+    """The agent's adapter: an AtpError is its own message; any other exception is the plugin's
+    failure (:class:`~atp.core.errors.PluginFailed` naming it)."""
+    try:
+        adapter: Adapter = agent.create_adapter()
+    except AtpError:
+        raise
+    except Exception as exc:
+        raise _adapter_failed(plugins, agent, "could not be created", exc) from exc
+    return adapter
+
+
+async def start_adapter(plugins: Plugins, agent: ResolvedAgent, adapter: Adapter) -> None:
+    """Start the adapter: an AtpError is its own message (the agent cannot be reached); any
+    other exception is the plugin's failure."""
+    try:
+        await adapter.start()
+    except AtpError:
+        raise
+    except Exception as exc:
+        inner = single_exception(exc)
+        raise _adapter_failed(
+            plugins, agent, "failed to start", inner if isinstance(inner, Exception) else exc
+        ) from exc
+
+
+def _adapter_failed(plugins: Plugins, agent: ResolvedAgent, what: str, exc: Exception) -> PluginFailed:
+    owner = plugins.owner("adapter", agent.type)
+    failure = PluginFailed(
+        f"adapter {agent.type!r} of {owner} {what} for agent {agent.name!r}: "
+        f"{type(exc).__name__}: {shorten(str(exc), MAX_ERROR_CHARS)}"
+    )
+    failure.__cause__ = exc
+    return failure

@@ -67,11 +67,11 @@ Points = Annotated[float, msgspec.Meta(gt=0, le=100)]
 NonEmpty = Annotated[str, msgspec.Meta(min_length=1)]
 
 
-class _Strict(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True, kw_only=True):
+class StrictSpec(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True, kw_only=True):
     """Suite and config Structs: an unknown key is a typo, and an error."""
 
 
-class ScoringSpec(_Strict, kw_only=True):
+class ScoringSpec(StrictSpec, kw_only=True):
     quality_weight: Weight | None = None
     completeness_weight: Weight | None = None
     efficiency_weight: Weight | None = None
@@ -102,7 +102,7 @@ def expected_artifact(name: str) -> ExpectedArtifact:
     return ExpectedArtifact(type="file", name=name, format=FORMATS_BY_EXTENSION.get(suffix, suffix) or None)
 
 
-class TaskSpec(_Strict, kw_only=True):
+class TaskSpec(StrictSpec, kw_only=True):
     description: Description
     input_data: dict[str, Any] | None = None
     expected_artifacts: list[ExpectedArtifactSpec | NonEmpty] | None = None
@@ -110,14 +110,14 @@ class TaskSpec(_Strict, kw_only=True):
     """A folder, relative to the suite file, copied into a fresh workspace for every run."""
 
 
-class PassRuleSpec(_Strict, kw_only=True):
+class PassRuleSpec(StrictSpec, kw_only=True):
     """``pass_rule: {pass_rate: 0.8}`` or ``pass_rule: {min_score: 70}``."""
 
     pass_rate: Annotated[float, msgspec.Meta(ge=0, le=1)] | None = None
     min_score: Annotated[float, msgspec.Meta(ge=0, le=100)] | None = None
 
 
-class RunsSettings(_Strict, kw_only=True):
+class RunsSettings(StrictSpec, kw_only=True):
     """How many times tests run, and when several runs pass: keys of a test and of the
     suite's defaults (a test's own value wins)."""
 
@@ -135,7 +135,7 @@ class RunsSettings(_Strict, kw_only=True):
     pass_rule: Literal["all"] | PassRuleSpec | None = None
 
 
-class AssertionSpec(_Strict, kw_only=True):
+class AssertionSpec(StrictSpec, kw_only=True):
     type: NonEmpty
     config: dict[str, Any] = msgspec.field(default_factory=dict)
     name: str | None = None
@@ -168,7 +168,7 @@ class DefaultsSpec(RunsSettings, kw_only=True):
     retries: Retries | None = None
 
 
-class SuiteSpec(_Strict, kw_only=True):
+class SuiteSpec(StrictSpec, kw_only=True):
     test_suite: NonEmpty
     version: str = "1.0"
     description: str | None = None

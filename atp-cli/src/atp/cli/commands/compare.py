@@ -347,7 +347,6 @@ def _delta(pair: PairTest | PairResult) -> str:
 
 
 def _console(comparison: AgentComparison, suite_file: str) -> str:
-    from atp.core.comparison import verdict_text
 
     agents = comparison.agents
     lines = ["ATP Agent Comparison", "====================", ""]
@@ -390,6 +389,25 @@ def _console(comparison: AgentComparison, suite_file: str) -> str:
         f"mean scores, and the overall difference (below)"
     )
     lines.append("")
+    lines.extend(_overall_lines(comparison))
+    notes = [
+        f"  {row.id}, {p.a} - {p.b}: {p.reason}" for row in comparison.tests for p in row.pairs if p.reason
+    ] + [f"  overall, {p.a} - {p.b}: {p.reason}" for p in comparison.overall if p.reason]
+    if notes:
+        lines.append("")
+        lines.append("Notes:")
+        lines.extend(printable(note) for note in notes)
+    if comparison.interrupted:
+        lines.append("")
+        lines.append("The runs were interrupted: the agents are compared on the runs that finished.")
+    return "\n".join(lines)
+
+
+def _overall_lines(comparison: AgentComparison) -> list[str]:
+    """The overall comparison: each pair by the paired t-test over the tests' mean scores."""
+    from atp.core.comparison import verdict_text
+
+    lines: list[str] = []
     decided = sum(1 for p in comparison.overall if p.p_value is not None)
     lines.append(
         f"Overall: paired t-test over the tests' mean scores, Holm-corrected over {_count(decided, 'pair')}"
@@ -416,14 +434,4 @@ def _console(comparison: AgentComparison, suite_file: str) -> str:
             ]
         )
     lines.extend(printable(line) for line in table(overall_rows, frozenset({1, 2, 4, 5})))
-    notes = [
-        f"  {row.id}, {p.a} - {p.b}: {p.reason}" for row in comparison.tests for p in row.pairs if p.reason
-    ] + [f"  overall, {p.a} - {p.b}: {p.reason}" for p in comparison.overall if p.reason]
-    if notes:
-        lines.append("")
-        lines.append("Notes:")
-        lines.extend(printable(note) for note in notes)
-    if comparison.interrupted:
-        lines.append("")
-        lines.append("The runs were interrupted: the agents are compared on the runs that finished.")
-    return "\n".join(lines)
+    return lines
