@@ -41,6 +41,18 @@ def builtin_plugins(test_helpers: bool = True) -> Plugins:
     return plugins
 
 
+SLOW_FOLDERS = ("integration", "e2e", "browser")
+"""Tests that start real processes, servers, engines or browsers: each takes seconds, so they
+are marked ``slow`` (``pytest -m "not slow"`` runs the unit and contract tests, each under a
+second, in well under a minute)."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if Path(str(item.path)).parent.name in SLOW_FOLDERS:
+            item.add_marker(pytest.mark.slow)
+
+
 @pytest.fixture
 def plugins() -> Iterator[Plugins]:
     yield builtin_plugins()

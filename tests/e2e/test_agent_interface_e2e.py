@@ -15,12 +15,15 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import AGENTS, ATP, EXAMPLES, PYTHON, write
+from tests.facts import one_error
 from tests.network import Server, free_port
 
 pytest.importorskip("httpx", reason="the agent-interface adapter needs httpx")
 pytest.importorskip("jsonschema", reason="the conformance checks need jsonschema")
 
 MODES = ("healthy", "degraded", "unhealthy", "broken-tools")
+
+
 LABELS = {"PASS": "passed", "FAIL": "failed", "SKIP": "skipped"}
 TITLES = {
     "reachable": "reachable",
@@ -151,10 +154,12 @@ def test_atp_test_refuses_an_unhealthy_agent_before_any_run(
         "test", f"--suite={suite}", "--agent=unhealthy", f"--run-dir={tmp_path / 'runs'}", cwd=tmp_path
     )
     assert result.returncode == 2, result.stdout + result.stderr
-    assert result.stderr.strip() == (
-        f"atp: error: agent 'unhealthy' at http://127.0.0.1:{ports['unhealthy']} reports itself unhealthy "
-        "(error rate 75%, 75 errors in 100 requests, LLM unavailable, last error: database unavailable); "
-        "ATP does not test an unhealthy agent unless its settings say allow_unhealthy: true"
+    one_error(
+        result.stderr,
+        f"agent 'unhealthy' at http://127.0.0.1:{ports['unhealthy']}",
+        "unhealthy",
+        "error rate 75%, 75 errors in 100 requests, LLM unavailable, last error: database unavailable",
+        "allow_unhealthy: true",
     )
 
 
@@ -220,10 +225,15 @@ def test_atp_test_stops_at_discovery_that_never_ends(tmp_path: Path, hostile: di
     )
     assert time.perf_counter() - started < 20
     assert result.returncode == 2, result.stdout + result.stderr
-    assert result.stderr.strip() == (
-        f"atp: error: agent 'drip': its health cannot be checked: GET http://127.0.0.1:{hostile['drip']}/health "
-        "failed: no answer within 1 s (discovery_timeout); is 'endpoint' right? ATP does not test an agent whose "
-        "health check fails unless its settings say allow_unhealthy: true"
+    one_error(
+        result.stderr,
+        "agent 'drip'",
+        "health cannot be checked",
+        f"GET http://127.0.0.1:{hostile['drip']}/health failed",
+        "no answer within 1 s",
+        "discovery_timeout",
+        "'endpoint'",
+        "allow_unhealthy: true",
     )
 
 

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 from tests.conftest import ATP, PYTHON, write
+from tests.facts import one_error
 
 
 def atp(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -31,9 +32,12 @@ def test_a_command_not_found_is_one_error_before_any_run(tmp_path: Path) -> None
     result = atp("test", f"--suite={path}", cwd=tmp_path)
     assert time.monotonic() - started < 30
     assert result.returncode == 2, result.stdout + result.stderr
-    assert result.stderr.strip() == (
-        "atp: error: agent 'my-agent': cannot start 'no-such-agent-binary --serve': "
-        "'no-such-agent-binary' is not found on PATH (/usr/bin:/bin)"
+    one_error(
+        result.stderr,
+        "agent 'my-agent'",
+        "cannot start 'no-such-agent-binary --serve'",
+        "'no-such-agent-binary' is not found on PATH",
+        "/usr/bin:/bin",
     )
     assert "Traceback" not in result.stderr and "✗" not in result.stdout
     assert not list(tmp_path.glob(".atp/runs/*/results.jsonl")) or all(
@@ -46,9 +50,13 @@ def test_a_script_that_is_not_executable_is_one_error(tmp_path: Path) -> None:
     path = suite(tmp_path, "    command: ./agent.py\n")
     result = atp("test", f"--suite={path}", cwd=tmp_path)
     assert result.returncode == 2
-    assert result.stderr.strip() == (
-        f"atp: error: agent 'my-agent': cannot start './agent.py': {tmp_path}/agent.py is not executable "
-        "(chmod +x it, or put its interpreter first in 'command')"
+    one_error(
+        result.stderr,
+        "agent 'my-agent'",
+        "cannot start './agent.py'",
+        f"{tmp_path}/agent.py is not executable",
+        "chmod +x",
+        "interpreter first in 'command'",
     )
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.conftest import AGENTS, ATP, PYTHON, write
+from tests.facts import one_error
 
 CALLER = [PYTHON, str(AGENTS / "tool_caller.py")]
 
@@ -210,9 +211,13 @@ tests:
     )
     result = atp("test", f"--suite={path}", cwd=tmp_path)
     assert result.returncode == 2
-    assert result.stderr.strip() == (
-        f"atp: error: {path}:11: at tests[0].tools[0]: tool 'weather' has 'output' and 'proxy': a tool has "
-        f"exactly one of 'output', 'error', 'responses', 'sequence' and 'proxy'"
+    one_error(
+        result.stderr,
+        f"{path}:11:",
+        "tests[0].tools[0]",
+        "tool 'weather'",
+        "'output' and 'proxy'",
+        "exactly one of 'output', 'error', 'responses', 'sequence' and 'proxy'",
     )
 
 

@@ -29,6 +29,7 @@ from atp.core.errors import AdapterError, AgentError, AgentRefused, ConfigError,
 from atp.core.plugins import Plugins
 from atp.core.protocol import ATPRequest, Constraints, Task, ToolCallEvent
 from tests.conftest import AGENTS, PYTHON
+from tests.facts import says
 from tests.network import Server, Sink, free_port, run_agent_suite, runs_by_test
 
 MODES = ("healthy", "degraded", "unhealthy", "broken-tools", "broken-card", "no-health-status")
@@ -248,10 +249,13 @@ def test_an_unhealthy_agent_is_refused_at_start_saying_what_it_reported(agent: A
         status="unhealthy",
         detail="error rate 75%, 75 errors in 100 requests, LLM unavailable, last error: database unavailable",
     )
-    assert str(error) == (
-        f"agent 'agent' at {agent('unhealthy')} reports itself unhealthy (error rate 75%, 75 errors in 100 "
-        "requests, LLM unavailable, last error: database unavailable); ATP does not test an unhealthy agent "
-        "unless its settings say allow_unhealthy: true"
+    says(
+        str(error),
+        "agent 'agent'",
+        agent("unhealthy"),
+        "unhealthy",
+        "error rate 75%, 75 errors in 100 requests, LLM unavailable, last error: database unavailable",
+        "allow_unhealthy: true",
     )
 
 
@@ -279,9 +283,7 @@ def test_an_agent_that_cannot_be_reached_is_an_adapter_error() -> None:
     url = f"http://127.0.0.1:{free_port()}"
     error = starting({"endpoint": url})
     assert isinstance(error, AdapterError) and not isinstance(error, AgentUnhealthy)
-    assert str(error) == (
-        f"cannot reach agent 'agent' at {url}/health: connection refused (is the agent running and listening there?)"
-    )
+    says(str(error), "cannot reach", "agent 'agent'", f"{url}/health", "connection refused", "running")
 
 
 def test_a_card_without_agent_id_fails_discovery_unless_to_agent_is_set(agent: Any) -> None:
@@ -310,22 +312,14 @@ def test_malformed_answers_are_agent_errors_with_the_answer_as_evidence(agent: A
     malformed, not_json, bad_tools, http_500 = answers
     where = f"POST {url}/a2a/message"
     assert isinstance(malformed, AgentError)
-    assert (
-        malformed.message
-        == f"{where}: the agent's answer is not an A2A response (Object missing required field `success`)"
-    )
+    says(malformed.message, where, "not an A2A response", "Object missing required field `success`")
     assert malformed.evidence == b'{"result": 1}'
     assert isinstance(not_json, AgentError) and not_json.evidence == b"<html>oops</html>"
-    assert not_json.message.startswith(
-        f"{where}: the agent's answer is not an A2A response (JSON is malformed"
-    )
+    says(not_json.message, where, "not an A2A response", "JSON is malformed")
     assert isinstance(bad_tools, AgentError)
-    assert (
-        bad_tools.message
-        == f"{where}: the agent's answer is not an A2A response (Expected `str`, got `int` - at `$.tools_used[0]`)"
-    )
+    says(bad_tools.message, where, "not an A2A response", "Expected `str`, got `int` - at `$.tools_used[0]`")
     assert isinstance(http_500, AgentError) and not isinstance(http_500, AgentRefused)
-    assert http_500.message == f"{where}: the agent failed with HTTP 500 Internal Server Error"
+    says(http_500.message, where, "HTTP 500 Internal Server Error")
     assert http_500.evidence == "boom"
     assert all(sink.seen == [] for sink in sinks)  # (no events from an answer that is not one)
 
@@ -379,9 +373,12 @@ def test_a_tool_is_called_directly_with_mcp_tool(tmp_path: Path, plugins: Plugin
     assert failed_call.payload.status == "error" and failed_call.payload.error == "missing parameter: key"
     unknown = runs["unknown"]
     assert unknown.outcome == "failed"
-    assert unknown.error == (
-        f"POST {agent()}/mcp/execute/no%20such%2Ftool: the agent refused the request with HTTP 404 Not Found: "
-        "'unknown tool no%20such%2Ftool'"
+    says(
+        unknown.error,
+        f"POST {agent()}/mcp/execute/no%20such%2Ftool",
+        "refused",
+        "HTTP 404 Not Found",
+        "'unknown tool no%20such%2Ftool'",
     )
 
 
@@ -393,8 +390,8 @@ def test_a_wrong_mcp_tool_input_is_the_tests_error_not_the_agents(agent: Any) ->
         request("x", {"a2a_action": ""}),
     )
     assert all(isinstance(answer, ConfigError) for answer in answers)
-    assert str(answers[0]) == "task.input_data.mcp_tool must be the name of the tool to call, not 5"
-    assert str(answers[1]) == "task.input_data.parameters must be an object (the tool's parameters)"
+    says(str(answers[0]), "task.input_data.mcp_tool", "name of the tool", "not 5")
+    says(str(answers[1]), "task.input_data.parameters", "must be an object")
 
 
 # --- headers and secrets -------------------------------------------------------------------------------
@@ -494,12 +491,13 @@ def test_conformance_checks_the_discovery_answers_against_the_standards_schemas(
         ("health", "health schema", True),
         ("mcp-tools", "MCP tools schema", True),
     ]
-    assert good[0].message == "agent 'test-agent-001' (Test Agent), 2 tools"
-    assert good[2].message == "2 tools: lookup, add"
+    says(good[0].message, "agent 'test-agent-001'", "Test Agent", "2 tools")
+    says(good[2].message, "2 tools", "lookup, add")
     broken = {c.name: c for c in anyio.run(conformance, agent("broken-tools"))}
     assert broken["agent-card"].passed and broken["health"].passed
     tools = broken["mcp-tools"]
-    assert not tools.passed and tools.message == "GET /mcp/tools breaks the standard's schema (2 problems)"
+    assert not tools.passed
+    says(tools.message, "GET /mcp/tools", "schema", "2 problems")
     assert tools.seen == (
         "at $.tools[0].parameters: 'type' is a required property",
         "at $.tools[1].parameters.properties.a.type: 'text' is not one of ['string', 'number', 'boolean', 'object', 'array']",
@@ -511,7 +509,8 @@ def test_conformance_checks_the_discovery_answers_against_the_standards_schemas(
     assert unhealthy.passed and unhealthy.notes == ("GET /health answered HTTP 503 with its report",)
     gone = anyio.run(conformance, f"http://127.0.0.1:{free_port()}")
     assert [c.passed for c in gone] == [False, False, False]
-    assert gone[0].message == "GET /agent-card got no answer" and "connection refused" in gone[0].seen[0]
+    says(gone[0].message, "GET /agent-card", "no answer")
+    assert "connection refused" in gone[0].seen[0]
 
 
 # --- a server the adapter starts itself (command) ------------------------------------------------------
@@ -640,9 +639,14 @@ def test_a_server_that_exits_at_start_is_reported_at_once_with_its_exit_code_and
     assert isinstance(error, AdapterError) and not isinstance(error, AgentUnhealthy)
     [log] = temp.iterdir()  # (kept: the error names it)
     assert log.name.startswith("atp-agent-") and log.suffix == ".log"
-    assert str(error) == (
-        f"agent 'agent': the agent server exited with code 3 before it became healthy (GET /health); its log ({log}) "
-        "ends with: fatal: no model configured"
+    says(
+        str(error),
+        "agent 'agent'",
+        "exited with code 3",
+        "before it became healthy",
+        "GET /health",
+        f"log ({log})",
+        "fatal: no model configured",
     )
     assert log.read_text() == "fatal: no model configured\n"
 
@@ -773,9 +777,7 @@ def test_a_server_that_exits_while_the_runs_go_on_fails_the_next_runs_saying_so(
     assert first.status == "completed" and len(failed) == 2
     [log] = temp.iterdir()
     for error in failed:
-        assert error.message == (
-            f"the agent server was killed by signal SIGKILL while ATP ran the tests; its log ({log}) ends with"
-        )
+        says(error.message, "agent server", "killed by signal SIGKILL", f"log ({log})")
         assert "listening on" in error.evidence or '"path"' in error.evidence
 
 
@@ -858,10 +860,15 @@ def test_a_discovery_answer_that_never_ends_fails_within_the_discovery_timeout(a
     error = starting({"endpoint": url, "discovery_timeout": 1})
     assert time.perf_counter() - started < 4
     assert isinstance(error, AgentUnhealthy)
-    assert str(error) == (
-        f"agent 'agent': its health cannot be checked: GET {url}/health failed: no answer within 1 s "
-        "(discovery_timeout); is 'endpoint' right? ATP does not test an agent whose health check fails unless its "
-        "settings say allow_unhealthy: true"
+    says(
+        str(error),
+        "agent 'agent'",
+        "health cannot be checked",
+        f"GET {url}/health failed",
+        "no answer within 1 s",
+        "discovery_timeout",
+        "'endpoint'",
+        "allow_unhealthy: true",
     )
     health = anyio.run(adapter_for({"endpoint": url, "discovery_timeout": 1}).health)
     assert health == Health(
@@ -875,11 +882,19 @@ def test_a_health_request_that_fails_is_not_called_a_report(agent: Any) -> None:
     error = starting({"endpoint": url})
     assert isinstance(error, AgentUnhealthy)
     assert "reports itself" not in str(error)
-    assert str(error).startswith(
-        f"agent 'agent': its health cannot be checked: GET {url}/health failed: HTTP 404 Not Found; is 'endpoint' right?"
+    says(
+        str(error),
+        "agent 'agent'",
+        "health cannot be checked",
+        f"GET {url}/health failed",
+        "HTTP 404 Not Found",
+        "'endpoint'",
     )
-    assert anyio.run(adapter_for({"endpoint": url}).health).detail == (
-        f"GET {url}/health failed: HTTP 404 Not Found; is 'endpoint' right?"
+    says(
+        anyio.run(adapter_for({"endpoint": url}).health).detail,
+        f"GET {url}/health failed",
+        "HTTP 404 Not Found",
+        "'endpoint'",
     )
 
 
@@ -888,12 +903,12 @@ def test_conformance_counts_at_most_100_problems_and_reads_at_most_4_mib(agent: 
         return {c.name: c for c in await adapter_for({"endpoint": url}).conformance()}
 
     many = anyio.run(conformance, agent("many-tools"))["mcp-tools"]
-    assert (
-        not many.passed and many.message == "GET /mcp/tools breaks the standard's schema (over 100 problems)"
-    )
+    assert not many.passed
+    says(many.message, "GET /mcp/tools", "schema", "over 100 problems")
     assert len(many.seen) == 6 and many.seen[-1] == "... and over 95 more"
     huge = anyio.run(conformance, agent("huge-tools"))["mcp-tools"]
-    assert not huge.passed and huge.message == "GET /mcp/tools got no usable answer"
+    assert not huge.passed
+    says(huge.message, "GET /mcp/tools", "no usable answer")
     assert huge.seen == (
         f"GET {agent('huge-tools')}/mcp/tools: the agent sent more than 4194304 bytes in one answer (the most ATP "
         "reads of a discovery answer, 4 MiB)",
@@ -926,12 +941,8 @@ def test_tool_names_that_are_not_names_are_refused_before_any_request(agent: Any
     requests = [request("x", {"mcp_tool": name}) for name in (".", "..", "L" * 2000)]
     answers, _, _ = run({"endpoint": url}, *requests)
     assert all(isinstance(answer, ConfigError) for answer in answers), answers
-    assert str(answers[0]) == (
-        "task.input_data.mcp_tool '.' is not a tool name: in the URL /mcp/execute/. it would name another path"
-    )
-    assert str(answers[2]) == (
-        "task.input_data.mcp_tool is 2000 characters long; a tool name ATP puts in a URL may have at most 1024 bytes"
-    )
+    says(str(answers[0]), "task.input_data.mcp_tool", "'.'", "not a tool name", "/mcp/execute/.")
+    says(str(answers[2]), "task.input_data.mcp_tool", "2000 characters", "at most 1024 bytes")
     for sent in requests:
         assert received(server, sent.task_id, within=0.3) == []
 
@@ -958,9 +969,13 @@ def test_a_server_port_another_program_holds_is_refused_before_the_server_starts
         settings["port"] = port
     error = starting(settings)
     assert isinstance(error, AdapterError)
-    assert str(error) == (
-        f"agent 'agent': port {port} on 127.0.0.1 (the endpoint's) is in use by another program already: ATP would "
-        "send discovery and the runs to it, not to the server it starts ('command'); stop that program, or write "
-        "{port} in 'endpoint' and leave 'port' out (a free port)"
+    says(
+        str(error),
+        "agent 'agent'",
+        f"port {port} on 127.0.0.1",
+        "in use by another program",
+        "'command'",
+        "{port} in 'endpoint'",
+        "leave 'port' out",
     )
     assert pids(pidfile) == []  # (never started)

@@ -50,6 +50,7 @@ from atp.core.protocol import (
 from atp.core.suite import load_suite
 from atp.core.trace import TraceLimitExceeded
 from tests.conftest import AGENTS, PYTHON, ROOT, write
+from tests.facts import says
 
 MODULE = "crewai_agent"
 SOURCE = (AGENTS / "crewai_agent.py").read_text()
@@ -200,7 +201,7 @@ def test_a_crew_becomes_events_metrics_and_artifacts(crews: ModuleType, crew: st
         assert [(s.step, s.thought) for s in steps] == [("Calculator: final answer", None)]
     (progress,) = sink.of(ProgressEvent)
     assert (progress.current_step, progress.percentage) == (3, 100.0)
-    assert progress.message == "task 1 of 1 completed: square (agent: Calculator)"
+    says(progress.message, "task 1 of 1", "completed", "square", "Calculator")
     assert not sink.of(ErrorEvent) and not sink.warnings
 
     metrics = response.metrics
@@ -291,10 +292,7 @@ def test_a_crew_that_raises_fails_its_run_with_an_error_event(crews: ModuleType)
     req = request("1 and 2")
     error, sink = failure(adapter("failing_crew"), req)
     line = line_of("raise step")
-    assert (
-        error.message
-        == f"the crew {MODULE}:failing_crew raised RuntimeError: the model is down (at {MODULE}.py:{line})"
-    )
+    says(error.message, f"{MODULE}:failing_crew", "RuntimeError: the model is down", f"{MODULE}.py:{line}")
     assert [(s.from_state, s.to_state, s.reason) for s in sink.of(StateChangeEvent)] == [
         (None, "Calculator", "task: square"),
         ("Calculator", "Calculator", "task: square (again, after an error)"),
@@ -351,16 +349,13 @@ def test_a_tool_that_exits_is_a_failed_tool_call(crews: ModuleType) -> None:
     finished, with no output; it is a failed call, and the SystemExit fails the run."""
     error, sink = failure(adapter("exiting_tool_crew"))
     line = line_of("sys.exit(code)")
-    assert error.message == f"the crew {MODULE}:exiting_tool_crew called sys.exit(3) (at {MODULE}.py:{line})"
+    says(error.message, f"{MODULE}:exiting_tool_crew", "sys.exit(3)", f"{MODULE}.py:{line}")
     assert [(t.tool, t.input, t.output, t.status, t.error) for t in sink.of(ToolCallEvent)] == [
         ("exit_tool", {"code": 3}, None, "error", "the tool did not return")
     ]
     error, sink = failure(adapter("interrupting_tool_crew"))  # (not ATP's Ctrl-C: the crew's own)
     line = line_of("raise KeyboardInterrupt(why)")
-    assert (
-        error.message
-        == f"the crew {MODULE}:interrupting_tool_crew raised KeyboardInterrupt: no (at {MODULE}.py:{line})"
-    )
+    says(error.message, f"{MODULE}:interrupting_tool_crew", "KeyboardInterrupt: no", f"{MODULE}.py:{line}")
     assert [(t.tool, t.status, t.error) for t in sink.of(ToolCallEvent)] == [
         ("interrupt_tool", "error", "the tool did not return")
     ]
@@ -383,33 +378,30 @@ def test_a_crew_asking_for_human_input_is_refused(crews: ModuleType) -> None:
     refused before the kickoff (no model call); the crew's memory, which outlives the run, is
     a warning."""
     error, sink = failure(adapter("human_input_crew"))
-    assert error.message == (
-        f"the crew {MODULE}:human_input_crew has a task that asks for human input (human_input=True: "
-        f"'square'): CrewAI would wait for a person to review the task's answer on ATP's standard input, "
-        f"which a test run does not have; test the crew with human_input=False"
+    says(
+        error.message,
+        f"{MODULE}:human_input_crew",
+        "human_input=True",
+        "'square'",
+        "standard input",
+        "human_input=False",
     )
     assert [(e.error_type, e.recoverable) for e in sink.of(ErrorEvent)] == [("human_input", False)]
     assert not sink.of(LLMRequestEvent)
     (warning,) = sink.warnings
-    assert warning.startswith(
-        f"the crew {MODULE}:human_input_crew has memory: what its agents remember is saved (by default under "
-    )
-    assert warning.endswith(
-        "/memory) and kept across runs and atp invocations, so a run may start from what earlier runs left there"
-    )
+    says(warning, f"{MODULE}:human_input_crew", "memory", "/memory", "kept across runs")
 
 
 def test_a_factory_that_raises_or_returns_no_crew_fails_the_run(crews: ModuleType) -> None:
     error, sink = failure(adapter("factory_raises"))
     line = line_of('raise ValueError("no crew today")')
-    assert (
-        error.message
-        == f"the crew factory {MODULE}:factory_raises raised ValueError: no crew today (at {MODULE}.py:{line})"
+    says(
+        error.message, f"factory {MODULE}:factory_raises", "ValueError: no crew today", f"{MODULE}.py:{line}"
     )
     assert [(e.error_type, e.recoverable) for e in sink.of(ErrorEvent)] == [("ValueError", False)]
     error, sink = failure(adapter("not_a_crew"))
-    assert error.message == (
-        f"the crew factory {MODULE}:not_a_crew returned dict {{'agents': [], 'tasks': []}}, not a crewai Crew"
+    says(
+        error.message, f"factory {MODULE}:not_a_crew", "dict {'agents': [], 'tasks': []}", "not a crewai Crew"
     )
     assert [e.error_type for e in sink.of(ErrorEvent)] == ["TypeError"]
 
@@ -430,14 +422,9 @@ def test_an_input_mapper_makes_the_inputs(crews: ModuleType) -> None:
     assert artifact(response, "output.md").content == "The result is 49."
     assert sink.of(ToolCallEvent)[0].input == {"a": 6, "b": 1}
     error, sink = failure(adapter("calculator_crew", input_mapper=f"{MODULE}:inputs_not_a_dict"))
-    assert error.message == (
-        f"the input mapper {MODULE}:inputs_not_a_dict returned list ['not', 'a', 'dict'], not a dict of "
-        f"kickoff inputs (names to values)"
-    )
+    says(error.message, f"input mapper {MODULE}:inputs_not_a_dict", "list ['not', 'a', 'dict']", "not a dict")
     error, _ = failure(adapter("calculator_crew", input_mapper=f"{MODULE}:numbers_from_input"), request("x"))
-    assert error.message.startswith(
-        f"the input mapper {MODULE}:numbers_from_input raised KeyError: 'a' (at {MODULE}.py:"
-    )
+    says(error.message, f"input mapper {MODULE}:numbers_from_input", "KeyError: 'a'", f"{MODULE}.py:")
 
 
 # --- runs at the same time -------------------------------------------------------------------
@@ -573,11 +560,7 @@ def test_a_crew_object_still_running_after_its_time_limit_refuses_the_next_run(c
     target = adapter("slow_shared_crew")
     run_until(target, 1.0, request())
     error, sink = failure(target)
-    assert error.message == (
-        f"the crew object {MODULE}:slow_shared_crew is still running a run that timed out (Python cannot stop "
-        f"a thread), and runs of one Crew object cannot overlap; make 'crew' a function that builds a new "
-        f"Crew for each run"
-    )
+    says(error.message, f"{MODULE}:slow_shared_crew", "still running", "timed out", "make 'crew' a function")
     assert [(e.error_type, e.recoverable) for e in sink.of(ErrorEvent)] == [("crew_busy", False)]
     crews.RELEASES["shared"].set()
     assert crews.FINISHED["shared"].wait(30)
@@ -622,7 +605,7 @@ def test_a_flood_of_events_ends_the_run_at_once(crews: ModuleType) -> None:
         assert not crews.FINISHED["flood"].is_set()
     finally:
         crews.RELEASES["flood"].set()
-    assert str(caught.value) == "agent flooded ATP with events: more than 20 in one run"
+    says(str(caught.value), "flooded", "events", "more than 20")
     assert sink.warnings == [
         f"the crew {MODULE}:flood_crew was still running when its run ended; Python cannot stop a thread, "
         f"so it runs on in the background (what it does from now on is not recorded)"
@@ -681,35 +664,45 @@ def test_a_bad_setting_in_a_suite_is_located(tmp_path: Path, plugins: Plugins) -
 
 def test_what_cannot_be_used_stops_the_suite_at_start(crews: ModuleType) -> None:
     agent = "agent 'crew':"
-    assert start_error("calculatr_crew") == (
-        f"{agent} cannot import '{MODULE}:calculatr_crew': module '{MODULE}' ({MODULE}.py) has no attribute "
-        f"'calculatr_crew'; did you mean 'calculator_crew'?"
+    says(
+        start_error("calculatr_crew"),
+        agent,
+        f"cannot import '{MODULE}:calculatr_crew'",
+        f"{MODULE}.py",
+        "no attribute 'calculatr_crew'",
+        "did you mean 'calculator_crew'",
     )
-    assert (
-        start_error("NOT_A_CREW")
-        == f"{agent} cannot use 'crew' '{MODULE}:NOT_A_CREW': it is int 42, not a crewai Crew or a function that returns one"
+    says(start_error("NOT_A_CREW"), agent, f"'crew' '{MODULE}:NOT_A_CREW'", "int 42", "not a crewai Crew")
+    says(start_error("Crew"), agent, f"'crew' '{MODULE}:Crew'", "Crew class itself")
+    says(
+        start_error("needs_an_argument"),
+        agent,
+        f"'crew' '{MODULE}:needs_an_argument'",
+        "no arguments",
+        "(topic: 'str') -> 'Crew'",
     )
-    assert start_error("Crew") == (
-        f"{agent} cannot use 'crew' '{MODULE}:Crew': it is the Crew class itself; name a Crew object, or a "
-        f"function that builds and returns a new one"
+    says(
+        start_error("calculator_crew", input_mapper=f"{MODULE}:mapper_without_parameters"),
+        agent,
+        f"'input_mapper' '{MODULE}:mapper_without_parameters'",
+        "mapper_without_parameters(request)",
+        "() -> 'dict[str, Any]'",
     )
-    assert start_error("needs_an_argument") == (
-        f"{agent} cannot use 'crew' '{MODULE}:needs_an_argument': a crew factory is called with no arguments, "
-        f"but its parameters are (topic: 'str') -> 'Crew'"
-    )
-    assert start_error("calculator_crew", input_mapper=f"{MODULE}:mapper_without_parameters") == (
-        f"{agent} cannot call 'input_mapper' '{MODULE}:mapper_without_parameters': it is called as "
-        f"mapper_without_parameters(request), but its parameters are () -> 'dict[str, Any]'"
-    )
-    assert start_error("calculator_crew", input_mapper=f"{MODULE}:NOT_A_CREW") == (
-        f"{agent} cannot call 'input_mapper' '{MODULE}:NOT_A_CREW': it is int 42, not a function"
+    says(
+        start_error("calculator_crew", input_mapper=f"{MODULE}:NOT_A_CREW"),
+        agent,
+        f"'input_mapper' '{MODULE}:NOT_A_CREW'",
+        "int 42",
+        "not a function",
     )
     missing = start_error("crew", module="no_such_crew_module")
-    assert missing.startswith(
-        f"{agent} cannot import 'no_such_crew_module:crew': no module named 'no_such_crew_module'"
-    )
-    assert start_error("crew", path=["no_such_folder"]) == (
-        f"{agent} its 'path' folder {AGENTS / 'no_such_folder'} does not exist (entries of 'path' are relative to {AGENTS})"
+    says(missing, agent, "cannot import 'no_such_crew_module:crew'", "no module named 'no_such_crew_module'")
+    says(
+        start_error("crew", path=["no_such_folder"]),
+        agent,
+        f"'path' folder {AGENTS / 'no_such_folder'}",
+        "does not exist",
+        f"relative to {AGENTS}",
     )
 
 
@@ -719,9 +712,12 @@ def test_a_crewai_too_old_to_tell_runs_apart_is_refused(
     import crewai
 
     monkeypatch.setattr(crewai, "__version__", "1.4.1")
-    assert start_error("calculator_crew") == (
-        "agent 'crew': the crewai adapter needs CrewAI 1.5 or newer, and 1.4.1 is installed; upgrade it "
-        "with: pip install --upgrade 'crewai>=1.5'"
+    says(
+        start_error("calculator_crew"),
+        "agent 'crew'",
+        "CrewAI 1.5 or newer",
+        "1.4.1 is installed",
+        "pip install --upgrade 'crewai>=1.5'",
     )
 
 

@@ -27,6 +27,7 @@ from atp.core.protocol import ATPRequest, Context, FileArtifact, Task
 from atp.core.results import RunStore, SuiteResults
 from atp.core.suite import load_suite
 from tests.conftest import AGENTS, EXAMPLES, PYTHON, write
+from tests.facts import says
 from tests.network import Server, Sink, free_port, run_agent_suite, runs_by_test, self_signed_certificate
 
 AGENT = EXAMPLES / "agents" / "grpc_agent.py"
@@ -142,9 +143,12 @@ def test_the_agent_refuses_a_malformed_request_and_version_2(agent: Server) -> N
         with pytest.raises(AgentRefused) as refused:
             await adapter.execute(malformed, Sink())
         assert refused.value.status == "INVALID_ARGUMENT"
-        assert str(refused.value) == (
-            f"grpc://127.0.0.1:{agent.port}/atp.v1.Agent/ExecuteStream: the agent refused the request "
-            f"with INVALID_ARGUMENT (error_code INVALID_REQUEST)"
+        says(
+            str(refused.value),
+            f"grpc://127.0.0.1:{agent.port}/atp.v1.Agent/ExecuteStream",
+            "refused",
+            "INVALID_ARGUMENT",
+            "error_code INVALID_REQUEST",
         )
         assert refused.value.evidence == "the request has no task_id"
         answer = await adapter.execute(msgspec.structs.replace(good, version="2.0"), Sink())
@@ -235,9 +239,14 @@ def test_auto_falls_back_to_execute_for_good_and_stream_true_says_why_not(
         )
         run_ = results.tests[0].runs[0]
         assert run_.outcome == "error"
-        assert run_.error == (
-            f"agent 'agent': grpc://127.0.0.1:{server.port}/atp.v1.Agent/ExecuteStream is not implemented by the "
-            f"agent (UNIMPLEMENTED: Method not implemented!); set 'stream: false' (or 'auto') to use Execute"
+        says(
+            run_.error,
+            "agent 'agent'",
+            f"grpc://127.0.0.1:{server.port}/atp.v1.Agent/ExecuteStream",
+            "not implemented",
+            "UNIMPLEMENTED: Method not implemented!",
+            "'stream: false'",
+            "'auto'",
         )
     finally:
         server.stop()
@@ -377,9 +386,13 @@ def test_unary_faults(faults: Server) -> None:
         where = f"grpc://127.0.0.1:{faults.port}/atp.v1.Agent/Execute"
         with pytest.raises(AgentError) as failed:
             await adapter.execute(request("version2"), Sink())
-        assert str(failed.value) == (
-            f"{where}: the agent broke the protocol: its answer is not an ATP Response (ATP response: protocol "
-            f"version 2.0 is not supported; ATP speaks version 1.x)"
+        says(
+            str(failed.value),
+            where,
+            "broke the protocol",
+            "not an ATP Response",
+            "version 2.0 is not supported",
+            "version 1.x",
         )
         assert failed.value.evidence is not None and json.loads(failed.value.evidence)["version"] == "2.0"
         with pytest.raises(AgentError) as failed:
@@ -418,7 +431,8 @@ def test_the_time_limit_cancels_the_call_and_keeps_the_events(
     results, store = run_suite(tmp_path, plugins, at(faults.port, f"    stream: {stream}\n"), tests)
     runs = runs_by_test(results)
     run_ = runs["t"]
-    assert run_.status == "timeout" and run_.error == "timed out after 1 s; the agent was stopped"
+    assert run_.status == "timeout"
+    says(run_.error, "timed out after 1 s", "stopped")
     assert run_.trace.events == (2 if stream == "true" else 0) == len(list(store.events(run_)))
     assert faults.printed(f"cancelled {run_.task_id}")  # the agent saw its call cancelled
     assert runs["ok"].outcome == "passed"

@@ -30,6 +30,7 @@ from atp.core.results import RunStore, SuiteResults
 from atp.core.suite import load_suite
 from tests.agents.http_faults import FaultyAgent
 from tests.conftest import write
+from tests.facts import says
 from tests.network import Sink, free_port, run_agent_suite, runs_by_test, self_signed_certificate
 
 MiB = 1024 * 1024
@@ -292,9 +293,13 @@ def test_a_redirect_is_refused_and_not_followed(agent: FaultyAgent) -> None:
     for stream, path in ((True, "/execute/stream"), (False, "/execute")):
         answer, _ = execute({"endpoint": agent.url, "stream": stream}, "redirect")
         assert isinstance(answer, AgentError)
-        assert str(answer) == (
-            f"POST {agent.url}{path}: the agent answered with a redirect (HTTP 307) to "
-            f"'{agent.url}/elsewhere/execute'; ATP does not follow redirects: set 'endpoint' to where the agent is"
+        says(
+            str(answer),
+            f"POST {agent.url}{path}",
+            "redirect (HTTP 307)",
+            f"'{agent.url}/elsewhere/execute'",
+            "does not follow redirects",
+            "'endpoint'",
         )
     assert [seen.path for seen in agent.seen[before:]] == [
         "/execute/stream",
@@ -326,7 +331,7 @@ def test_the_time_limit_closes_the_connection_and_keeps_the_events(
     runs = runs_by_test(results)
     run_ = runs["t0"]
     assert run_.status == "timeout" and run_.outcome == "failed"
-    assert run_.error == "timed out after 1 s; the agent was stopped"
+    says(run_.error, "timed out after 1 s", "stopped")
     assert run_.trace.events == events and [e.sequence for e in store.events(run_)] == list(range(events))
     assert agent.closed_within(run_.task_id)  # the agent saw ATP close the connection
     assert runs["after"].outcome == "passed"
@@ -363,9 +368,15 @@ def test_stream_true_against_an_agent_without_streaming_says_what_to_set(
         results, _ = run_suite(tmp_path, plugins, at(server.url, "    stream: true\n"), cases("ok"))
     run_ = results.tests[0].runs[0]
     assert run_.outcome == "failed"
-    assert run_.error == (
-        f"POST {server.url}/execute/stream: the agent refused the request with HTTP 404 Not Found; the agent has "
-        f"no streaming endpoint: set 'stream: false' (or 'auto'): '{{\"detail\": \"Not Found\"}}'"
+    says(
+        run_.error,
+        f"POST {server.url}/execute/stream",
+        "refused",
+        "HTTP 404 Not Found",
+        "no streaming endpoint",
+        "'stream: false'",
+        "'auto'",
+        """'{"detail": "Not Found"}'""",
     )
 
 
@@ -486,9 +497,13 @@ def test_secret_header_values_are_masked_in_everything_written(
     assert sent["x-team"] == hashlib.sha256(b"research").hexdigest()
     assert [event.payload.message for event in store.events(echo)] == ["called with ***"]
     assert refused.outcome == "failed"
-    assert refused.error == (
-        f"POST {agent.url}/execute/stream?api_key=***: the agent refused the request with HTTP 401 Unauthorized "
-        f"(error_code UNAUTHORIZED): 'the credentials '***' are not valid'"
+    says(
+        refused.error,
+        f"POST {agent.url}/execute/stream?api_key=***",
+        "refused",
+        "HTTP 401 Unauthorized",
+        "error_code UNAUTHORIZED",
+        "'the credentials '***' are not valid'",
     )
     written = [path for path in store.directory.rglob("*") if path.is_file()]
     assert written and all(token not in path.read_text() and key not in path.read_text() for path in written)

@@ -19,8 +19,11 @@ from atp.core.protocol import (
 from atp.core.testing import make_test, response, run_evaluator
 from atp.core.trace import Trace
 from atp.evaluators import artifact, behavior
+from tests.facts import says
 
 REPORT = "# Report\n\n## Overview\ntext\n\n## Competitors ##\n1. Microsoft Teams\n"
+
+
 RESP = response(
     files={"out/report.md": REPORT},
     structured={"competitors": [{"name": "Zoom", "share": 0.2}]},
@@ -40,10 +43,7 @@ def test_artifact_exists() -> None:
     assert one(artifact.ArtifactExists, {}).passed
     missing = one(artifact.ArtifactExists, {"path": "report.pdf"})
     assert not missing.passed and missing.score == 0.0
-    assert (
-        missing.message
-        == "expected artifact 'report.pdf'; the agent produced out/report.md, result (structured)"
-    )
+    says(missing.message, "artifact 'report.pdf'", "produced out/report.md, result (structured)")
     assert missing.name == "artifact_exists:report.pdf"
     assert not one(artifact.ArtifactExists, {}, response()).passed
 
@@ -55,13 +55,14 @@ def test_target_rejects_path_and_name_together() -> None:
 
 def test_contains_substring_regex_and_case() -> None:
     hit = one(artifact.Contains, {"path": "out/report.md", "pattern": "Microsoft Teams"})
-    assert hit.passed and hit.message == "out/report.md contains text 'Microsoft Teams' (line 7)"
+    assert hit.passed
+    says(hit.message, "out/report.md", "'Microsoft Teams'", "line 7")
     assert one(artifact.Contains, {"pattern": r"\d\. \w+", "regex": True}).passed
     assert one(artifact.Contains, {"pattern": "microsoft", "ignore_case": True}).passed
     assert not one(artifact.Contains, {"pattern": "microsoft"}).passed
     miss = one(artifact.Contains, {"name": "result", "pattern": "Slack"})
     assert not miss.passed
-    assert miss.message.startswith("expected text 'Slack' in result (structured); not found in")
+    says(miss.message, "'Slack'", "result (structured)", "not found")
     assert one(artifact.Contains, {"name": "result", "pattern": '"Zoom"'}).passed
 
 
@@ -133,43 +134,52 @@ PLAIN = response()
 
 def test_must_use_and_forbidden_tools() -> None:
     ok = one(behavior.MustUseTools, {"tools": ["web_search"]}, PLAIN, TRACE)
-    assert ok.passed and ok.message == "called web_search"
+    assert ok.passed
+    says(ok.message, "called", "web_search")
     missing = one(behavior.MustUseTools, {"tools": ["web_search", "calculator"]}, PLAIN, TRACE)
     assert not missing.passed and missing.score == 0.5
-    assert missing.message == (
-        "expected calls to web_search, calculator; not called: calculator "
-        "(called: web_search ×2, file_write ×1)"
-    )
+    says(missing.message, "web_search, calculator", "not called: calculator", "web_search ×2, file_write ×1")
     forbidden = one(behavior.ForbiddenTools, {"tools": ["file_write", "shell"]}, PLAIN, TRACE)
-    assert not forbidden.passed and forbidden.message == (
-        "expected no calls to file_write, shell; called file_write (1 call); all calls: web_search ×2, file_write ×1"
+    assert not forbidden.passed
+    says(
+        forbidden.message,
+        "no calls to file_write, shell",
+        "called file_write (1 call)",
+        "web_search ×2, file_write ×1",
     )
     assert one(behavior.ForbiddenTools, {"tools": ["shell"]}, PLAIN, TRACE).passed
 
 
 def test_limits_use_trace_and_reported_metrics() -> None:
     over = one(behavior.MaxToolCalls, {"limit": 2}, PLAIN, TRACE)
-    assert (
-        not over.passed
-        and over.message == "expected at most 2 tool calls; made 3 (web_search ×2, file_write ×1)"
-    )
+    assert not over.passed
+    says(over.message, "at most 2 tool calls", "made 3", "web_search ×2, file_write ×1")
     reported = response(metrics=Metrics(tool_calls=15, total_steps=3))
-    assert one(behavior.MaxToolCalls, {"limit": 10}, reported).message == (
-        "expected at most 10 tool calls; made 15 (by the agent's metrics.tool_calls; the trace has no tool_call events)"
+    says(
+        one(behavior.MaxToolCalls, {"limit": 10}, reported).message,
+        "at most 10 tool calls",
+        "made 15",
+        "metrics.tool_calls",
+        "no tool_call events",
     )
-    assert one(behavior.MaxSteps, {"limit": 5}, PLAIN, TRACE).message == (
-        "expected at most 5 steps; took 6 (metrics.total_steps: none; largest current_step of its progress events: 6)"
+    says(
+        one(behavior.MaxSteps, {"limit": 5}, PLAIN, TRACE).message,
+        "at most 5 steps",
+        "took 6",
+        "metrics.total_steps: none",
+        "current_step of its progress events: 6",
     )
     assert one(behavior.MaxSteps, {"limit": 5}, reported).passed
-    assert one(behavior.MaxSteps, {"limit": 5}, PLAIN).message == "the agent reported no steps (limit 5)"
+    says(one(behavior.MaxSteps, {"limit": 5}, PLAIN).message, "no steps", "limit 5")
 
 
 def test_min_tool_calls_counts_calls_of_any_tool() -> None:
-    assert one(behavior.MinToolCalls, {"limit": 3}, PLAIN, TRACE).message == "3 tool calls (at least 3)"
+    says(one(behavior.MinToolCalls, {"limit": 3}, PLAIN, TRACE).message, "3 tool calls", "at least 3")
     short = one(behavior.MinToolCalls, {"limit": 4}, PLAIN, TRACE)
-    assert not short.passed and short.message.startswith("expected at least 4 tool calls; made 3 (")
+    assert not short.passed
+    says(short.message, "at least 4 tool calls", "made 3")
     none = one(behavior.MinToolCalls, {"limit": 1}, PLAIN, [])
-    assert none.message == "expected at least 1 tool calls; made 0 (none)"
+    says(none.message, "at least 1 tool calls", "made 0")
     (made,) = run_evaluator(behavior.Behavior, {"check": "min_tool_calls", "limit": 1}, PLAIN, TRACE)
     assert made.name == "behavior:min_tool_calls" and made.passed
 
@@ -177,7 +187,7 @@ def test_min_tool_calls_counts_calls_of_any_tool() -> None:
 def test_no_errors() -> None:
     failed = one(behavior.NoErrors, {}, PLAIN, TRACE)
     assert not failed.passed
-    assert failed.message == "expected no errors; the trace has 1: tool_error: 'rate limited'"
+    says(failed.message, "no errors", "has 1", "tool_error: 'rate limited'")
     assert one(behavior.NoErrors, {"allow_recoverable": True}, PLAIN, TRACE).passed
     assert one(behavior.NoErrors, {}, PLAIN, []).passed
 

@@ -31,6 +31,7 @@ from atp.core.testing import evaluate, response, run_evaluator
 from atp.core.text import masking
 from atp.evaluators import artifact, behavior
 from tests.conftest import write
+from tests.facts import says
 
 TID = "00000000-0000-0000-0000-000000000000"
 SECRET = "hunter2-very-secret"
@@ -71,10 +72,13 @@ def test_schema_names_where_and_the_value_rejected() -> None:
     }
     failed = one(artifact.Schema, {"name": "result", "schema": schema}, response(structured=data))
     assert not failed.passed
-    assert failed.message == (
-        "result (structured) is not valid against the schema: at $: 'total' is a required property "
-        '(got {"competitors": [{"name": "Zoom", "share": 2}], "odd key": 1}); '
-        "at $.competitors[0].share: 2 is greater than the maximum of 1"
+    says(
+        failed.message,
+        "result (structured)",
+        "not valid against the schema",
+        "at $: 'total' is a required property",
+        '{"competitors": [{"name": "Zoom", "share": 2}], "odd key": 1}',
+        "at $.competitors[0].share: 2 is greater than the maximum of 1",
     )
     assert failed.details is not None
     assert failed.details["errors"] == 2
@@ -170,9 +174,7 @@ def test_contains_without_anything_close_shows_the_start_of_the_text() -> None:
     failed = one(artifact.Contains, {"path": "r.md", "pattern": "Slack"}, response(files={"r.md": TEXT}))
     one_line(failed)
     start = TEXT[: artifact.EXCERPT_CHARS].replace("\n", "\\n")
-    assert failed.message == (
-        f"expected text 'Slack' in r.md; not found in {len(TEXT)} characters; r.md begins: '{start}…'"
-    )
+    says(failed.message, "'Slack'", "r.md", f"not found in {len(TEXT)} characters", f"begins: '{start}…'")
     assert failed.details is not None and failed.details["closest"] is None
     regex = one(
         artifact.Contains,
@@ -181,7 +183,7 @@ def test_contains_without_anything_close_shows_the_start_of_the_text() -> None:
     )
     assert regex.message.endswith(f"r.md begins: '{start}…'")  # a regex is not looked for in pieces
     empty = one(artifact.Contains, {"path": "r.md", "pattern": "x"}, response(files={"r.md": ""}))
-    assert empty.message == "expected text 'x' in r.md; not found in 0 characters; r.md is empty"
+    says(empty.message, "'x'", "r.md", "not found in 0 characters", "r.md is empty")
 
 
 def test_contains_excerpt_escapes_what_the_agent_wrote() -> None:
@@ -235,9 +237,12 @@ def test_sections_lists_the_headings_found() -> None:
     report = "# Report\n## Overview\n### Pricing ###\n"
     config = {"path": "r.md", "sections": ["Overview", "Risks"]}
     failed = one(artifact.Sections, config, response(files={"r.md": report}))
-    assert failed.message == (
-        "expected sections ['Overview', 'Risks']; missing ['Risks'] (1/2 present; "
-        "the headings are: Report, Overview, Pricing)"
+    says(
+        failed.message,
+        "['Overview', 'Risks']",
+        "missing ['Risks']",
+        "1/2 present",
+        "Report, Overview, Pricing",
     )
     assert failed.details == {
         "expected": ["Overview", "Risks"],
@@ -259,7 +264,7 @@ def test_artifact_exists_lists_what_was_produced() -> None:
     assert failed.details is not None and failed.details["expected"] == "report.md"
     assert failed.details["produced"] == [f"f{i}.md" for i in range(artifact.SHOWN_NAMES)]
     nothing = one(artifact.ArtifactExists, {}, response())
-    assert nothing.message == "expected any artifact; the agent produced no artifacts"
+    says(nothing.message, "any artifact", "no artifacts")
     assert nothing.details == {"produced": []}
 
 
@@ -275,9 +280,7 @@ TRACE = [tool(0, "search"), tool(1, "search"), tool(2, "fetch"), tool(3, "search
 
 def test_tool_checks_show_the_tools_called_with_counts() -> None:
     missing = one(behavior.MustUseTools, {"tools": ["calculator"]}, response(), TRACE)
-    assert missing.message == (
-        "expected calls to calculator; not called: calculator (called: search ×3, fetch ×1)"
-    )
+    says(missing.message, "calls to calculator", "not called: calculator", "search ×3, fetch ×1")
     assert missing.details == {
         "expected": ["calculator"],
         "missing": ["calculator"],
@@ -290,7 +293,7 @@ def test_tool_checks_show_the_tools_called_with_counts() -> None:
         "called": {"search": 3, "fetch": 1},
     }
     over = one(behavior.MaxToolCalls, {"limit": 2}, response(), TRACE)
-    assert over.message == "expected at most 2 tool calls; made 4 (search ×3, fetch ×1)"
+    says(over.message, "at most 2 tool calls", "made 4", "search ×3, fetch ×1")
     assert over.details == {
         "expected": 2,
         "actual": 4,
@@ -326,9 +329,12 @@ def test_tool_names_are_escaped_in_the_one_line_message() -> None:
 def test_max_steps_says_where_the_count_comes_from() -> None:
     steps = [make_event(TID, 0, ProgressPayload(current_step=9))]
     failed = one(behavior.MaxSteps, {"limit": 5}, response(metrics=Metrics(total_steps=7)), steps)
-    assert failed.message == (
-        "expected at most 5 steps; took 9 "
-        "(metrics.total_steps: 7; largest current_step of its progress events: 9)"
+    says(
+        failed.message,
+        "at most 5 steps",
+        "took 9",
+        "metrics.total_steps: 7",
+        "current_step of its progress events: 9",
     )
     assert failed.details == {"expected": 5, "actual": 9, "reported_steps": 7, "progress_steps": 9}
 
@@ -340,7 +346,7 @@ def test_no_errors_quotes_the_errors() -> None:
     ]
     failed = one(behavior.NoErrors, {}, response(), errors)
     one_line(failed)
-    assert failed.message.startswith("expected no errors; the trace has 7: type0: 'failure 0\\nmmm")
+    says(failed.message, "no errors", "has 7", "type0: 'failure 0\\nmmm")
     assert failed.message.endswith(" (and 4 more)")
     assert failed.details is not None and failed.details["actual"] == 7
     quoted = failed.details["errors"]
@@ -352,7 +358,7 @@ def test_no_errors_reads_a_long_trace_off_the_event_loop() -> None:
     events = [tool(i, "t") for i in range(behavior.INLINE_EVENTS + 10)]
     events.append(make_event(TID, len(events), ErrorPayload(message="late")))
     failed = one(behavior.NoErrors, {}, response(), events)
-    assert failed.message == "expected no errors; the trace has 1: error: 'late'"
+    says(failed.message, "no errors", "has 1", "error: 'late'")
 
 
 # --- behavior, the check form -----------------------------------------------------------------

@@ -34,6 +34,7 @@ from atp.core.yamlfile import (
     _locate,
 )
 from tests.conftest import write
+from tests.facts import says
 
 TEST = "tests:\n  - id: a\n    task: {description: x}\n"
 
@@ -192,11 +193,12 @@ def test_deep_nesting_is_refused_before_anything_recursive_runs(
         plugins,
         f"test_suite: s\ntests:\n  - id: a\n    task:\n      description: x\n      input_data:\n        deep: {value}\n",
     )
-    assert err.reason == f"nested deeper than {MAX_DEPTH} levels"
+    says(err.reason, "nested deeper than", f"{MAX_DEPTH} levels")
     assert err.line == 7 + value.count("\n")
     assert err.path is not None and err.path.startswith("tests[0].task.input_data.deep")
     err = config_error(tmp_path, f"evaluators:\n  e:\n    deep: {value}\n")
-    assert err.reason == f"nested deeper than {MAX_DEPTH} levels" and err.line == 3 + value.count("\n")
+    says(err.reason, "nested deeper than", f"{MAX_DEPTH} levels")
+    assert err.line == 3 + value.count("\n")
     assert err.path is not None and err.path.startswith("evaluators.e.deep")
 
 
@@ -205,7 +207,7 @@ def test_deep_block_mappings_are_refused_at_the_line_that_goes_too_deep(tmp_path
     err = config_error(
         tmp_path, "evaluators:\n" + "".join("  " + line for line in text.splitlines(keepends=True))
     )
-    assert err.reason == f"nested deeper than {MAX_DEPTH} levels"
+    says(err.reason, "nested deeper than", f"{MAX_DEPTH} levels")
     assert err.line == MAX_DEPTH + 1  # the mapping starting at line n is level n
 
 
@@ -222,13 +224,13 @@ def test_nesting_up_to_the_limit_is_accepted(tmp_path: Path, plugins: Plugins) -
         plugins,
         f"test_suite: s\ntests:\n  - id: a\n    task:\n      description: x\n      input_data:\n        deep: {nested(MAX_DEPTH - 4)}\n",
     )
-    assert err.reason == f"nested deeper than {MAX_DEPTH} levels"
+    says(err.reason, "nested deeper than", f"{MAX_DEPTH} levels")
 
 
 def test_nesting_through_an_alias_counts(tmp_path: Path, plugins: Plugins) -> None:
     text = f"x: &deep {nested(40)}\ny: {'[' * 30}*deep{']' * 30}\n"
     err = config_error(tmp_path, text)
-    assert err.reason == f"nested deeper than {MAX_DEPTH} levels through the alias *deep"
+    says(err.reason, "nested deeper than", f"{MAX_DEPTH} levels", "alias *deep")
     assert err.line == 2 and err.path == "y" + "[0]" * 30
     assert (
         YamlDocument(Path("ok.yaml"), f"x: &deep {nested(40)}\ny: {'[' * 20}*deep{']' * 20}\n").data
@@ -250,9 +252,7 @@ def test_alias_bomb_is_refused_at_the_alias_that_goes_over(tmp_path: Path, plugi
     err = suite_error(tmp_path, plugins, alias_bomb() + "test_suite: s\n" + TEST)
     # l1 to l3 repeat 12,330 nodes, each alias of l3 11,111 more: the 8th goes over
     assert err.line == 5 and err.path == "l4[7]"
-    assert err.reason == (
-        f"the aliases repeat more than {MAX_ALIAS_NODES:,} nodes (the limit is reached at the alias *l3)"
-    )
+    says(err.reason, "aliases repeat more than", f"{MAX_ALIAS_NODES:,} nodes", "alias *l3")
     err = config_error(tmp_path, alias_bomb())
     assert err.line == 5 and "the aliases repeat more than" in err.reason
 
@@ -268,7 +268,7 @@ def test_merge_key_bomb_is_refused(tmp_path: Path) -> None:
 def test_recursive_aliases_are_refused(tmp_path: Path) -> None:
     err = config_error(tmp_path, "evaluators:\n  e: &a\n    - x\n    - *a\n")
     assert (err.path, err.line) == ("evaluators.e[1]", 4)
-    assert err.reason == "recursive alias *a: the anchor &a (line 2) contains it"
+    says(err.reason, "recursive alias *a", "anchor &a", "line 2")
     err = config_error(tmp_path, "evaluators: &a {e: {again: *a}}\n")
     assert (err.path, err.line) == ("evaluators.e.again", 1) and "recursive alias *a" in err.reason
 
@@ -308,7 +308,8 @@ def test_duplicate_keys_anchors_and_undefined_aliases_are_located(tmp_path: Path
     err = config_error(tmp_path, "evaluators:\n  e: {x: 1}\n  e: {x: 2}\n")
     assert (err.path, err.line, err.reason) == ("evaluators.e", 3, "duplicate key 'e'")
     err = config_error(tmp_path, "a: &x 1\nb: &x 2\n")
-    assert (err.path, err.line, err.reason) == ("b", 2, "duplicate anchor &x (first defined at line 1)")
+    assert (err.path, err.line) == ("b", 2)
+    says(err.reason, "duplicate anchor &x", "line 1")
     err = config_error(tmp_path, "evaluators:\n  e: *nothing\n")
     assert (err.path, err.line) == ("evaluators.e", 2) and "undefined alias *nothing" in err.reason
     err = config_error(tmp_path, "version: '1.0'\n---\nversion: '1.0'\n")
@@ -395,7 +396,7 @@ def test_errors_in_suite_mappings_name_the_entry(tmp_path: Path, plugins: Plugin
         "test_suite: s\ntests:\n  - id: a\n    task:\n      description: x\n      input_data:\n        2020-01-01: x\n",
     )
     assert (err.path, err.line) == ("tests[0].task.input_data.2020-01-01", 7)
-    assert err.reason == "invalid key 2020-01-01: expected str, got date"
+    says(err.reason, "invalid key 2020-01-01", "expected str", "got date")
     err = suite_error(tmp_path, plugins, "test_suite: s\nagents:\n  - name: a\n    7: x\n" + TEST)
     assert (err.path, err.line) == ("agents[0].7", 4)
 
@@ -431,7 +432,7 @@ def test_duplicate_agent_names_in_a_suite_are_refused(tmp_path: Path, plugins: P
         + TEST,
     )
     assert (err.path, err.line) == ("agents[2].name", 9)
-    assert err.reason == "duplicate agent name 'a' (first used at line 3)"
+    says(err.reason, "duplicate agent name 'a'", "line 3")
 
 
 # --- 7. --tags that name no tag -------------------------------------------------------------

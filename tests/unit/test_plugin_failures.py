@@ -26,6 +26,7 @@ from atp.core.suite import load_suite
 from atp.core.testing import response, run_evaluator
 from atp.core.trace import EventSink
 from tests.conftest import write
+from tests.facts import says
 
 RETURNS: dict[str, Any] = {
     "truth": True,
@@ -197,7 +198,7 @@ def test_an_evaluator_returning_something_else_makes_its_run_an_error(
     bad, good = results.tests
     assert (bad.status, good.status) == ("error", "passed")
     (item,) = bad.runs[0].checks
-    assert item.message == f"evaluator 'returns' of plugin 'bundle' (tests.unit.test_plugin_failures) {said}"
+    says(item.message, "evaluator 'returns'", "plugin 'bundle'", "tests.unit.test_plugin_failures", said)
     assert not item.passed and item.score == 0.0
 
 
@@ -243,7 +244,7 @@ def test_an_adapter_misbehaving_makes_each_run_an_error_naming_it(
     results, _ = run(tmp_path, loaded, suite(mode, a_test("one") + a_test("two")))
     assert [t.status for t in results.tests] == ["error", "error"]
     run_ = results.tests[0].runs[0]
-    assert run_.error == f"adapter 'misbehaving' of plugin 'bundle' (tests.unit.test_plugin_failures) {said}"
+    says(run_.error, "adapter 'misbehaving'", "plugin 'bundle'", "tests.unit.test_plugin_failures", said)
     assert (run_.traceback is not None) == (mode == "raise")
     if mode == "raise":
         assert 'raise KeyError("oops")' in (run_.traceback or "")
@@ -252,9 +253,14 @@ def test_an_adapter_misbehaving_makes_each_run_an_error_naming_it(
 def test_an_adapter_failing_to_start_is_a_plugin_failure(tmp_path: Path, loaded: Plugins) -> None:
     with pytest.raises(PluginFailed) as caught:
         run(tmp_path, loaded, suite("start", a_test("one")))
-    assert str(caught.value) == (
-        "adapter 'misbehaving' of plugin 'bundle' (tests.unit.test_plugin_failures) failed to start for "
-        "agent 'agent': RuntimeError: cannot find my socket"
+    says(
+        str(caught.value),
+        "adapter 'misbehaving'",
+        "plugin 'bundle'",
+        "tests.unit.test_plugin_failures",
+        "failed to start",
+        "agent 'agent'",
+        "RuntimeError: cannot find my socket",
     )
     assert list((tmp_path / "runs").iterdir()) == []  # nothing ran: no run directory is left
 
@@ -263,7 +269,7 @@ def test_fail_fast_stops_at_the_first_failing_run(tmp_path: Path, loaded: Plugin
     tests = a_test("first") + a_test("second", data="{x: fail}") + a_test("third") + a_test("fourth")
     results, runner = run(tmp_path, loaded, suite("ok", tests), fail_fast=True)
     assert [t.status for t in results.tests] == ["passed", "failed", "skipped", "skipped"]
-    assert results.tests[2].skip_reason == "not run: --fail-fast stopped the suite at the first failure"
+    says(results.tests[2].skip_reason, "not run", "--fail-fast")
     assert results.stopped_by == "fail-fast" and not results.interrupted
     assert not results.summary.ok
     assert runner.store is not None
@@ -287,9 +293,11 @@ def test_evaluators_are_closed_once_when_the_runs_are_over(
         ctx_fail[0] = False
     assert Holding.closed == [threading.main_thread().name]
     assert [t.status for t in results.tests] == ["passed", "passed", "skipped"]
-    assert (
-        results.tests[2].skip_reason
-        == "not checked: every check was skipped (holding: nothing to hold today)"
+    says(
+        results.tests[2].skip_reason,
+        "not checked",
+        "every check was skipped",
+        "holding: nothing to hold today",
     )
     skipped_run = results.tests[2].runs[0]
     assert (
@@ -309,4 +317,4 @@ def test_a_critical_check_that_was_skipped_leaves_its_test_unchecked(tmp_path: P
     results, _ = run(tmp_path, loaded, suite("ok", tests))
     (test,) = results.tests
     assert test.status == "skipped" and results.summary.passed == 0
-    assert test.skip_reason == "not checked: the critical check holding was skipped (nothing to hold today)"
+    says(test.skip_reason, "not checked", "critical check holding", "skipped", "nothing to hold today")

@@ -40,6 +40,7 @@ from atp.core.results import SuiteResults
 from atp.core.runner import Runner
 from atp.core.suite import load_suite
 from tests.conftest import write
+from tests.facts import says
 
 HERE = "tests.unit.test_python_adapter"
 THIS_FILE = os.path.abspath(__file__)
@@ -575,9 +576,7 @@ def test_what_is_not_a_response_fails_the_run_with_the_value_as_evidence(
 def test_an_exception_fails_the_run_naming_it_with_the_traceback_in_the_log(tmp_path: Path) -> None:
     error, sink = agent_error(f"{HERE}:raises", tmp_path)
     line = helper.__code__.co_firstlineno + 1
-    assert str(error) == (
-        f"the agent function {HERE}:raises raised ValueError: the model said no (at {THIS_FILE}:{line})"
-    )
+    says(str(error), f"agent function {HERE}:raises", "ValueError: the model said no", f"{THIS_FILE}:{line}")
     log = "\n".join(sink.lines)
     assert sink.lines[0] == "Traceback (most recent call last):"
     assert "in raises\n    helper()" in log and "in helper\n" in log
@@ -653,7 +652,8 @@ def test_an_event_that_is_not_one_fails_the_run_even_when_the_agent_catches_it(
 def test_an_event_flood_fails_the_run(tmp_path: Path, plugins: Plugins) -> None:
     results, _ = run(tmp_path, plugins, suite_text(f"{HERE}:floods", ONE_TEST), max_events=50)
     run_ = results.tests[0].runs[0]
-    assert run_.outcome == "failed" and run_.error == "agent flooded ATP with events: more than 50 in one run"
+    assert run_.outcome == "failed"
+    says(run_.error, "flooded", "events", "more than 50")
     assert run_.trace.events == 50
 
 
@@ -699,20 +699,25 @@ def test_path_folders_go_first_on_sys_path(tmp_path: Path) -> None:
 
 def test_a_missing_path_folder_is_an_adapter_error(tmp_path: Path) -> None:
     message = start_error("my_agent:run", tmp_path, path=["src"])
-    assert message == (
-        f"agent 'my-agent': its 'path' folder {tmp_path / 'src'} does not exist "
-        f"(entries of 'path' are relative to {tmp_path})"
+    says(
+        message,
+        "agent 'my-agent'",
+        f"'path' folder {tmp_path / 'src'}",
+        "does not exist",
+        f"relative to {tmp_path}",
     )
 
 
 def test_a_module_not_found_names_the_folders_searched(tmp_path: Path) -> None:
     message = start_error("no_such_agent_module:run", tmp_path)
-    assert message.startswith(
-        "agent 'my-agent': cannot import 'no_such_agent_module:run': no module named "
-        f"'no_such_agent_module' in the folders Python looks in ({tmp_path} (the agent's folder), "
-    )
-    assert message.endswith(
-        f"); put the folder that holds it in the agent's 'path' setting (relative to {tmp_path})"
+    says(
+        message,
+        "agent 'my-agent'",
+        "cannot import 'no_such_agent_module:run'",
+        "no module named 'no_such_agent_module'",
+        f"{tmp_path} (the agent's folder)",
+        "'path' setting",
+        f"relative to {tmp_path}",
     )
     assert len(message) < 800
 
@@ -721,9 +726,12 @@ def test_a_missing_module_of_a_package_names_the_package(tmp_path: Path) -> None
     package = f"agent_{uuid.uuid4().hex[:10]}"
     write(tmp_path / package / "__init__.py", "")
     message = start_error(f"{package}.nope:run", tmp_path)
-    assert message == (
-        f"agent 'my-agent': cannot import '{package}.nope:run': package '{package}' has no module "
-        f"'nope' (looked in {tmp_path / package})"
+    says(
+        message,
+        "agent 'my-agent'",
+        f"cannot import '{package}.nope:run'",
+        f"package '{package}' has no module 'nope'",
+        str(tmp_path / package),
     )
 
 
@@ -732,29 +740,32 @@ def test_a_missing_module_of_a_package_names_the_package(tmp_path: Path) -> None
     [
         (
             "import os\nraise RuntimeError('no API key')\n",
-            "importing module '{name}' raised RuntimeError: no API key (at {name}.py:2)",
+            ("RuntimeError: no API key", "{name}.py:2"),
         ),
         (
             "def run(request, emit):\n    return (\n",
-            "importing module '{name}' raised SyntaxError: '(' was never closed (at {name}.py:2)",
+            ("SyntaxError: '(' was never closed", "{name}.py:2"),
         ),
         (
             "import no_such_dependency_anywhere\n",
-            "importing module '{name}' raised ModuleNotFoundError: No module named 'no_such_dependency_anywhere' (at {name}.py:1)",
+            ("ModuleNotFoundError: No module named 'no_such_dependency_anywhere'", "{name}.py:1"),
         ),
         (
             "import sys\nsys.exit(2)\n",
-            "importing module '{name}' called sys.exit(2) (at {name}.py:2); is the script's own code under "
-            "'if __name__ == \"__main__\":'?",
+            ("sys.exit(2)", "{name}.py:2", 'if __name__ == "__main__":'),
         ),
     ],
 )
 def test_a_module_that_raises_while_imported_is_an_adapter_error(
-    tmp_path: Path, source: str, message: str
+    tmp_path: Path, source: str, message: tuple[str, ...]
 ) -> None:
     name = module(tmp_path, source)
-    assert start_error(f"{name}:run", tmp_path) == (
-        f"agent 'my-agent': cannot import '{name}:run': " + message.format(name=name)
+    says(
+        start_error(f"{name}:run", tmp_path),
+        "agent 'my-agent'",
+        f"cannot import '{name}:run'",
+        f"importing module '{name}'",
+        *(fact.format(name=name) for fact in message),
     )
 
 
@@ -769,31 +780,53 @@ def test_a_missing_attribute_says_what_is_there(tmp_path: Path) -> None:
     name = module(
         tmp_path, "from os.path import join\n\ndef run(request, emit): ...\n\ndef plan(request, emit): ...\n"
     )
-    assert start_error(f"{name}:rnu", tmp_path) == (
-        f"agent 'my-agent': cannot import '{name}:rnu': module '{name}' ({name}.py) has no attribute 'rnu'; "
-        "did you mean 'run'?"
+    says(
+        start_error(f"{name}:rnu", tmp_path),
+        "agent 'my-agent'",
+        f"cannot import '{name}:rnu'",
+        f"{name}.py",
+        "no attribute 'rnu'",
+        "did you mean 'run'",
     )
-    assert start_error(f"{name}:answer", tmp_path) == (
-        f"agent 'my-agent': cannot import '{name}:answer': module '{name}' ({name}.py) has no attribute "
-        "'answer' (it defines plan, run)"
+    says(
+        start_error(f"{name}:answer", tmp_path),
+        "agent 'my-agent'",
+        f"cannot import '{name}:answer'",
+        f"{name}.py",
+        "no attribute 'answer'",
+        "plan, run",
     )
-    assert start_error(f"{name}:run.inner", tmp_path) == (
-        f"agent 'my-agent': cannot import '{name}:run.inner': {name}:run has no attribute 'inner'"
+    says(
+        start_error(f"{name}:run.inner", tmp_path),
+        "agent 'my-agent'",
+        f"cannot import '{name}:run.inner'",
+        f"{name}:run has no attribute 'inner'",
     )
 
 
 def test_what_is_not_callable_or_takes_other_arguments_is_an_adapter_error(tmp_path: Path) -> None:
-    assert start_error(f"{HERE}:NOT_CALLABLE", tmp_path) == (
-        f"agent 'my-agent': cannot call '{HERE}:NOT_CALLABLE': it is int 42, not a function or other callable"
+    says(
+        start_error(f"{HERE}:NOT_CALLABLE", tmp_path),
+        "agent 'my-agent'",
+        f"cannot call '{HERE}:NOT_CALLABLE'",
+        "int 42",
+        "not a function",
     )
     name = module(tmp_path, "def run(request): ...\n\nclass Agent:\n    def run(self, request, emit): ...\n")
-    assert start_error(f"{name}:run", tmp_path) == (
-        f"agent 'my-agent': cannot call '{name}:run': it is called as run(request, emit), but its "
-        "parameters are (request) (too many positional arguments)"
+    says(
+        start_error(f"{name}:run", tmp_path),
+        "agent 'my-agent'",
+        f"cannot call '{name}:run'",
+        "run(request, emit)",
+        "(request)",
+        "too many positional arguments",
     )
-    assert start_error(f"{name}:Agent.run", tmp_path).endswith(
-        "but its parameters are (self, request, emit) (missing a required argument: 'emit'); a method "
-        "needs an instance: name one (module:agent.run), or make it a function"
+    says(
+        start_error(f"{name}:Agent.run", tmp_path),
+        "(self, request, emit)",
+        "missing a required argument: 'emit'",
+        "needs an instance",
+        "module:agent.run",
     )
 
 
@@ -869,11 +902,10 @@ def test_a_plain_function_outliving_its_timeout_is_abandoned(tmp_path: Path, plu
         # ATP is done while the function still waits in its thread
         assert not LATE
         slow, fast, fast_too = (t.runs[0] for t in results.tests)
-        assert slow.status == "timeout" and slow.error == "timed out after 0.5 s; the agent was stopped"
-        assert slow.warnings == [
-            f"the agent function {HERE}:slow_or_fast was still running when its run ended; Python cannot "
-            "stop a thread, so it runs on in the background (its emit() now raises RunEnded)"
-        ]
+        assert slow.status == "timeout"
+        says(slow.error, "timed out after 0.5 s", "stopped")
+        (warning,) = slow.warnings
+        says(warning, f"{HERE}:slow_or_fast", "still running", "background", "RunEnded")
         assert slow.trace.events == 1  # what it sent in time is kept
         assert fast.outcome == fast_too.outcome == "passed"
     finally:
@@ -889,7 +921,8 @@ def test_an_async_function_is_cancelled_at_its_timeout(tmp_path: Path, plugins: 
     CANCELLED.clear()
     results, _ = run(tmp_path, plugins, suite_text(f"{HERE}:sleeps_forever", ONE_TEST, "    timeout: 0.3\n"))
     run_ = results.tests[0].runs[0]
-    assert run_.status == "timeout" and run_.error == "timed out after 0.3 s; the agent was stopped"
+    assert run_.status == "timeout"
+    says(run_.error, "timed out after 0.3 s", "stopped")
     assert run_.warnings == [] and run_.trace.events == 1
     assert [run_.task_id] == CANCELLED  # its finally ran: it was stopped, not abandoned
 

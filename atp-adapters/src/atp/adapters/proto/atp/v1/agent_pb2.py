@@ -5,40 +5,43 @@
 # source: atp/v1/agent.proto
 # Protobuf Python Version: 7.35.1
 """Generated protocol buffer code."""
-
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import descriptor_pool as _descriptor_pool
 from google.protobuf import runtime_version as _runtime_version
 from google.protobuf import symbol_database as _symbol_database
 from google.protobuf.internal import builder as _builder
-
 _runtime_version.ValidateProtobufRuntimeVersion(
-    _runtime_version.Domain.PUBLIC, 7, 35, 1, "", "atp/v1/agent.proto"
+    _runtime_version.Domain.PUBLIC,
+    7,
+    35,
+    1,
+    '',
+    'atp/v1/agent.proto'
 )
 # @@protoc_insertion_point(imports)
 
 _sym_db = _symbol_database.Default()
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(
-    b'\n\x12\x61tp/v1/agent.proto\x12\x06\x61tp.v1"!\n\x0e\x45xecuteRequest\x12\x0f\n\x07request\x18\x01 \x01(\x0c"3\n\x0f\x45xecuteResponse\x12\x10\n\x08response\x18\x01 \x01(\x0c\x12\x0e\n\x06\x65vents\x18\x02 \x03(\x0c"@\n\x11\x45xecuteStreamItem\x12\x0f\n\x05\x65vent\x18\x01 \x01(\x0cH\x00\x12\x12\n\x08response\x18\x02 \x01(\x0cH\x00\x42\x06\n\x04item"\x0f\n\rHealthRequest";\n\x0eHealthResponse\x12\x0f\n\x07serving\x18\x01 \x01(\x08\x12\x18\n\x10protocol_version\x18\x02 \x01(\t2\xc2\x01\n\x05\x41gent\x12:\n\x07\x45xecute\x12\x16.atp.v1.ExecuteRequest\x1a\x17.atp.v1.ExecuteResponse\x12\x44\n\rExecuteStream\x12\x16.atp.v1.ExecuteRequest\x1a\x19.atp.v1.ExecuteStreamItem0\x01\x12\x37\n\x06Health\x12\x15.atp.v1.HealthRequest\x1a\x16.atp.v1.HealthResponseb\x06proto3'
-)
+
+
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x12\x61tp/v1/agent.proto\x12\x06\x61tp.v1\"!\n\x0e\x45xecuteRequest\x12\x0f\n\x07request\x18\x01 \x01(\x0c\"3\n\x0f\x45xecuteResponse\x12\x10\n\x08response\x18\x01 \x01(\x0c\x12\x0e\n\x06\x65vents\x18\x02 \x03(\x0c\"@\n\x11\x45xecuteStreamItem\x12\x0f\n\x05\x65vent\x18\x01 \x01(\x0cH\x00\x12\x12\n\x08response\x18\x02 \x01(\x0cH\x00\x42\x06\n\x04item\"\x0f\n\rHealthRequest\";\n\x0eHealthResponse\x12\x0f\n\x07serving\x18\x01 \x01(\x08\x12\x18\n\x10protocol_version\x18\x02 \x01(\t2\xc2\x01\n\x05\x41gent\x12:\n\x07\x45xecute\x12\x16.atp.v1.ExecuteRequest\x1a\x17.atp.v1.ExecuteResponse\x12\x44\n\rExecuteStream\x12\x16.atp.v1.ExecuteRequest\x1a\x19.atp.v1.ExecuteStreamItem0\x01\x12\x37\n\x06Health\x12\x15.atp.v1.HealthRequest\x1a\x16.atp.v1.HealthResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
-_builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, "atp.adapters.proto.atp.v1.agent_pb2", _globals)
+_builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'atp.adapters.proto.atp.v1.agent_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
-    DESCRIPTOR._loaded_options = None
-    _globals["_EXECUTEREQUEST"]._serialized_start = 30
-    _globals["_EXECUTEREQUEST"]._serialized_end = 63
-    _globals["_EXECUTERESPONSE"]._serialized_start = 65
-    _globals["_EXECUTERESPONSE"]._serialized_end = 116
-    _globals["_EXECUTESTREAMITEM"]._serialized_start = 118
-    _globals["_EXECUTESTREAMITEM"]._serialized_end = 182
-    _globals["_HEALTHREQUEST"]._serialized_start = 184
-    _globals["_HEALTHREQUEST"]._serialized_end = 199
-    _globals["_HEALTHRESPONSE"]._serialized_start = 201
-    _globals["_HEALTHRESPONSE"]._serialized_end = 260
-    _globals["_AGENT"]._serialized_start = 263
-    _globals["_AGENT"]._serialized_end = 457
+  DESCRIPTOR._loaded_options = None
+  _globals['_EXECUTEREQUEST']._serialized_start=30
+  _globals['_EXECUTEREQUEST']._serialized_end=63
+  _globals['_EXECUTERESPONSE']._serialized_start=65
+  _globals['_EXECUTERESPONSE']._serialized_end=116
+  _globals['_EXECUTESTREAMITEM']._serialized_start=118
+  _globals['_EXECUTESTREAMITEM']._serialized_end=182
+  _globals['_HEALTHREQUEST']._serialized_start=184
+  _globals['_HEALTHREQUEST']._serialized_end=199
+  _globals['_HEALTHRESPONSE']._serialized_start=201
+  _globals['_HEALTHRESPONSE']._serialized_end=260
+  _globals['_AGENT']._serialized_start=263
+  _globals['_AGENT']._serialized_end=457
 # @@protoc_insertion_point(module_scope)

@@ -19,9 +19,7 @@ class ExecuteResponse(_message.Message):
     EVENTS_FIELD_NUMBER: _ClassVar[int]
     response: bytes
     events: _containers.RepeatedScalarFieldContainer[bytes]
-    def __init__(
-        self, response: _Optional[bytes] = ..., events: _Optional[_Iterable[bytes]] = ...
-    ) -> None: ...
+    def __init__(self, response: _Optional[bytes] = ..., events: _Optional[_Iterable[bytes]] = ...) -> None: ...
 
 class ExecuteStreamItem(_message.Message):
     __slots__ = ("event", "response")
