@@ -45,6 +45,8 @@ from atp.core.adaptive import SAME_SCORE_RUNS, Adaptive, decide, replay
 from atp.core.baseline import Baseline, BaselineRun, BaselineTest, Compared, compare, sequential_alpha
 from atp.core.stats import ALPHA, Running, Sample, describe, welch
 
+pytestmark = pytest.mark.slow  # seconds each (simulations, property tests over many examples)
+
 PLAN = Adaptive()  # the defaults: min_runs 3, max_runs 20, ci_width 5, min_effect 5
 TESTS = 2000
 """Simulated tests per scenario."""

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -24,6 +25,8 @@ from atp.core.results import RunHeader, RunResult, RunStore, utcnow
 from atp.core.secrets import Masker
 from atp.core.trace import RunTrace
 from tests.conftest import FIXTURES
+
+pytestmark = pytest.mark.slow  # seconds each (simulations, property tests over many examples)
 
 SETTINGS = settings(
     max_examples=300, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow]

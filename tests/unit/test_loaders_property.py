@@ -25,6 +25,8 @@ from atp.core.plugins import Plugins
 from atp.core.suite import TagFilter, select_tests, suite_from_document
 from atp.core.yamlfile import YamlDocument
 
+pytestmark = pytest.mark.slow  # seconds each (simulations, property tests over many examples)
+
 SETTINGS = settings(
     max_examples=300,
     deadline=None,

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import pytest
 
 from atp.core.config import agent_definitions, load_config, resolve_agent
 from atp.core.plugins import Plugins
@@ -28,6 +29,8 @@ from atp.core.suite import load_suite
 from atp.reporters.console import ConsoleReporter
 from atp.reporters.json_results import JsonReporter
 from tests.conftest import ROOT
+
+pytestmark = pytest.mark.slow  # seconds each (simulations, property tests over many examples)
 
 SMALL, LARGE = 1000, 4000
 

@@ -215,6 +215,7 @@ def test_a_plain_def_evaluate_runs_in_a_worker_thread(tmp_path: Path, loaded: Pl
     assert run_evaluator(Sync, {}, response())[0].passed
 
 
+@pytest.mark.slow  # waits out a time limit
 def test_a_blocking_async_evaluator_is_named_in_a_warning_once(
     tmp_path: Path, loaded: Plugins, caplog: pytest.LogCaptureFixture
 ) -> None:

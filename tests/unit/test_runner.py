@@ -172,6 +172,7 @@ def test_request_carries_metadata_and_constraints(tmp_path: Path, plugins: Plugi
     assert seen[0].task_id != seen[1].task_id
 
 
+@pytest.mark.slow  # waits out a time limit
 def test_timeout_keeps_events_received_before_it(tmp_path: Path, plugins: Plugins) -> None:
     tests = ONE_TEST.replace(
         "input_data: {x: 1}}", "input_data: {x: 1}}\n    constraints: {timeout_seconds: 1}"

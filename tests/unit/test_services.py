@@ -465,6 +465,7 @@ def test_a_service_failing_to_enter_is_an_error_and_failing_to_leave_a_warning(
     assert [(f.plugin, f.where) for f in results.plugin_failures] == [("fixture-plugin", "service 'fixture'")]
 
 
+@pytest.mark.slow  # waits out a time limit
 def test_a_service_that_hangs_in_start_is_stopped_by_the_time_limit(
     with_fixture: Plugins, tmp_path: Path
 ) -> None:

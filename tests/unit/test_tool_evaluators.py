@@ -218,6 +218,7 @@ def test_a_regex_that_takes_too_long_is_stopped() -> None:
         msgspec.convert({"regex_timeout": 1}, ToolCalledWith.Settings)
 
 
+@pytest.mark.slow  # waits out a time limit
 def test_the_trace_reading_stops_when_the_evaluation_is_cancelled() -> None:
     """An endless trace: the worker thread stops soon after its evaluation runs out of time."""
     read = [0]
