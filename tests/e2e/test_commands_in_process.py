@@ -142,3 +142,71 @@ def test_clean_finds_nothing_left_behind(folder: Path, capsys: pytest.CaptureFix
     capsys.readouterr()
     assert main(["clean"]) == 0
     assert "nothing" in capsys.readouterr().out.lower()
+
+
+def test_the_viewer_serves_the_runs_their_reports_and_trends_read_only(
+    folder: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import http.client
+    import threading
+
+    from atp.cli.viewer import RunIndex, Viewer
+    from atp.core.reporter import ReportOptions
+    from atp.core.results import RunStore, SuiteResults
+    from tests.conftest import builtin_plugins
+
+    for _ in range(2):
+        assert main(["test", "suite.yaml", "--agent=good", "-q"]) == 0
+    first = run_dirs(folder)[0]
+    run_id = json.loads((first / "run.json").read_text())["run_id"]
+    html = builtin_plugins().reporter("html")
+
+    def render(store: RunStore, results: SuiteResults) -> bytes:
+        target = folder / "report.html"
+        html(ReportOptions(output_file=target)).report(results, store)
+        return target.read_bytes()
+
+    server = Viewer(RunIndex(folder / ".atp" / "runs"), render)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    port = server.server_address[1]
+
+    def ask(method: str, path: str, host: str = f"127.0.0.1:{port}") -> tuple[int, str]:
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        connection.request(method, path, headers={"Host": host})
+        answer = connection.getresponse()
+        return answer.status, answer.read().decode()
+
+    try:
+        status, index = ask("GET", "/")
+        assert status == 200 and index.count("in_process") >= 2 and run_id in index
+        status, trend = ask("GET", "/trend?suite=in_process&agent=good")
+        assert status == 200 and "alpha" in trend and "<svg" in trend
+        status, report = ask("GET", f"/runs/{run_id}/report.html")
+        assert status == 200 and "alpha" in report and "beta" in report
+        assert ask("GET", "/runs/no-such-run/report.html")[0] == 404
+        assert ask("POST", "/")[0] == 405
+        assert ask("GET", "/", host="evil.example:80")[0] == 403
+        assert ask("GET", "/../../etc/passwd")[0] == 404
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_plugins_evaluators_versions_and_agents_health_are_listed(
+    folder: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["plugins", "--json"]) == 0
+    listed = {p["name"]: p for p in json.loads(capsys.readouterr().out)}
+    assert "cli" in listed["adapters"]["adapters"] and "console" in listed["reporters"]["reporters"]
+    assert "artifact_exists" in listed["evaluators"]["evaluators"]
+    assert all(not p["errors"] for p in listed.values()), listed
+    assert main(["list-evaluators", "-v"]) == 0
+    evaluators = capsys.readouterr().out
+    assert "artifact_exists" in evaluators and "config:" in evaluators
+    assert main(["version"]) == 0
+    assert "atp-kernel" in capsys.readouterr().out
+    assert main(["list-agents", "--suite=suite.yaml", "--check"]) == 0
+    health = {
+        line.split()[0]: line.split()[-1] for line in capsys.readouterr().out.splitlines() if line.strip()
+    }
+    assert health == {"good": "healthy", "minimal": "healthy", "worse": "healthy"}
