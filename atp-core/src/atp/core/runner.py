@@ -56,6 +56,7 @@ from atp.core.results import (
     utcnow,
 )
 from atp.core.resume import reopen
+from atp.core.retry import MAX_RETRIES
 from atp.core.schedule import Progress, Schedule
 from atp.core.service_runs import Services
 from atp.core.stats import ALPHA
@@ -119,8 +120,8 @@ class Runner:
         parts = parts or RunParts(**objects)
         if options.parallel < 1:
             raise AtpError("--parallel must be at least 1")
-        if not 0 <= options.retries <= 100:
-            raise AtpError(f"retries must be from 0 to 100, not {options.retries}")
+        if not 0 <= options.retries <= MAX_RETRIES:
+            raise AtpError(f"retries must be from 0 to {MAX_RETRIES}, not {options.retries}")
         self.plugins, self.suite, self.tests, self.agent = plugins, suite, tests, agent
         self.options = options
         self.masker = parts.masker if parts.masker else None
