@@ -18,6 +18,7 @@ import re
 import anyio
 import msgspec
 
+from atp.core.bounds import number_in
 from atp.core.errors import ConfigError
 from atp.core.results import Budget, RunResult, run_metrics
 
@@ -54,9 +55,9 @@ class BudgetMeter:
         for usage in result.evaluation_usage.values():
             cost += usage.cost_usd or 0.0
             tokens += usage.input_tokens + usage.output_tokens
-        if math.isfinite(cost) and cost > 0:
+        if number_in(cost, 0, low_open=True) is not None:
             budget.spent_cost_usd = min(round(budget.spent_cost_usd + cost, 9), MAX_SPENT)
-        if math.isfinite(tokens) and tokens > 0:
+        if number_in(tokens, 0, low_open=True) is not None:
             budget.spent_tokens = int(min(budget.spent_tokens + tokens, MAX_SPENT))
         if budget.exceeded is not None:
             return

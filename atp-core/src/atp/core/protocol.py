@@ -10,13 +10,13 @@ any decoding failure into a :class:`~atp.core.errors.ProtocolError` naming the m
 and what was expected, and reject a message whose major version is not 1.
 """
 
-import math
 import re
 from datetime import datetime, timezone
 from typing import Annotated, Any, ClassVar, Literal, Union
 
 import msgspec
 
+from atp.core.bounds import number_in
 from atp.core.errors import ProtocolError
 
 PROTOCOL_VERSION = "1.0"
@@ -184,13 +184,7 @@ def sane_metrics(metrics: Metrics) -> tuple[Metrics, list[str]]:
         if value is None:
             continue
         counts = name not in ("wall_time_seconds", "cost_usd")
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            bad = True
-        elif counts:
-            bad = not isinstance(value, int) or value < 0 or value > MAX_METRIC
-        else:
-            bad = not math.isfinite(value) or value < 0 or value > MAX_METRIC
-        if bad:
+        if number_in(value, 0, MAX_METRIC) is None or (counts and not isinstance(value, int)):
             changes[name] = None
             problems.append(
                 f"the agent reported metrics.{name} = {value!r}, which is not a valid {'count' if counts else 'measurement'}; it is ignored"
