@@ -18,9 +18,9 @@ from typing import Any
 
 import msgspec
 
-from atp.adapters.python import guarded_repr
 from atp.core.errors import AgentError
 from atp.core.protocol import Artifact, FileArtifact, ReferenceArtifact, StructuredArtifact
+from atp.core.text import guarded_repr
 
 ANSWER_PATH = "answer.md"
 """The file artifact holding the last AI message's text (without an ``output_mapper``)."""

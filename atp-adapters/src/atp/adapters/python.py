@@ -74,6 +74,7 @@ from atp.core.protocol import (
     encode,
 )
 from atp.core.text import describe
+from atp.core.text import guarded_repr as guarded_repr
 from atp.core.trace import EventSink
 
 _EVENT_CLASSES: tuple[type[Any], ...] = (*EVENT_TYPES.values(), UnknownEvent)
@@ -618,16 +619,6 @@ def _defined_in(module: ModuleType, name: str) -> bool:
         return callable(value) and getattr(value, "__module__", None) == module.__name__
     except Exception:
         return False
-
-
-def guarded_repr(value: object) -> str:
-    """``repr(value)`` whole (an error's evidence), or a note naming the value's type when its
-    ``repr`` raises. For the adapters that run an agent in ATP's process (python, langgraph);
-    a short one for a message is :func:`~atp.core.text.describe`'s."""
-    try:
-        return repr(value)
-    except Exception as exc:
-        return f"<{type(value).__name__} whose repr() raised {type(exc).__name__}>"
 
 
 _SKIPPED = tuple(

@@ -3,17 +3,14 @@
 An agent's metrics and events, a judge's usage, a baseline or a run file read back, a
 command-line option: each may hold NaN, an infinity, a boolean where a number belongs, or a
 value so large that the sums and statistics made of it overflow. :func:`number_in` is the
-check; :func:`checked_number` is the same check for a setting, which fails with a message
-naming what was wrong.
+check, for every way a number comes in.
 """
 
 from __future__ import annotations
 
 import math
 
-from atp.core.errors import ConfigError
-
-__all__ = ["checked_number", "number_in"]
+__all__ = ["number_in"]
 
 
 def number_in(
@@ -37,28 +34,4 @@ def number_in(
         return None
     if number < low or (low_open and number == low) or number > high or (high_open and number == high):
         return None
-    return number
-
-
-def checked_number(
-    value: object,
-    what: str,
-    low: float = -math.inf,
-    high: float = math.inf,
-    *,
-    low_open: bool = False,
-    high_open: bool = False,
-) -> float:
-    """:func:`number_in`, for a setting: a :class:`~atp.core.errors.ConfigError` saying what
-    ``what`` must be when ``value`` is not within the bounds."""
-    number = number_in(value, low, high, low_open=low_open, high_open=high_open)
-    if number is None:
-        below = "above" if low_open else "at least"
-        above = "below" if high_open else "at most"
-        parts = [
-            f"{below} {low:g}" if math.isfinite(low) else "",
-            f"{above} {high:g}" if math.isfinite(high) else "",
-        ]
-        bounds = " and ".join(p for p in parts if p)
-        raise ConfigError(f"{what} must be a number{' ' + bounds if bounds else ''}, not {value!r}")
     return number

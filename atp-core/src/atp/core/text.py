@@ -82,11 +82,16 @@ def describe(value: object) -> str:
     recurses without end, is named instead of raising here)."""
     if value is None:
         return "None"
+    return f"{type(value).__name__} {printable(shorten(guarded_repr(value), 120))}"
+
+
+def guarded_repr(value: object) -> str:
+    """``repr(value)`` whole (an error's evidence), or a note naming the value's type when its
+    ``repr`` raises (a hostile ``__repr__``: the message must still be made)."""
     try:
-        text = repr(value)
-    except Exception as exc:  # a hostile __repr__: the message must still be made
-        text = f"<repr raised {type(exc).__name__}>"
-    return f"{type(value).__name__} {printable(shorten(text, 120))}"
+        return repr(value)
+    except Exception as exc:
+        return f"<{type(value).__name__} whose repr() raised {type(exc).__name__}>"
 
 
 def mask(text: str) -> str:
