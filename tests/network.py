@@ -90,6 +90,8 @@ class Sink:
     """An EventSink that keeps what it is given: each event with its raw JSON when the adapter
     passed it (``received``), and the warnings."""
 
+    masker = None
+
     def __init__(self) -> None:
         self.received: list[tuple[Event, bytes | None]] = []
         self.warnings: list[str] = []

@@ -27,6 +27,8 @@ from tests.conftest import AGENTS, PYTHON, behave_agent, write
 
 
 class Sink:
+    masker = None
+
     def __init__(self) -> None:
         self.logs: list[str] = []
         self.warnings: list[str] = []

@@ -46,10 +46,19 @@ needs_namespaces = pytest.mark.skipif(
 )
 
 
-def ctx_for(resp: ATPResponse, workspace: Path | None = None) -> EvalContext:
+def ctx_for(
+    resp: ATPResponse, workspace: Path | None = None, processes: ledger.ProcessLedger | None = None
+) -> EvalContext:
     test = make_test()
     request = ATPRequest(version=PROTOCOL_VERSION, task_id=resp.task_id, task=test.task)
-    return EvalContext(test=test, request=request, response=resp, trace=Trace.of([]), workspace=workspace)
+    return EvalContext(
+        test=test,
+        request=request,
+        response=resp,
+        trace=Trace.of([]),
+        workspace=workspace,
+        processes=processes,
+    )
 
 
 def run_check(
@@ -59,6 +68,7 @@ def run_check(
     *,
     workspace: Path | None = None,
     settings: dict[str, Any] | None = None,
+    processes: ledger.ProcessLedger | None = None,
 ) -> Check:
     """The one check of ``evaluator`` over ``resp``, its config validated as a suite's is."""
     import msgspec
@@ -67,7 +77,7 @@ def run_check(
     parsed = msgspec.convert(config, instance.Config)
 
     async def evaluate() -> Any:
-        return await instance.evaluate(ctx_for(resp, workspace), parsed)
+        return await instance.evaluate(ctx_for(resp, workspace, processes), parsed)
 
     (check,) = checked_result(evaluator.name, anyio.run(evaluate))
     return check
@@ -566,14 +576,16 @@ def test_the_command_is_killed_when_atp_is(tmp_path: Path) -> None:
 def test_the_command_is_recorded_in_the_process_ledger(tmp_path: Path) -> None:
     """So that the next ``atp test`` (or ``atp clean``) stops what a killed ATP left."""
     processes = ledger.ProcessLedger.create(tmp_path)
-    with ledger.activate(processes):
-        check = run_check(
-            CustomCommand,
-            {"command": ["sh", "-c", "echo $ATP_AGENT_TOKEN"], "regex": "^[0-9a-f]{16}$"},
-            response(),
-        )
-        records = [json.loads(line) for line in (tmp_path / ledger.LEDGER_FILE).read_text().splitlines()]
-        assert processes.running == frozenset()  # ended, once reaped
+    assert ledger.current() is None  # handed over, not found
+    check = run_check(
+        CustomCommand,
+        {"command": ["sh", "-c", "echo $ATP_AGENT_TOKEN"], "regex": "^[0-9a-f]{16}$"},
+        response(),
+        processes=processes,
+    )
+    records = [json.loads(line) for line in (tmp_path / ledger.LEDGER_FILE).read_text().splitlines()]
+    assert processes.running == frozenset()  # ended, once reaped
+    processes.close()
     assert check.passed, check.message
     owner, record = records
     assert owner["owner"] == os.getpid()

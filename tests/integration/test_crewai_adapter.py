@@ -75,6 +75,8 @@ def crews() -> ModuleType:
 
 
 class Sink:
+    masker = None
+
     def __init__(self) -> None:
         self.got: list[Event] = []
         self.lines: list[str] = []

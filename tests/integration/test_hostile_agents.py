@@ -122,6 +122,8 @@ def assert_ok(run: Any) -> None:
 class Sink:
     """An EventSink that keeps everything."""
 
+    masker = None
+
     def __init__(self) -> None:
         self.got: list[Event] = []
         self.logs: list[str] = []
@@ -544,15 +546,16 @@ run_dir.mkdir(parents=True)
 adapter = CliAdapter(CliSettings(command=sys.argv[2:]), name="a", base_dir=run_dir)
 
 class Sink:
+    masker = None
     def event(self, event, raw=None): pass
     def events(self, events, raw=None): pass
     def log(self, line): pass
     def warn(self, message): pass
 
 async def main():
-    with ledger.activate(ledger.ProcessLedger.create(run_dir)):
-        request = ATPRequest(version="1.0", task_id=str(uuid.uuid4()), task=Task(description="x"))
-        await adapter.execute(request, Sink())
+    await adapter.open(processes=ledger.ProcessLedger.create(run_dir))
+    request = ATPRequest(version="1.0", task_id=str(uuid.uuid4()), task=Task(description="x"))
+    await adapter.execute(request, Sink())
 
 anyio.run(main)
 """
@@ -592,9 +595,10 @@ def test_a_clean_run_leaves_no_ledger(tmp_path: Path, pid_file: Path) -> None:
 
     async def scenario() -> None:
         recorder = ledger.ProcessLedger.create(run_dir)
-        with ledger.activate(recorder):
-            await adapter.execute(request(), Sink())
-            assert (run_dir / ledger.LEDGER_FILE).exists() and not recorder.running
+        await adapter.open(processes=recorder)  # (handed over: no context variable is set)
+        await adapter.execute(request(), Sink())
+        assert (run_dir / ledger.LEDGER_FILE).exists() and not recorder.running
+        recorder.close()
 
     anyio.run(scenario)
     assert not (run_dir / ledger.LEDGER_FILE).exists()

@@ -74,6 +74,8 @@ class Sink:
     """An EventSink keeping the events, the log lines and the warnings; ``fail_after`` events
     it refuses the next one as a full trace would."""
 
+    masker = None
+
     def __init__(self, fail_after: int | None = None) -> None:
         self.got: list[Event] = []
         self.lines: list[str] = []

@@ -19,6 +19,8 @@ from atp.core.protocol import (
     make_event,
 )
 from atp.core.results import (
+    HEADER_FILE,
+    RESULTS_FILE,
     Check,
     PlannedTest,
     RunHeader,
@@ -30,6 +32,7 @@ from atp.core.scoring import composite, cost, efficiency, score_run
 from atp.core.secrets import Masker
 from atp.core.suite import ScoringWeights
 from atp.core.trace import RunTrace, Trace, TraceLimitExceeded, TraceSummary
+from tests.facts import says
 
 TID = "550e8400-e29b-41d4-a716-446655440000"
 NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)
@@ -86,8 +89,8 @@ def test_run_trace_writes_masks_and_warns(tmp_path: Path) -> None:
     assert len(lines) == 2 and b"hunter22" not in lines[0] and b'"password":"***"' in lines[0]
     assert (tmp_path / "l/x.log").read_text() == "password is ***\n"
     assert trace.summary.events == 2
-    assert trace.warnings[0].startswith("event with sequence 2 has task_id 'another'")
-    assert trace.warnings[-1] == "2 events with another task_id were dropped"
+    says(trace.warnings[0], "sequence 2", "task_id 'another'", repr(TID), "dropped")
+    says(trace.warnings[-1], "2 events", "task_id", "dropped")
     assert [e.sequence for e in trace.trace()] == [0, 1]
 
 
@@ -107,6 +110,7 @@ def test_run_trace_limits(tmp_path: Path) -> None:
     for i in range(10):
         trace.log(f"line number {i}")
     trace.close()
+    # exact: where the log is cut and the marker the file ends with are the point
     assert (tmp_path / "l.log").read_text() == "line number 0\n[log truncated: more than 20 bytes]\n"
     assert trace.log_lines == 10 and list(trace.log_tail)[-1] == "line number 9"
 
@@ -217,14 +221,17 @@ def test_store_round_trip_and_cut_last_line(tmp_path: Path) -> None:
 
 
 def test_store_errors(tmp_path: Path) -> None:
-    with pytest.raises(AtpError, match="not an ATP run directory"):
+    with pytest.raises(AtpError) as info:
         RunStore.open(tmp_path)
-    with pytest.raises(AtpError, match="no run directories"):
+    says(str(info.value), tmp_path, HEADER_FILE)
+    with pytest.raises(AtpError) as info:
         RunStore.latest(tmp_path / "nothing")
+    says(str(info.value), "no run directories", tmp_path / "nothing", "atp test")
     store = RunStore.create(tmp_path, header())
     (store.directory / "results.jsonl").write_text("garbage\n")
     assert store.read_results() == []
-    assert len(store.problems) == 1 and "results.jsonl:1 is not a run result" in store.problems[0]
+    [problem] = store.problems
+    says(problem, f"{store.directory / RESULTS_FILE}:1", "not a run result")
     assert store.results().problems == store.problems
 
 

@@ -223,7 +223,9 @@ class AgentInterfaceAdapter(NetworkAdapter):
         self._secrets = Masker(secret_values(settings))
         """The agent's own secrets (its headers', its endpoint's), masked in everything the adapter
         words itself, also where no run's masker is active."""
-        self.http = AgentHttp(settings, self.headers, name=name, base_dir=self.base_dir)
+        self.http = AgentHttp(
+            settings, self.headers, name=name, base_dir=self.base_dir, secrets=self._secrets, owner=self
+        )
         """The HTTP exchanges with the agent (and where it is)."""
         self.keeper = ServerKeeper(
             settings, name=name, base_dir=self.base_dir, http=self.http, secrets=self._secrets, owner=self
@@ -243,12 +245,12 @@ class AgentInterfaceAdapter(NetworkAdapter):
     def _quoted(self, text: str) -> str:
         """The agent's ``text`` as the adapter's errors and warnings quote it: masked, cut,
         printable (:func:`~atp.adapters.network.quoted`)."""
-        return quoted(text, secrets=self._secrets)
+        return quoted(text, masker=self.masker, secrets=self._secrets)
 
     def _masked(self, text: str) -> str:
         """Text the adapter words (it may hold a URL with a secret query, a quote) masked with the
         agent's secrets and the run's."""
-        return mask(self._secrets.text(text))
+        return mask(self._secrets.text(text), self.masker)
 
     def _warn_at_start(self, message: str) -> None:
         logger.warning("%s", self._masked(message))

@@ -30,8 +30,10 @@ from atp.adapters.network import (
     transient_fault,
     unreachable,
 )
+from atp.core.adapter import Adapter
 from atp.core.errors import AdapterError, AgentError
 from atp.core.plugins import require
+from atp.core.secrets import Masker
 
 DISCOVERY_BYTES = 4 * MiB
 """The most ATP reads of one discovery answer (``/health``, ``/agent-card``, ``/mcp/tools``; less
@@ -75,15 +77,25 @@ def flooded(where: str, limit: int, setting: str = "max_message_bytes") -> NoAns
 class AgentHttp:
     """The HTTP exchanges with one agent: where it is (:attr:`urls`), its clients (:meth:`client`,
     once :meth:`prepare` has imported httpx and built the TLS context), and one request with its
-    answer read whole."""
+    answer read whole. What its errors quote of the agent's answers is masked with the agent's
+    own ``secrets`` and the ``owner`` adapter's :attr:`~atp.core.adapter.Adapter.masker`."""
 
     def __init__(
-        self, settings: AgentInterfaceSettings, headers: dict[str, str], *, name: str, base_dir: Path
+        self,
+        settings: AgentInterfaceSettings,
+        headers: dict[str, str],
+        *,
+        name: str,
+        base_dir: Path,
+        secrets: Masker,
+        owner: Adapter,
     ) -> None:
         self.settings = settings
         self.headers = headers
         self.name = name
         self.base_dir = base_dir
+        self.secrets = secrets
+        self.owner = owner
         self.httpx: Any = None
         """httpx, once :meth:`prepare` imported it."""
         self._tls: ssl.SSLContext | None = None
@@ -134,7 +146,14 @@ class AgentHttp:
         if not answer.ok:
             if is_transient(answer.status):
                 raise transient_fault(
-                    self.name, answer.where, answer.status, answer.phrase, answer.headers, answer.body
+                    self.name,
+                    answer.where,
+                    answer.status,
+                    answer.phrase,
+                    answer.headers,
+                    answer.body,
+                    masker=self.owner.masker,
+                    secrets=self.secrets,
                 )
             raise refusal(answer.where, answer.status, answer.phrase, answer.body)
         return answer
@@ -179,7 +198,10 @@ class AgentHttp:
             status = answer.status_code
             phrase = httpx.codes.get_reason_phrase(status)
             if answer.is_redirect:
-                raise NoAnswer(where, redirect_words(status, answer.headers.get("location", "")))
+                location = answer.headers.get("location", "")
+                raise NoAnswer(
+                    where, redirect_words(status, location, masker=self.owner.masker, secrets=self.secrets)
+                )
             if 200 <= status < 300:
                 body = await read_body(answer, limit, lambda: flooded(where, limit, setting))
             else:

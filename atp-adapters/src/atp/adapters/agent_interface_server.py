@@ -31,6 +31,7 @@ from atp.adapters.server import (
     resolve_argv,
     with_evidence,
 )
+from atp.core.adapter import Adapter
 from atp.core.errors import AdapterError, AgentError
 from atp.core.secrets import Masker
 
@@ -59,7 +60,7 @@ class ServerKeeper:
         base_dir: Path,
         http: AgentHttp,
         secrets: Masker,
-        owner: object,
+        owner: Adapter,
     ) -> None:
         self.settings = settings
         self.name = name
@@ -113,13 +114,14 @@ class ServerKeeper:
         self.http.use_endpoint(settings.endpoint.replace(PORT_FIELD, port))
         await self._check_port_free(number)
         argv = [arg.replace(PORT_FIELD, port) for arg in self.argv]
-        log = LogFile(self.name, self.secrets)
+        log = LogFile(self.name, self.secrets, self.owner.masker)
         try:
             server = Server.launch(
                 argv,
                 cwd=self.folder,
                 env=encoded({**self.env, PORT_VARIABLE: port}),
                 owner=self.owner,
+                ledger=self.owner.processes,
                 what=SERVER,
             )
         except OSError as exc:
@@ -131,7 +133,7 @@ class ServerKeeper:
         server.log_path = log.path
         self.server, self.log = server, log
         try:
-            server.read_output(log.log)
+            server.read_output(log.log, self.owner.masker, self.secrets)
             await self._wait_healthy(server, log)
         except BaseException:
             with anyio.CancelScope(shield=True):
@@ -203,12 +205,13 @@ class ServerKeeper:
                 return
             log.keep = True
             raise AdapterError(
-                f"agent {self.name!r}: {with_evidence(exc, secrets=self.secrets)}{self._log_end(server, log)}"
+                f"agent {self.name!r}: {with_evidence(exc, secrets=self.secrets, masker=self.owner.masker)}"
+                f"{self._log_end(server, log)}"
             ) from None
         except AgentError as exc:  # it exited
             log.keep = True
             raise AdapterError(
-                f"agent {self.name!r}: {with_evidence(exc, TAIL_CHARS, self.secrets)}"
+                f"agent {self.name!r}: {with_evidence(exc, TAIL_CHARS, self.secrets, masker=self.owner.masker)}"
             ) from None
         finally:
             with anyio.CancelScope(shield=True):
@@ -218,7 +221,8 @@ class ServerKeeper:
         tail = server.output.log_tail() if server.output is not None else None
         if tail is None:
             return f"; its log ({log.path}) is empty"
-        return f"; its log ({log.path}) ends with: {quoted(tail, TAIL_CHARS, secrets=self.secrets)}"
+        said = quoted(tail, TAIL_CHARS, masker=self.owner.masker, secrets=self.secrets)
+        return f"; its log ({log.path}) ends with: {said}"
 
     async def stop(self) -> None:
         """Stop the agent server ATP started (SIGTERM, SIGKILL after ``stop_grace``); remove its

@@ -61,6 +61,7 @@ from atp.adapters.stdio import (
 from atp.core.adapter import Adapter
 from atp.core.bounds import number_in
 from atp.core.errors import AdapterError, AgentError, AtpError, ProtocolError
+from atp.core.ledger import ProcessLedger
 from atp.core.protocol import ATPRequest, ATPResponse, decode_response, encode
 from atp.core.text import shorten, shown
 from atp.core.trace import EventSink
@@ -206,10 +207,12 @@ class ProcessSettings(Protocol):
 
 
 class ProcessAdapter(Protocol):
-    """The adapter :func:`run_process` serves: its name, its settings, and (as the owner of
-    the processes it starts) itself."""
+    """The adapter :func:`run_process` serves: its name, its settings, its process ledger
+    (:attr:`~atp.core.adapter.Adapter.processes`), and (as the owner of the processes it
+    starts) itself."""
 
     name: str
+    processes: ProcessLedger | None
 
     @property
     def settings(self) -> ProcessSettings: ...
@@ -228,7 +231,7 @@ async def run_process(
     and everything it started (with ``grace_seconds``) however the run ends. The ``cli`` and
     ``container`` adapters both run agents this way."""
     try:
-        process = AgentProcess.start(argv, cwd=cwd, env=env, owner=adapter)
+        process = AgentProcess.start(argv, cwd=cwd, env=env, owner=adapter, ledger=adapter.processes)
     except OSError as exc:
         raise AdapterError(
             f"agent {adapter.name!r}: cannot start {shlex.join(argv)!r} in {cwd}: {exc.strerror or exc}",
@@ -533,7 +536,7 @@ class _Exchange(Exchange):
                 sink.warn(f"{len(noise)} stdout lines before the response were kept as the agent's log")
         if isinstance(result, ProtocolError):
             if tail is not None:  # a preview, masked before it is cut
-                how += f" (its stderr ends with '{shown(tail)}')"
+                how += f" (its stderr ends with '{shown(tail, sink.masker)}')"
             number = out.count(b"\n", 0, start) + 1
             what = (
                 "its last stdout line is not an ATP response"

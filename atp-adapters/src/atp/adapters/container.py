@@ -72,6 +72,7 @@ from atp.core.bounds import number_in
 from atp.core.errors import AdapterError, AgentError
 from atp.core.plugins import require
 from atp.core.protocol import ATPRequest, ATPResponse
+from atp.core.secrets import Masker
 from atp.core.service import with_context
 from atp.core.text import as_text
 
@@ -533,7 +534,7 @@ class ContainerAdapter(Adapter):
                 sink.warn(warning)
             return response
         except AgentError as exc:
-            why = await anyio.to_thread.run_sync(self._ended_how, name, exc)
+            why = await anyio.to_thread.run_sync(self._ended_how, name, exc, sink.masker)
             if isinstance(why, AdapterError):
                 raise why from None
             if why is not None:
@@ -652,17 +653,18 @@ class ContainerAdapter(Adapter):
         except Exception:  # the next start, or atp clean, removes it
             pass
 
-    def _ended_how(self, name: str, exc: AgentError) -> str | AdapterError | None:
+    def _ended_how(self, name: str, exc: AgentError, masker: Masker | None) -> str | AdapterError | None:
         """What the engine says of a container that ended without a response (``exc``): it ran
         out of memory (words for the run's failure); or, an infrastructure fault, tried again, it
         could not start (unless the program it was to run is not in the image or may not be run)
-        or was never created (the client failed first: the engine refused it)."""
+        or was never created (the client failed first: the engine refused it). ``masker`` (the
+        run's) masks the evidence it quotes."""
         from docker import errors
 
         try:
             state = self.engine.api.inspect_container(name)["State"]
         except errors.NotFound:
-            said = f": {quoted(as_text(exc.evidence))}" if exc.evidence else ""
+            said = f": {quoted(as_text(exc.evidence), masker=masker)}" if exc.evidence else ""
             return AdapterError(
                 f"the container could not be created (the engine has no container {name}); {exc}{said}"
             )

@@ -279,7 +279,9 @@ class CrewAIAdapter(Adapter):
             if getattr(target, "is_crew_class", False):  # a @CrewBase class: Class().crew()
                 return (lambda: target().crew()), None
         if not callable(target):
-            raise self._error(f"it is {describe(target)}, not a crewai Crew or a function that returns one")
+            raise self._error(
+                f"it is {describe(target, self.masker)}, not a crewai Crew or a function that returns one"
+            )
         try:
             signature = inspect.signature(target)
         except (TypeError, ValueError):
@@ -296,7 +298,7 @@ class CrewAIAdapter(Adapter):
         spec = self.settings.input_mapper or ""
         if not callable(mapper):
             raise AdapterError(
-                f"agent {self.name!r}: cannot call 'input_mapper' {spec!r}: it is {describe(mapper)}, not a function",
+                f"agent {self.name!r}: cannot call 'input_mapper' {spec!r}: it is {describe(mapper, self.masker)}, not a function",
                 retryable=False,
             )
         try:
@@ -459,7 +461,7 @@ class CrewAIAdapter(Adapter):
                 run.crewai.settle()
             if not hasattr(output, "raw"):
                 raise _Refused(
-                    f"the crew {self.spec} returned {describe(output)} from kickoff(), not a CrewOutput"
+                    f"the crew {self.spec} returned {describe(output, self.masker)} from kickoff(), not a CrewOutput"
                 )
             return crew, output
         finally:
@@ -479,7 +481,7 @@ class CrewAIAdapter(Adapter):
             raise _Failed(f"the input mapper {spec}", exc) from None
         if not isinstance(result, Mapping) or not all(isinstance(key, str) for key in result):
             raise _Refused(
-                f"the input mapper {spec} returned {describe(result)}, not a dict of kickoff inputs (names to values)"
+                f"the input mapper {spec} returned {describe(result, self.masker)}, not a dict of kickoff inputs (names to values)"
             )
         return dict(result)
 
@@ -493,7 +495,9 @@ class CrewAIAdapter(Adapter):
             raise _Failed(f"the crew factory {self.spec}", exc) from None
         assert self.crewai is not None
         if not isinstance(crew, self.crewai.Crew):
-            raise _Refused(f"the crew factory {self.spec} returned {describe(crew)}, not a crewai Crew")
+            raise _Refused(
+                f"the crew factory {self.spec} returned {describe(crew, self.masker)}, not a crewai Crew"
+            )
         return crew
 
     def check_crew(self, run: CrewRun, crew: Any, tasks: list[Any]) -> None:
@@ -510,7 +514,7 @@ class CrewAIAdapter(Adapter):
             )
         asking = [task for task in tasks if getattr(task, "human_input", False) is True]
         if asking:
-            names = ", ".join(repr(task_name(task) or "a task") for task in asking)
+            names = ", ".join(repr(task_name(task, run.sink.masker) or "a task") for task in asking)
             which = "a task that asks" if len(asking) == 1 else "tasks that ask"
             raise _Refused(
                 f"the crew {self.spec} has {which} for human input (human_input=True: {names}): "

@@ -28,6 +28,7 @@ from atp.core.protocol import (
     ToolCallPayload,
     make_event,
 )
+from atp.core.secrets import Masker
 from atp.core.text import shorten
 from atp.core.trace import EventSink
 
@@ -218,7 +219,7 @@ class CrewRun:
 
     def _agent_started(self, event: Any) -> list[Payload]:
         role = _role(getattr(event, "agent", None))
-        task = task_name(getattr(event, "task", None))
+        task = task_name(getattr(event, "task", None), self.sink.masker)
         previous, self.state = self.state, role
         self.agents.append(role)
         reason = f"task: {task}" if task else None
@@ -234,7 +235,7 @@ class CrewRun:
             return []
         role = self.agents.pop()
         if event.type != "agent_execution_completed":
-            self.failed = (role, task_name(getattr(event, "task", None)))
+            self.failed = (role, task_name(getattr(event, "task", None), self.sink.masker))
             return []
         if not self.agents:
             return []
@@ -261,7 +262,7 @@ class CrewRun:
     def _task_completed(self, event: Any) -> list[Payload]:
         task = getattr(event, "task", None)
         output = getattr(event, "output", None)
-        name = task_name(task) or getattr(output, "name", None) or "a task"
+        name = task_name(task, self.sink.masker) or getattr(output, "name", None) or "a task"
         agent = getattr(output, "agent", None)
         by = f" (agent: {agent})" if agent else ""
         if task is not None and any(task is own for own in self.tasks):
@@ -471,11 +472,13 @@ def _role(agent: Any) -> str:
     return str(role) if role else "agent"
 
 
-def task_name(task: Any) -> str | None:
+def task_name(task: Any, masker: Masker | None) -> str | None:
+    """A CrewAI task's name (or description) on one line, its secrets masked (``masker``, the
+    run's) before it is cut to :data:`NAME_CHARS`."""
     if task is None:
         return None
     name = getattr(task, "name", None) or getattr(task, "description", None)
-    return shorten(" ".join(str(name).split()), NAME_CHARS) if name else None
+    return shorten(" ".join(str(name).split()), NAME_CHARS, masker) if name else None
 
 
 def _first_int(data: Mapping[str, Any], *keys: str) -> int:

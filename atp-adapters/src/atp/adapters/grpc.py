@@ -397,7 +397,7 @@ class GrpcAdapter(NetworkAdapter):
             after = f" (retry after {wait:.3g} s)"
         elif not retryable:
             after = " (the agent asks for no other try)"
-        said = f": {quoted(details)}" if details else ""
+        said = f": {quoted(details, masker=incoming.sink.masker)}" if details else ""
         return AdapterError(
             f"agent {self.name!r}: {incoming.where} ended the call with the gRPC status {code.name}{after}{said}",
             retryable=retryable,

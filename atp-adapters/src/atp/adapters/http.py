@@ -232,7 +232,8 @@ class HttpAdapter(NetworkAdapter):
         if 200 <= status < 300 or status == 404:
             return Health(status="healthy")
         if 300 <= status < 400:
-            return Health(status="unhealthy", detail=f"{where} failed: {redirect_words(status, location)}")
+            said = redirect_words(status, location, masker=self.masker)
+            return Health(status="unhealthy", detail=f"{where} failed: {said}")
         phrase = httpx.codes.get_reason_phrase(status)
         return Health(status="unhealthy", detail=f"{where} answered HTTP {status} {phrase}".rstrip())
 
@@ -300,15 +301,17 @@ class HttpAdapter(NetworkAdapter):
 
     async def _read(self, answer: Any, incoming: Incoming, stream: bool) -> ATPResponse:
         status = answer.status_code
+        masker = incoming.sink.masker
         if not answer.is_success:
             if answer.is_redirect:
-                raise AgentError(
-                    f"{incoming.where}: {redirect_words(status, answer.headers.get('location', ''))}"
-                )
+                location = answer.headers.get("location", "")
+                raise AgentError(f"{incoming.where}: {redirect_words(status, location, masker=masker)}")
             data = await read_some(answer)
             phrase = self._httpx.codes.get_reason_phrase(status)
             if is_transient(status):  # (overloaded, or a gateway before the agent failed)
-                raise transient_fault(self.name, incoming.where, status, phrase, answer.headers, data)
+                raise transient_fault(
+                    self.name, incoming.where, status, phrase, answer.headers, data, masker=masker
+                )
             hint = ""
             if stream and status in FALLBACK_STATUSES and self.settings.stream is True:
                 hint = "; the agent has no streaming endpoint: set 'stream: false' (or 'auto')"

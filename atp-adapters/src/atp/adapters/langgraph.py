@@ -82,6 +82,7 @@ from atp.core.protocol import (
     decode_request,
     encode,
 )
+from atp.core.secrets import Masker
 from atp.core.text import describe
 from atp.core.trace import EventSink
 
@@ -231,7 +232,7 @@ class LangGraphAdapter(Adapter):
             )
         else:
             run.finished()
-        artifacts = await self._artifacts(final, lg)
+        artifacts = await self._artifacts(final, lg, run.sink.masker)
         return ATPResponse(
             version=PROTOCOL_VERSION,
             task_id=request.task_id,
@@ -293,7 +294,9 @@ class LangGraphAdapter(Adapter):
         artifacts: list[Artifact] = []
         if final is not NOTHING:
             artifacts.append(
-                StructuredArtifact(name=STATE_ARTIFACT, data=await self._off_loop(state_data, final))
+                StructuredArtifact(
+                    name=STATE_ARTIFACT, data=await self._off_loop(state_data, final, run.sink.masker)
+                )
             )
         return ATPResponse(
             version=PROTOCOL_VERSION,
@@ -304,19 +307,20 @@ class LangGraphAdapter(Adapter):
             error=message,
         )
 
-    async def _artifacts(self, final: Any, lg: _LangGraph) -> list[Artifact]:
-        """The run's artifacts, built in a worker thread (a large state takes time)."""
+    async def _artifacts(self, final: Any, lg: _LangGraph, masker: Masker | None) -> list[Artifact]:
+        """The run's artifacts, built in a worker thread (a large state takes time); ``masker``
+        (the run's) masks a text before the state's budget cuts it."""
         state = {} if final is NOTHING else final
         mapper = self.output_mapper
         if mapper is None:
-            return await self._off_loop(default_artifacts, state, lg.BaseMessage)
+            return await self._off_loop(default_artifacts, state, lg.BaseMessage, masker)
         try:
             value = await self._off_loop(mapper, state)
             if inspect.isawaitable(value):
                 value = await value
         except (Exception, SystemExit) as exc:
             raise self._mapper_failed("output_mapper", exc) from None
-        return await self._off_loop(mapped_artifacts, value, self.settings.output_mapper)
+        return await self._off_loop(mapped_artifacts, value, self.settings.output_mapper, masker)
 
     def _mapper_failed(self, setting: str, exc: BaseException) -> AgentError:
         what = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
@@ -341,7 +345,7 @@ class LangGraphAdapter(Adapter):
             function = importer.import_attribute()
             if not callable(function):
                 raise AdapterError(
-                    f"agent {self.name!r}: {setting} {spec!r} is {_a(function)}, not a function",
+                    f"agent {self.name!r}: {setting} {spec!r} is {_a(function, self.masker)}, not a function",
                     retryable=False,
                 )
             setattr(self, setting, function)
@@ -362,13 +366,13 @@ class LangGraphAdapter(Adapter):
                 ) from exc
         if made:
             raise AdapterError(
-                f"agent {self.name!r}: the graph factory {self.spec} returned {_a(found)}, not a "
+                f"agent {self.name!r}: the graph factory {self.spec} returned {_a(found, self.masker)}, not a "
                 f"LangGraph graph (return builder.compile())",
                 retryable=False,
             )
         if isinstance(found, type) or not callable(found):
             raise AdapterError(
-                f"agent {self.name!r}: {self.spec} is {_a(found)}, not a LangGraph graph: name a "
+                f"agent {self.name!r}: {self.spec} is {_a(found, self.masker)}, not a LangGraph graph: name a "
                 f"compiled graph (builder.compile()) or a function that returns one",
                 retryable=False,
             )
@@ -428,8 +432,9 @@ class LangGraphAdapter(Adapter):
         )
 
 
-def _a(value: object) -> str:
-    """A value for a message: ``None``, or its type and a short repr (a class by its name)."""
+def _a(value: object, masker: Masker | None) -> str:
+    """A value for a message: ``None``, or its type and a short repr, masked (a class by its
+    name)."""
     if isinstance(value, type):
         return f"the class {value.__name__}"
-    return describe(value)
+    return describe(value, masker)

@@ -228,7 +228,7 @@ class GraphRun:
             or "tool"
         )
         value = inputs if inputs is not None else input_str
-        self.tools[run_id] = (str(name), plain(value), time.perf_counter())
+        self.tools[run_id] = (str(name), plain(value, masker=self.sink.masker), time.perf_counter())
 
     def tool_ended(self, run_id: Any, output: Any) -> None:
         name, value, started = self.tools.pop(run_id, ("tool", None, None))
@@ -242,7 +242,7 @@ class GraphRun:
             ToolCallPayload(
                 tool=name,
                 input=value,
-                output=plain(content),
+                output=plain(content, masker=self.sink.masker),
                 duration_ms=_ms(started),
                 status=status,
                 error=error,

@@ -20,7 +20,8 @@ import msgspec
 
 from atp.core.errors import AgentError
 from atp.core.protocol import Artifact, FileArtifact, ReferenceArtifact, StructuredArtifact
-from atp.core.text import guarded_repr
+from atp.core.secrets import Masker
+from atp.core.text import guarded_repr, mask
 
 ANSWER_PATH = "answer.md"
 """The file artifact holding the last AI message's text (without an ``output_mapper``)."""
@@ -34,7 +35,8 @@ MAX_ITEMS = 10_000
 it stops with a ``<truncated: ...>`` note."""
 MAX_BYTES = 1 << 20
 """About how many bytes of JSON :func:`plain` makes (characters of text, keys and numbers);
-then it stops with a ``<truncated: ...>`` note (a longer text is cut)."""
+then it stops with a ``<truncated: ...>`` note (a longer text is cut, its secrets masked
+first)."""
 _INT_RANGE = (-(2**63), 2**64 - 1)
 _DROP: Any = object()
 
@@ -70,30 +72,33 @@ def last_ai_text(state: Any, message_type: type[Any]) -> str | None:
     return None
 
 
-def default_artifacts(state: Any, message_type: type[Any]) -> list[Artifact]:
-    """(In a worker thread.) The last AI message's text and the state's JSON-safe parts."""
+def default_artifacts(state: Any, message_type: type[Any], masker: Masker | None) -> list[Artifact]:
+    """(In a worker thread.) The last AI message's text and the state's JSON-safe parts
+    (``masker``, the run's, masks a text before it is cut: :func:`plain`)."""
     artifacts: list[Artifact] = []
     answer = last_ai_text(state, message_type)
     if answer is not None:
         artifacts.append(FileArtifact(path=ANSWER_PATH, content=answer, content_type="text/markdown"))
-    artifacts.append(StructuredArtifact(name=STATE_ARTIFACT, data=state_data(state)))
+    artifacts.append(StructuredArtifact(name=STATE_ARTIFACT, data=state_data(state, masker)))
     return artifacts
 
 
-def state_data(state: Any) -> dict[str, Any]:
-    """The JSON-safe parts of a state: messages as dicts, objects JSON cannot hold left out."""
-    data = plain(state, keep=False)
+def state_data(state: Any, masker: Masker | None) -> dict[str, Any]:
+    """The JSON-safe parts of a state: messages as dicts, objects JSON cannot hold left out
+    (``masker``, the run's, masks a text before it is cut: :func:`plain`)."""
+    data = plain(state, keep=False, masker=masker)
     if isinstance(data, dict):
         return data
     return {} if data is _DROP else {"value": data}
 
 
-def plain(value: Any, *, keep: bool = True) -> Any:
+def plain(value: Any, *, keep: bool = True, masker: Masker | None = None) -> Any:
     """``value`` as JSON can hold it: messages as dicts, pydantic models and dataclasses as their
     fields; what is not data becomes its ``repr`` (``keep``) or is left out. At most
-    :data:`MAX_ITEMS` values and about :data:`MAX_BYTES` (then a ``<truncated: ...>`` note), at
-    most :data:`MAX_DEPTH` levels; a value met again is converted once, a cycle is a note."""
-    return _Plain(keep).convert(value, 0)
+    :data:`MAX_ITEMS` values and about :data:`MAX_BYTES` (then a ``<truncated: ...>`` note; a
+    text cut there has its secrets masked first, with ``masker``, the run's), at most
+    :data:`MAX_DEPTH` levels; a value met again is converted once, a cycle is a note."""
+    return _Plain(keep, masker).convert(value, 0)
 
 
 _CONTAINERS = (Mapping, list, tuple, set, frozenset)
@@ -103,8 +108,9 @@ class _Plain:
     """One conversion of :func:`plain`: its budget, the values converted so far (by id, each
     kept alive meanwhile), and the containers being converted (for cycles)."""
 
-    def __init__(self, keep: bool) -> None:
+    def __init__(self, keep: bool, masker: Masker | None = None) -> None:
         self.keep = keep
+        self.masker = masker
         self.items = 0
         self.bytes = 0
         self.done: dict[int, tuple[Any, Any, int, int]] = {}
@@ -122,6 +128,10 @@ class _Plain:
 
     def text(self, value: str) -> str:
         room = MAX_BYTES - self.bytes
+        if len(value) + 2 <= room:
+            self.bytes += len(value) + 2
+            return value
+        value = mask(value, self.masker)  # (before the cut: it never leaves part of a secret)
         if len(value) + 2 <= room:
             self.bytes += len(value) + 2
             return value
@@ -256,18 +266,19 @@ def _len(value: Any) -> int:
         return 0
 
 
-def mapped_artifacts(value: Any, mapper: str | None) -> list[Artifact]:
+def mapped_artifacts(value: Any, mapper: str | None, masker: Masker | None) -> list[Artifact]:
     """What the output mapper ``mapper`` returned, as artifacts: a list of artifacts (or dicts of
     them), one artifact, ``None``, or a dict of ``name: value`` (text: a file of that path; a
     dict: a structured artifact of that name; anything else: a structured artifact ``{"value":
-    ...}``). AgentError when it is none of these."""
+    ...}``; ``masker``, the run's, masks a text before :func:`plain` cuts it). AgentError when
+    it is none of these."""
     items: list[Any]
     if value is None:
         return []
     if isinstance(value, (FileArtifact, StructuredArtifact, ReferenceArtifact)):
         items = [value]
     elif isinstance(value, (list, tuple)):
-        items = [plain(item) if isinstance(item, Mapping) else item for item in value]
+        items = [plain(item, masker=masker) if isinstance(item, Mapping) else item for item in value]
     elif isinstance(value, Mapping):
         items = []
         for key, item in value.items():
@@ -275,9 +286,10 @@ def mapped_artifacts(value: Any, mapper: str | None) -> list[Artifact]:
             if isinstance(item, str):
                 items.append(FileArtifact(path=name, content=item))
             elif isinstance(item, Mapping):
-                items.append({"type": "structured", "name": name, "data": plain(item)})
+                items.append({"type": "structured", "name": name, "data": plain(item, masker=masker)})
             else:
-                items.append({"type": "structured", "name": name, "data": {"value": plain(item)}})
+                data = {"value": plain(item, masker=masker)}
+                items.append({"type": "structured", "name": name, "data": data})
     else:
         raise AgentError(
             f"the output_mapper {mapper} returned {type(value).__name__}, "

@@ -81,6 +81,7 @@ from atp.core.adapter import Adapter, Health
 from atp.core.bounds import number_in
 from atp.core.errors import AdapterError, AgentError, AgentRefused
 from atp.core.retry import MAX_RETRY_AFTER_SECONDS
+from atp.core.secrets import Masker
 from atp.core.text import as_text, shown
 
 MiB = 1024 * 1024
@@ -453,11 +454,14 @@ def http_failure(
     return HttpFailure("cut", (str(exc) or type(exc).__name__).rstrip("."))
 
 
-def redirect_words(status: int, location: str) -> str:
-    """A redirect answer (status ``status`` to ``location``, agent text: masked, shortened) in
-    words."""
+def redirect_words(
+    status: int, location: str, *, masker: Masker | None, secrets: Masker | None = None
+) -> str:
+    """A redirect answer (status ``status`` to ``location``, agent text: masked with ``masker``,
+    the run's or the adapter's, and ``secrets``, then shortened: :func:`quoted`) in words."""
+    where = quoted(shown_url(location), masker=masker, secrets=secrets)
     return (
-        f"the agent answered with a redirect (HTTP {status}) to {quoted(shown_url(location))!r}; ATP does not "
+        f"the agent answered with a redirect (HTTP {status}) to {where!r}; ATP does not "
         f"follow redirects: set 'endpoint' to where the agent is"
     )
 
@@ -465,15 +469,18 @@ def redirect_words(status: int, location: str) -> str:
 # --- faults ----------------------------------------------------------------------------------
 
 
-def quoted(text: str, limit: int = QUOTE_CHARS, *, secrets: Any = None) -> str:
+def quoted(
+    text: str, limit: int = QUOTE_CHARS, *, masker: Masker | None, secrets: Masker | None = None
+) -> str:
     """Agent text as an error or a warning ATP words itself may quote it: its secrets masked
-    (``secrets``, a :class:`~atp.core.secrets.Masker` of the agent's own settings, and the
-    run's, when there is one: :func:`~atp.core.text.mask`), then shortened to ``limit``
-    characters and made printable. Text that reaches the terminal as it is (an ``atp: error:``,
-    a warning) needs this: only evidence of an AgentError is masked by the runner."""
+    (``masker``, the run's or the adapter's :attr:`~atp.core.adapter.Adapter.masker`, and
+    ``secrets``, a :class:`~atp.core.secrets.Masker` of the agent's own settings, when given),
+    then shortened to ``limit`` characters and made printable. Text that reaches the terminal
+    as it is (an ``atp: error:``, a warning) needs this: only evidence of an AgentError is
+    masked by the runner."""
     if secrets is not None:
         text = secrets.text(text)
-    return shown(text, limit=limit)
+    return shown(text, masker, limit=limit)
 
 
 def unreachable(
@@ -557,17 +564,26 @@ def header_value(headers: Any, name: str) -> str | None:
 
 
 def transient_fault(
-    agent: str, where: str, status: int, phrase: str, headers: Any, body: bytes | str
+    agent: str,
+    where: str,
+    status: int,
+    phrase: str,
+    headers: Any,
+    body: bytes | str,
+    *,
+    masker: Masker | None,
+    secrets: Masker | None = None,
 ) -> AdapterError:
     """The agent answered the request ``where`` (``POST http://host/execute``) with a transient
     HTTP ``status`` (:func:`is_transient`): a retryable AdapterError, with the wait its
     ``headers`` ask for (:func:`retry_after`), naming the request and the status, and quoting
-    the start of its ``body`` (masked, cut, made printable: :func:`quoted`)."""
+    the start of its ``body`` (masked with ``masker`` and ``secrets``, cut, made printable:
+    :func:`quoted`)."""
     wait = retry_after(headers)
     answer = f"{status} {phrase}".rstrip()
     after = f" (retry after {wait:.3g} s)" if wait is not None else ""
     text = as_text(body).strip()
-    said = f": {quoted(text)}" if text else ""
+    said = f": {quoted(text, masker=masker, secrets=secrets)}" if text else ""
     return AdapterError(
         f"agent {agent!r}: {where} answered {answer}{after}{said}", retryable=True, retry_after=wait
     )

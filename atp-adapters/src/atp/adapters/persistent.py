@@ -47,6 +47,7 @@ from atp.adapters.process import (
 from atp.adapters.stdio import DECODE_ERRORS, StderrLines
 from atp.core.errors import AdapterError, AgentError, AtpError, ProtocolError
 from atp.core.protocol import ATPRequest, ATPResponse, Event, decode_response, encode
+from atp.core.secrets import Masker
 from atp.core.text import shown
 from atp.core.trace import EventSink
 
@@ -60,7 +61,10 @@ class Quiet:
     """A sink that drops everything: the sink of a process between runs (nothing reads its
     pipes then, what it writes meanwhile goes to the next run, so nothing comes here but the
     rest of a line cut short), and of a term-sdk agent started for a health check, which has
-    no run to log to."""
+    no run to log to (its :attr:`masker` the adapter's, for the messages that quote the agent)."""
+
+    def __init__(self, masker: Masker | None = None) -> None:
+        self.masker = masker
 
     def event(self, event: Event, raw: bytes | None = None) -> None:
         pass
@@ -172,7 +176,11 @@ class ProcessPool:
             )
         try:
             process = AgentProcess.start(
-                adapter.argv, cwd=adapter.cwd, env=adapter.encoded_env, owner=adapter
+                adapter.argv,
+                cwd=adapter.cwd,
+                env=adapter.encoded_env,
+                owner=adapter,
+                ledger=adapter.processes,
             )
         except OSError as exc:
             raise AdapterError(
@@ -404,7 +412,7 @@ class _Turn(Exchange):
         if response.task_id != self.task_id:
             self.fail(
                 AgentError(
-                    f"agent answered with task_id {shown(response.task_id, limit=100)!r}, but the "
+                    f"agent answered with task_id {shown(response.task_id, self.sink.masker, limit=100)!r}, but the "
                     f"request's task_id was {self.task_id!r}"
                 )
             )

@@ -52,7 +52,7 @@ from atp.adapters.process_tree import (
     ProcessTree,
     Stopped,
 )
-from atp.core import ledger
+from atp.core.ledger import TOKEN_VARIABLE, ProcessLedger, new_token
 
 __all__ = [
     "F_SETPIPE_SZ",
@@ -134,7 +134,7 @@ def lacks_resources(exc: OSError) -> bool:
     return exc.errno in SPAWN_RESOURCE_ERRNOS
 
 
-_TOKEN_NAME = ledger.TOKEN_VARIABLE.encode()
+_TOKEN_NAME = TOKEN_VARIABLE.encode()
 
 
 class Watch:
@@ -288,7 +288,12 @@ class AgentProcess:
     """One started agent process and its three pipes."""
 
     def __init__(
-        self, popen: subprocess.Popen[bytes], *, token: str | None = None, owner: object = None
+        self,
+        popen: subprocess.Popen[bytes],
+        *,
+        token: str | None = None,
+        owner: object = None,
+        ledger: ProcessLedger | None = None,
     ) -> None:
         self.popen = popen
         self.pid = popen.pid
@@ -311,9 +316,9 @@ class AgentProcess:
         """The agent's other processes, as ATP finds them."""
         self._aborted = False
         self._closed = False
-        self._ledger = ledger.current()
-        if self._ledger is not None and token is not None:
-            self._ledger.started(self.pid, token)
+        self._ledger = ledger
+        if ledger is not None and token is not None:
+            ledger.started(self.pid, token)
         _LIVE.add(self)
 
     @classmethod
@@ -324,12 +329,15 @@ class AgentProcess:
         cwd: Path,
         env: Mapping[str, str] | Environment,
         owner: object = None,
+        ledger: ProcessLedger | None = None,
     ) -> AgentProcess:
         """Start ``argv`` in a new session (its own process group), with a token of its own in
         ``ATP_AGENT_TOKEN``; raises :class:`OSError`. ``env`` is best :func:`encoded` once by
-        a caller that starts many. ``owner`` (the adapter) is who may :meth:`abort_all` it."""
+        a caller that starts many. ``owner`` (the adapter) is who may :meth:`abort_all` it;
+        ``ledger`` (the adapter's :attr:`~atp.core.adapter.Adapter.processes`) records it while
+        it lives."""
         trees = _tree_support()
-        token = ledger.new_token()
+        token = new_token()
         first = next(iter(env), b"")
         environment: dict[bytes, bytes] = (
             dict(env) if isinstance(first, bytes) else encoded(env)  # type: ignore[arg-type]
@@ -346,7 +354,7 @@ class AgentProcess:
                 start_new_session=True,
                 bufsize=0,
             )
-            process = cls(popen, token=token, owner=owner)
+            process = cls(popen, token=token, owner=owner, ledger=ledger)
         if trees:
             process._tree.pipes = frozenset(
                 f"pipe:[{os.fstat(fd).st_ino}]" for fd in (process.stdout, process.stderr)

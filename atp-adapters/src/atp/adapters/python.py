@@ -248,7 +248,9 @@ class PythonAdapter(Adapter):
         """(In a worker thread.) The agent callable, imported."""
         target = self.import_attribute()
         if not callable(target):
-            raise self._error(f"it is {describe(target)}, not a function or other callable", "cannot call")
+            raise self._error(
+                f"it is {describe(target, self.masker)}, not a function or other callable", "cannot call"
+            )
         self._check_signature(target)
         return target  # type: ignore[no-any-return]
 
@@ -417,7 +419,7 @@ class PythonAdapter(Adapter):
             data.setdefault("task_id", request.task_id)
         else:
             raise AgentError(
-                f"the agent function {name} returned {describe(result)}, not an ATPResponse or a dict of one",
+                f"the agent function {name} returned {describe(result, self.masker)}, not an ATPResponse or a dict of one",
                 evidence=guarded_repr(result),
             )
         try:
@@ -570,7 +572,7 @@ class _Run:
             data = event
         else:
             self._fail(
-                f"called emit() with {describe(event)}",
+                f"called emit() with {describe(event, self.sink.masker)}",
                 caller,
                 guarded_repr(event),
                 "emit() takes an ATP event, as atp.core.protocol.make_event builds one, or a dict of one",

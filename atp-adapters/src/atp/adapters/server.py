@@ -51,7 +51,9 @@ from atp.adapters.process import (
 )
 from atp.core.bounds import number_in
 from atp.core.errors import AdapterError, AgentError
-from atp.core.text import as_text, mask, shown
+from atp.core.ledger import ProcessLedger
+from atp.core.secrets import Masker
+from atp.core.text import as_text, mask, piece, shown
 
 MAX_SECONDS = 600.0
 """The most seconds a time setting (``health_timeout`` ...) may be."""
@@ -225,11 +227,17 @@ async def answering(host: str, port: int, seconds: float = 0.5) -> bool:
 class ServerOutput:
     """The server's stdout and stderr, read as they come (callbacks on the event loop): every
     line is a line of ``log`` (stdout's marked ``[stdout]``), the last ones kept for messages.
-    The process's exit is noticed at once (:attr:`ended`)."""
+    A line cut at :data:`MAX_LOG_LINE` is masked (``masker``, the run's or the adapter's, and
+    ``secrets``, the agent's own, when given) without the end that could begin a secret
+    (:func:`~atp.core.text.piece`). The process's exit is noticed at once (:attr:`ended`)."""
 
-    def __init__(self, process: AgentProcess, log: Log) -> None:
+    def __init__(
+        self, process: AgentProcess, log: Log, masker: Masker | None, secrets: Masker | None = None
+    ) -> None:
         self.process = process
         self.log = log
+        self.masker = masker
+        self.secrets = secrets
         self.watch = Watch()
         self.tail: deque[str] = deque(maxlen=TAIL_LINES)
         self.ended = anyio.Event()
@@ -267,16 +275,22 @@ class ServerOutput:
         for line in lines:
             self._line(fd, line)
         if len(rest) > MAX_LOG_LINE:
-            self._line(fd, rest[:MAX_LOG_LINE] + b" [line cut]")
+            self._line(fd, rest[:MAX_LOG_LINE], cut=True)
             self._cut.add(fd)
             rest = b""
         self._pending[fd] = rest
 
-    def _line(self, fd: int, line: bytes) -> None:
+    def _line(self, fd: int, line: bytes, *, cut: bool = False) -> None:
         if fd in self._cut:  # the rest of a line that was cut
             self._cut.discard(fd)
             return
-        text = line.decode("utf-8", "replace").rstrip("\r")
+        text = line.decode("utf-8", "replace")
+        if cut:  # (masked before the log masks it: a secret across the cut is masked here or not at all)
+            text = (
+                piece(text if self.secrets is None else self.secrets.piece(text), self.masker) + " [line cut]"
+            )
+        else:
+            text = text.rstrip("\r")
         self.log(f"[stdout] {text}" if fd == self.process.stdout else text)
         if text.strip():
             self.tail.append(text)
@@ -311,10 +325,12 @@ class LogFile:
     run of a suite): a temporary file ``atp-<agent>-XXXX.log``, its lines masked as every log
     is. :meth:`close` removes it unless :attr:`keep` (a failure pointed at it)."""
 
-    def __init__(self, agent: str, secrets: Any = None) -> None:
+    def __init__(self, agent: str, secrets: Any = None, masker: Any = None) -> None:
         self.secrets = secrets
         """A :class:`~atp.core.secrets.Masker` of the agent's own secrets (its settings'), which
-        masks its lines also where no run's masker is active (``atp list-agents --check``)."""
+        masks its lines also where no suite's masker is given (``atp list-agents --check``)."""
+        self.masker = masker
+        """The suite's :class:`~atp.core.secrets.Masker` (the adapter's), or ``None``."""
         label = re.sub(r"[^A-Za-z0-9_.-]+", "_", agent)[:40] or "agent"
         fd, name = tempfile.mkstemp(prefix=f"atp-{label}-", suffix=".log")
         self.path = Path(name)
@@ -326,7 +342,7 @@ class LogFile:
         file = self._file
         if file is None or self._size > MAX_LOG_FILE_BYTES:
             return
-        text = mask(line if self.secrets is None else self.secrets.text(line)) + "\n"
+        text = mask(line if self.secrets is None else self.secrets.text(line), self.masker) + "\n"
         self._size += len(text)
         try:
             if self._size > MAX_LOG_FILE_BYTES:
@@ -394,20 +410,22 @@ class Server:
         cwd: Path,
         env: Mapping[str, str] | Environment,
         owner: object,
+        ledger: ProcessLedger | None = None,
         what: str = "the agent",
     ) -> Server:
         """Start ``argv`` (raises OSError). Call :meth:`read_output` next, and :meth:`stop`
         however what follows ends."""
-        return cls(AgentProcess.start(argv, cwd=cwd, env=env, owner=owner), what=what)
+        return cls(AgentProcess.start(argv, cwd=cwd, env=env, owner=owner, ledger=ledger), what=what)
 
     @property
     def pid(self) -> int:
         return self.process.pid
 
-    def read_output(self, log: Log) -> None:
+    def read_output(self, log: Log, masker: Masker | None, secrets: Masker | None = None) -> None:
         """Read its stdout and stderr to ``log``, line by line, from now on; close its stdin (a
-        server reads none: it ends at once)."""
-        self.output = ServerOutput(self.process, log)
+        server reads none: it ends at once). ``masker`` (the run's or the adapter's) and
+        ``secrets`` (the agent's own) mask a line cut at its size limit before it is logged."""
+        self.output = ServerOutput(self.process, log, masker, secrets)
         self.process.close_stdin()
 
     async def pause(self, seconds: float) -> None:
@@ -497,13 +515,16 @@ def abort_all(owner: object) -> None:
     AgentProcess.abort_all(owner=owner)
 
 
-def with_evidence(exc: AgentError, limit: int = 200, secrets: Any = None) -> str:
-    """``exc``'s message and its evidence, masked (with the run's masker, within a run, and with
-    ``secrets``, a :class:`~atp.core.secrets.Masker` of the agent's own settings, when given),
-    shortened and made printable, as one line (for an AdapterError, which is shown as it is)."""
+def with_evidence(
+    exc: AgentError, limit: int = 200, secrets: Masker | None = None, *, masker: Masker | None
+) -> str:
+    """``exc``'s message and its evidence, masked (with ``masker``, the run's or the adapter's
+    :attr:`~atp.core.adapter.Adapter.masker`, and with ``secrets``, a
+    :class:`~atp.core.secrets.Masker` of the agent's own settings, when given), then shortened
+    and made printable, as one line (for an AdapterError, which is shown as it is)."""
     if exc.evidence is None:
         return exc.message
     text = as_text(exc.evidence)
     if secrets is not None:
         text = secrets.text(text)
-    return f"{exc.message}: {shown(text, limit=limit)}"
+    return f"{exc.message}: {shown(text, masker, limit=limit)}"

@@ -139,7 +139,7 @@ class StderrLines:
                 sink.event(event, line)
                 return
         text = line.decode("utf-8", "replace")
-        text = piece(text) if cut else text.rstrip("\r")
+        text = piece(text, sink.masker) if cut else text.rstrip("\r")
         sink.log(text)
         if text.strip():
             self.tail.append(text)

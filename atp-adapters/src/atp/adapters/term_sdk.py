@@ -59,7 +59,7 @@ import anyio
 import msgspec
 
 from atp.adapters.network import http_client
-from atp.adapters.persistent import QUIET
+from atp.adapters.persistent import Quiet
 from atp.adapters.process import encoded, lacks_resources
 from atp.adapters.server import (
     NotHealthy,
@@ -167,15 +167,15 @@ class TermSdkAdapter(Adapter):
                 await agent.wait_healthy()
             except AgentError as exc:
                 if isinstance(exc, NotHealthy):
-                    return Health(status="unhealthy", detail=with_evidence(exc))
-                raise AdapterError(f"agent {self.name!r}: {with_evidence(exc)}") from None
+                    return Health(status="unhealthy", detail=with_evidence(exc, masker=self.masker))
+                raise AdapterError(f"agent {self.name!r}: {with_evidence(exc, masker=self.masker)}") from None
             seconds = time.perf_counter() - started
             return Health(
                 status="healthy",
                 detail=f'GET /health said {{"status": "ok"}} {seconds:.2f} s after the start',
             )
 
-        health: Health = await self._with_agent(None, QUIET, wait_for_the_started_agent)
+        health: Health = await self._with_agent(None, Quiet(self.masker), wait_for_the_started_agent)
         return health
 
     async def health_check(self) -> bool:
@@ -280,14 +280,14 @@ class TermSdkAdapter(Adapter):
             env = dict(self.encoded_env)
             env[AGENT_PORT.encode()] = str(port).encode()
             try:
-                server = Server.launch(self.argv, cwd=folder, env=env, owner=self)
+                server = Server.launch(self.argv, cwd=folder, env=env, owner=self, ledger=self.processes)
             except OSError as exc:
                 raise AdapterError(
                     f"agent {self.name!r}: cannot start {self.command_line!r} in {folder}: {exc.strerror or exc}",
                     retryable=lacks_resources(exc),
                 ) from None
             try:
-                server.read_output(sink.log)
+                server.read_output(sink.log, sink.masker)
                 timeout = settings.request_timeout
                 # (no proxy between ATP and its agent: trust_env=False)
                 async with http_client(

@@ -265,7 +265,9 @@ class TermSdkAgent:
             raise AgentError(f"{where}: {exc.words}") from None
         if is_transient(status):
             phrase = self.httpx.codes.get_reason_phrase(status)
-            raise transient_fault(self.name, where, status, phrase, headers, answer[:ERROR_BODY_BYTES])
+            raise transient_fault(
+                self.name, where, status, phrase, headers, answer[:ERROR_BODY_BYTES], masker=self.sink.masker
+            )
         if not 200 <= status < 300:
             hint = ""
             if status == 409:
@@ -457,7 +459,9 @@ class TermSdkAgent:
         if report.status == "failed":
             error = report.error or "the agent reported status 'failed' without an error"
         elif report.error:
-            self.sink.warn(f"the agent reported status 'completed' with an error: {shown(report.error)}")
+            self.sink.warn(
+                f"the agent reported status 'completed' with an error: {shown(report.error, self.sink.masker)}"
+            )
         return ATPResponse(
             version=PROTOCOL_VERSION,
             task_id=request.task_id,

@@ -77,6 +77,7 @@ import msgspec
 
 from atp.core.plugins import require
 from atp.core.protocol import ATPRequest, ToolCallPayload
+from atp.core.secrets import Masker
 from atp.core.service import Recorder, Service, ServiceConfigError, with_context
 from atp.core.text import shorten
 
@@ -354,11 +355,11 @@ class ToolServer(Service):
         if len(parts) != 5 or parts[3] != b"tools" or not parts[4]:
             run.warn_once(
                 "path",
-                f"the agent asked the tool server for {shorten_path(path)}, which is no tool's address",
+                f"the agent asked the tool server for {shorten_path(path, run.masker)}, which is no tool's address",
             )
             return 404, _error_body("INVALID_REQUEST", "a tool is called at {tools_endpoint}/tools/<name>")
         name = unquote(parts[4].decode("ascii", "replace"))
-        shown = shorten(name, 200)
+        shown = shorten(name, 200, run.masker)
         if request.method != b"POST":
             answer = _error(
                 "INVALID_REQUEST",
@@ -380,7 +381,7 @@ class ToolServer(Service):
         tool_input = call.get("input", {})
         task_id = call.get("task_id")
         if task_id != run.task_id:
-            said = "no task_id" if task_id is None else f"task_id {shorten_path(str(task_id).encode())}"
+            said = "no task_id" if task_id is None else f"task_id {shorten_path(str(task_id), run.masker)}"
             run.warn_once(
                 "task_id", f"a call of tool {shown!r} carried {said}, not the run's task_id {run.task_id!r}"
             )
@@ -508,6 +509,9 @@ class _Run:
         self.tools = tools
         self.allowed = frozenset(allowed) if allowed is not None else None
         self.recorder = recorder
+        self.masker: Masker | None = recorder.masker
+        """The run's secrets (its trace's), masked in what the warnings quote of the agent before
+        it is cut (a :class:`~atp.core.service.Recorder` has no masker of its own to ask)."""
         self.calls: dict[str, int] = {}
         self.connections: set[_Connection] = set()
         self.warned: set[str] = set()
@@ -563,10 +567,11 @@ def _error_body(code: str, message: str, details: dict[str, Any] | None = None) 
     return body
 
 
-def shorten_path(path: bytes) -> str:
-    """A path (or value) the agent sent, quoted for a warning: bounded, escaped."""
-    text = path[:200].decode("utf-8", "replace")
-    return repr(text + ("..." if len(path) > 200 else ""))
+def shorten_path(path: bytes | str, masker: Masker | None) -> str:
+    """A path (or value) the agent sent, quoted for a warning: its secrets masked (``masker``,
+    the run's) before it is cut to 200 characters, escaped."""
+    text = path.decode("utf-8", "replace") if isinstance(path, bytes) else path
+    return repr(shorten(text, 200, masker))
 
 
 async def _read(h11: Any, conn: Any, reader: asyncio.StreamReader) -> tuple[Any, bytes] | None:

@@ -127,6 +127,7 @@ class WebSocketAdapter(NetworkAdapter):
                     answer.reason_phrase,
                     answer.headers,
                     answer.body or b"",
+                    masker=self.masker,
                 ) from None
             raise refusal(where, answer.status_code, answer.reason_phrase, answer.body or b"") from None
         except (

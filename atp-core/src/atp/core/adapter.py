@@ -1,7 +1,8 @@
 """The adapter interface: how ATP speaks to one kind of agent.
 
 An adapter is registered under the ``type`` that agent definitions name (``type: cli``). ATP
-makes one adapter per agent for a whole ``atp test``, calls :meth:`Adapter.start` once, then
+makes one adapter per agent for a whole ``atp test``, calls :meth:`Adapter.open` once (which
+hands it the run's secrets and process ledger and calls :meth:`Adapter.start`), then
 :meth:`Adapter.execute` for every run (concurrently when ``--parallel`` allows), and
 :meth:`Adapter.aclose` at the end.
 
@@ -24,7 +25,9 @@ from typing import Any, ClassVar, Literal
 import msgspec
 
 from atp.core.errors import AdapterError
+from atp.core.ledger import ProcessLedger
 from atp.core.protocol import ATPRequest, ATPResponse
+from atp.core.secrets import Masker
 from atp.core.trace import EventSink
 
 
@@ -119,9 +122,25 @@ class Adapter(ABC):
         self.base_dir = Path(os.path.abspath(base_dir))
         """The folder of the file that defines the agent, absolute (relative settings are
         relative to it, whatever ATP's working folder is)."""
+        self.masker: Masker | None = None
+        """The secrets of the suite being run (given by :meth:`open`): what the adapter words
+        itself outside a run (a server's log, a warning at start) is masked with it. Within a
+        run, the sink's :attr:`~atp.core.trace.EventSink.masker` is the same."""
+        self.processes: ProcessLedger | None = None
+        """The run's process ledger (given by :meth:`open`; ``None`` outside ``atp test``): an
+        adapter that starts processes records each in it (see :mod:`atp.core.ledger`)."""
+
+    async def open(self, *, masker: Masker | None = None, processes: ProcessLedger | None = None) -> None:
+        """What ATP calls once before the first run: keep the run's ``masker`` and process
+        ledger (``processes``) in :attr:`masker` and :attr:`processes`, then :meth:`start`.
+        Adapters override :meth:`start`, not this."""
+        self.masker = masker
+        self.processes = processes
+        await self.start()
 
     async def start(self) -> None:  # noqa: B027 - optional hook
-        """Prepare once before the first run (open clients, build images)."""
+        """Prepare once before the first run (open clients, build images); :attr:`masker` and
+        :attr:`processes` are set when it is called."""
 
     @abstractmethod
     async def execute(self, request: ATPRequest, sink: EventSink) -> ATPResponse:

@@ -26,6 +26,7 @@ from atp.core.errors import AgentError, AtpError, StorageError, single_exception
 from atp.core.evaluation import Evaluation
 from atp.core.evaluator import EvalContext
 from atp.core.hooks import Notifier
+from atp.core.ledger import ProcessLedger
 from atp.core.limits import BudgetMeter, RateLimiter
 from atp.core.options import RunOptions
 from atp.core.plan import RunPlan
@@ -168,6 +169,9 @@ class RunMaker:
         self.request_of = request_of
         self.resuming = False
         """Whether the run directory may hold what an interrupted run left (a resume)."""
+        self.processes: ProcessLedger | None = None
+        """The process ledger of the run in progress (the runner's), for evaluators that start
+        processes (:attr:`~atp.core.evaluator.EvalContext.processes`)."""
 
     async def perform(self, adapter: Adapter, test: Test, run_number: int, directory: Path) -> RunResult:
         """One run's result, its events and log written below ``directory``: the request
@@ -324,7 +328,7 @@ class RunMaker:
             tried.error = (
                 f"adapter {self.agent.type!r} of {self._adapter_owner()} raised {type(exc).__name__}: {exc}"
             )
-            tried.plugin_traceback = shorten(format_exception(exc), MAX_TRACEBACK_CHARS)
+            tried.plugin_traceback = shorten(format_exception(exc), MAX_TRACEBACK_CHARS, self.masker)
             tried.could_not_run = True
 
     def _agent_error(self, exc: AgentError) -> str:
@@ -361,6 +365,8 @@ class RunMaker:
                 trace=trace.trace(),
                 workspace=_workspace(tried.request),
                 agent_dir=adapter.artifact_dir(tried.request),
+                masker=self.masker,
+                processes=self.processes,
             )
             checks, quality, evaluated = await self.evaluation.check(test, ctx)
             could_not_run = not evaluated
@@ -460,7 +466,9 @@ class RunMaker:
         if response.status != "completed":
             error = response.error or f"agent reported status {response.status!r}"
         elif response.error:
-            trace.warn(f"the agent reported status 'completed' with an error: {shorten(response.error)}")
+            trace.warn(
+                f"the agent reported status 'completed' with an error: {shorten(response.error, masker=self.masker)}"
+            )
         return response, error
 
 

@@ -123,7 +123,7 @@ class Evaluation:
                 failure = (
                     f"{self.label(assertion.type)} could not check this run: {type(exc).__name__}: {exc}"
                 )
-                details = {"traceback": shorten(format_exception(exc), MAX_TRACEBACK_CHARS)}
+                details = {"traceback": shorten(format_exception(exc), MAX_TRACEBACK_CHARS, ctx.masker)}
         if scope.cancelled_caught:
             failure = (
                 f"evaluator {assertion.type!r} did not finish within {limit:g} s "

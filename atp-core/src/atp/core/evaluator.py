@@ -27,6 +27,8 @@ from atp.core.text import describe, shorten
 from atp.core.trace import Trace
 
 if TYPE_CHECKING:
+    from atp.core.ledger import ProcessLedger
+    from atp.core.secrets import Masker
     from atp.core.suite import Test
 
 
@@ -41,7 +43,17 @@ class EmptyConfig(msgspec.Struct, forbid_unknown_fields=True):
 class EvalContext:
     """Everything an evaluator may look at for one run."""
 
-    __slots__ = ("agent_dir", "request", "response", "test", "trace", "usage", "workspace")
+    __slots__ = (
+        "agent_dir",
+        "masker",
+        "processes",
+        "request",
+        "response",
+        "test",
+        "trace",
+        "usage",
+        "workspace",
+    )
 
     def __init__(
         self,
@@ -52,6 +64,8 @@ class EvalContext:
         trace: Trace,
         workspace: Path | None = None,
         agent_dir: Path | None = None,
+        masker: "Masker | None" = None,
+        processes: "ProcessLedger | None" = None,
     ) -> None:
         self.test = test
         self.request = request
@@ -63,6 +77,13 @@ class EvalContext:
         self.agent_dir = agent_dir
         """The agent's working folder (when the request has no workspace): relative artifact
         paths are resolved against it, never against ATP's own working directory."""
+        self.masker = masker
+        """The run's secrets (``None``: none): agent text an evaluator quotes in a message is
+        masked with it before it is cut (:func:`atp.core.text.shorten` and
+        :func:`~atp.core.text.piece` take it)."""
+        self.processes = processes
+        """The run's process ledger (``None`` outside ``atp test``): an evaluator that starts
+        processes records each in it (see :mod:`atp.core.ledger`)."""
         self.usage: dict[str, Usage] = {}
         """What evaluators spent on this run (:meth:`add_usage`); it goes into the run's
         result as ``evaluation_usage``, apart from the agent's metrics."""

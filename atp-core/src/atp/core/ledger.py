@@ -11,13 +11,15 @@ killed, so one write per process is enough. A clean end (every recorded process 
 deletes the file; files of older versions may also hold ``{"ended": pid}`` lines. :func:`stop_abandoned` finds the files whose owner is gone and kills the processes they
 name that still run, with their live process trees.
 
-Any adapter that starts processes records them, without knowing the run directory::
+Any adapter that starts processes records them in the ledger ATP handed it
+(:attr:`atp.core.adapter.Adapter.processes`; an evaluator's is
+:attr:`atp.core.evaluator.EvalContext.processes`), without knowing the run directory::
 
     from atp.core import ledger
 
     token = ledger.new_token()       # give it to the process as ATP_AGENT_TOKEN
     ...start the process with that environment...
-    recorder = ledger.current()      # None when no run is in progress
+    recorder = self.processes        # None when no run is in progress
     if recorder is not None:
         recorder.started(pid, token)
     ...
@@ -94,7 +96,8 @@ def _runs(pid: int, start: int) -> bool:
 
 
 def current() -> ProcessLedger | None:
-    """The ledger of the run in progress, or ``None``."""
+    """The ledger of the run in progress, or ``None``: a fallback for a third-party helper that
+    has no adapter or evaluation context at hand (ATP hands the ledger on explicitly)."""
     return _current.get()
 
 

@@ -127,7 +127,7 @@ class RemoteRuns:
         why nothing usable came back."""
         result, readable = self.shipped_result(test, run_number, sent.shipped)
         if result is not None and sent.fault is not None and retries and result.error:
-            result.error = shorten(after_retries(result.error, retries), MAX_ERROR_CHARS)
+            result.error = shorten(after_retries(result.error, retries), MAX_ERROR_CHARS, self.maker.masker)
         if result is None:
             error = sent.failure or (
                 sent.fault.reason if sent.fault is not None else "the executor sent nothing back"

@@ -58,10 +58,11 @@ from atp.core.results import (
 from atp.core.resume import reopen
 from atp.core.retry import MAX_RETRIES
 from atp.core.schedule import Progress, Schedule
+from atp.core.secrets import Masker
 from atp.core.service_runs import Services
 from atp.core.stats import ALPHA
 from atp.core.suite import Suite, Test, test_fingerprint
-from atp.core.text import masking, shorten
+from atp.core.text import mask, masking, shorten
 from atp.core.tree import remove_tree
 
 if TYPE_CHECKING:
@@ -135,7 +136,7 @@ class Runner:
             BudgetMeter(msgspec.structs.replace(options.budget)) if options.budget is not None else None
         )
         self.notify = Notifier(plugins.pm, self._hook_failed)
-        self.services = Services(plugins, self._hook_failed)
+        self.services = Services(plugins, self._hook_failed, self.masker)
         self.evaluation = Evaluation(
             plugins, parts.evaluator_settings or (lambda name: {}), parts.secrets or {}, self._hook_failed
         )
@@ -245,9 +246,12 @@ class Runner:
         del done
         started = False
         try:
-            with activate(ProcessLedger.create(store.directory)), masking(self.masker):
+            processes = ProcessLedger.create(store.directory)
+            # (the context variables are for third-party helpers only: ATP passes both on)
+            with activate(processes), masking(self.masker):
+                self.maker.processes = processes
                 try:
-                    await self._start(header)
+                    await self._start(header, processes)
                     started = True
                     self.notify("atp_suite_started", header=header, directory=store.directory)
                     await self._run_all(schedule, total)
@@ -295,14 +299,14 @@ class Runner:
             self.baseline = reopened.store.baseline()
         return reopened.store, reopened.header, reopened.done
 
-    async def _start(self, header: RunHeader) -> None:
+    async def _start(self, header: RunHeader, processes: ProcessLedger) -> None:
         """Start the agent's adapter (or the executor); a resumed run's header is rewritten
         only once it started (a resume that cannot start leaves the directory as it was)."""
         if self.executor is not None:
             await self.executor.start(self._job(header))
         else:
-            self._adapter = make_adapter(self.plugins, self.agent)
-            await start_adapter(self.plugins, self.agent, self._adapter)
+            self._adapter = make_adapter(self.plugins, self.agent, self.masker)
+            await start_adapter(self.plugins, self.agent, self._adapter, self.masker, processes)
         if self.options.resume is not None:
             assert self.store is not None
             header.resumed_at.append(utcnow())
@@ -494,7 +498,8 @@ class Runner:
         if (plugin, hook_name) in self._failed_hooks:
             return
         self._failed_hooks.add((plugin, hook_name))
-        message = f"{type(exc).__name__}: {exc}"
+        masker = self.masker
+        message = mask(f"{type(exc).__name__}: {exc}", masker)
         logger.warning(
             "%s raised in its %s hook: %s (the run goes on)",
             self.plugins.describe(plugin),
@@ -506,7 +511,7 @@ class Runner:
                 plugin=plugin,
                 where=hook_name,
                 message=shorten(message, MAX_ERROR_CHARS),
-                traceback=shorten(format_exception(exc), MAX_TRACEBACK_CHARS),
+                traceback=shorten(format_exception(exc), MAX_TRACEBACK_CHARS, masker),
             )
         )
 
@@ -560,37 +565,47 @@ def fit_parallel(wanted: int) -> int:
     return fitting
 
 
-def make_adapter(plugins: Plugins, agent: ResolvedAgent) -> Adapter:
+def make_adapter(plugins: Plugins, agent: ResolvedAgent, masker: Masker | None = None) -> Adapter:
     """The agent's adapter: an AtpError is its own message; any other exception is the plugin's
-    failure (:class:`~atp.core.errors.PluginFailed` naming it)."""
+    failure (:class:`~atp.core.errors.PluginFailed` naming it, its message masked with
+    ``masker``)."""
     try:
         adapter: Adapter = agent.create_adapter()
     except AtpError:
         raise
     except Exception as exc:
-        raise _adapter_failed(plugins, agent, "could not be created", exc) from exc
+        raise _adapter_failed(plugins, agent, "could not be created", exc, masker) from exc
     return adapter
 
 
-async def start_adapter(plugins: Plugins, agent: ResolvedAgent, adapter: Adapter) -> None:
-    """Start the adapter: an AtpError is its own message (the agent cannot be reached); any
-    other exception is the plugin's failure."""
+async def start_adapter(
+    plugins: Plugins,
+    agent: ResolvedAgent,
+    adapter: Adapter,
+    masker: Masker | None = None,
+    processes: ProcessLedger | None = None,
+) -> None:
+    """Open the adapter with the run's ``masker`` and process ledger (``processes``): an
+    AtpError is its own message (the agent cannot be reached); any other exception is the
+    plugin's failure."""
     try:
-        await adapter.start()
+        await adapter.open(masker=masker, processes=processes)
     except AtpError:
         raise
     except Exception as exc:
         inner = single_exception(exc)
         raise _adapter_failed(
-            plugins, agent, "failed to start", inner if isinstance(inner, Exception) else exc
+            plugins, agent, "failed to start", inner if isinstance(inner, Exception) else exc, masker
         ) from exc
 
 
-def _adapter_failed(plugins: Plugins, agent: ResolvedAgent, what: str, exc: Exception) -> PluginFailed:
+def _adapter_failed(
+    plugins: Plugins, agent: ResolvedAgent, what: str, exc: Exception, masker: Masker | None
+) -> PluginFailed:
     owner = plugins.owner("adapter", agent.type)
     failure = PluginFailed(
         f"adapter {agent.type!r} of {owner} {what} for agent {agent.name!r}: "
-        f"{type(exc).__name__}: {shorten(str(exc), MAX_ERROR_CHARS)}"
+        f"{type(exc).__name__}: {shorten(str(exc), MAX_ERROR_CHARS, masker)}"
     )
     failure.__cause__ = exc
     return failure

@@ -49,6 +49,7 @@ import msgspec
 from atp.core.protocol import ATPRequest, Context
 
 if TYPE_CHECKING:
+    from atp.core.secrets import Masker
     from atp.core.trace import RunTrace
 
 
@@ -87,6 +88,12 @@ class Recorder:
     def task_id(self) -> str:
         """The run's task_id (events and tool calls of the run carry it)."""
         return self._trace.task_id
+
+    @property
+    def masker(self) -> Masker | None:
+        """The run's secrets: what the service quotes of the agent's requests in a message is
+        masked with it before it is cut (:func:`atp.core.text.shown`)."""
+        return self._trace.masker
 
     def record(self, payload: msgspec.Struct) -> None:
         """Record one event the service observed, built from its typed payload

@@ -18,9 +18,10 @@ from atp.core.errors import AtpError, single_exception
 from atp.core.hooks import FailureSink
 from atp.core.plugins import Plugins, format_exception
 from atp.core.protocol import ATPRequest
+from atp.core.secrets import Masker
 from atp.core.service import Recorder, Service
 from atp.core.suite import Test
-from atp.core.text import describe, shorten
+from atp.core.text import describe, mask, shorten
 from atp.core.trace import RunTrace
 
 __all__ = ["SERVICE_LEAVE_SECONDS", "Entered", "ServiceFailed", "Services"]
@@ -68,9 +69,11 @@ class Entered:
 class Services:
     """The services made for one suite's runs, by key."""
 
-    def __init__(self, plugins: Plugins, failed: FailureSink) -> None:
+    def __init__(self, plugins: Plugins, failed: FailureSink, masker: Masker | None = None) -> None:
         self._plugins = plugins
         self._failed = failed
+        self._masker = masker
+        """The suite's secrets: a service's failure quoted in a result is masked, then cut."""
         self._services: dict[str, _Started] = {}
         self._lock: anyio.Lock | None = None
 
@@ -112,11 +115,12 @@ class Services:
     def failure(self, key: str, what: str, exc: BaseException) -> ServiceFailed:
         """The failure of service ``key`` (``what`` it could not do), naming its plugin."""
         message = f"service {key!r} of {self._plugins.owner('service', key)} {what}: "
+        masker = self._masker
         if isinstance(exc, AtpError):
-            return ServiceFailed(message + str(exc))
+            return ServiceFailed(message + mask(str(exc), masker))
         return ServiceFailed(
-            f"{message}{type(exc).__name__}: {shorten(str(exc), MAX_ERROR_CHARS)}",
-            shorten(format_exception(exc), MAX_TRACEBACK_CHARS),
+            f"{message}{type(exc).__name__}: {shorten(str(exc), MAX_ERROR_CHARS, masker)}",
+            shorten(format_exception(exc), MAX_TRACEBACK_CHARS, masker),
         )
 
     async def enter(self, test: Test, request: ATPRequest, trace: RunTrace, entered: Entered) -> ATPRequest:

@@ -5,6 +5,12 @@ forge a "passed" line or set the window title; shown whole, one line could be me
 reporter and message that shows agent text passes it through :func:`printable` (and
 :func:`shorten` where a preview is enough). Secrets are masked before either (a cut must never
 split a secret: mask first, then shorten).
+
+Which secrets: the masker given (``masker=``), which ATP's own code always passes (an adapter has
+the run's on its sink and on itself, an evaluator on its :class:`~atp.core.evaluator.EvalContext`).
+Without one, the masker of the run in progress (a context variable the runner sets for a whole
+suite, see :func:`masking`): that fallback is there for a third-party plugin's helper that has no
+masker at hand, and nothing in ATP relies on it.
 """
 
 from __future__ import annotations
@@ -51,16 +57,15 @@ def printable(text: str, *, newlines: bool = False) -> str:
     return pattern.sub(_escape, text) if pattern.search(text) else text
 
 
-def shorten(text: str, limit: int = PREVIEW_CHARS) -> str:
-    """At most ``limit`` characters, with how much was left out. Within a run, secrets are
-    masked before the cut (see :func:`masking`), so a cut never leaves half a secret."""
-    if len(text) <= limit:
-        return text
-    masker = _masker.get()
+def shorten(text: str, limit: int = PREVIEW_CHARS, masker: _Masks | None = None) -> str:
+    """At most ``limit`` characters, with how much was left out, secrets masked first
+    (``masker``, else the current run's: see :func:`masking`), so a cut never leaves half a
+    secret."""
+    masker = masker if masker is not None else _masker.get()
     if masker is not None:
         text = masker.text(text)
-        if len(text) <= limit:
-            return text
+    if len(text) <= limit:
+        return text
     return f"{text[:limit]}… ({len(text) - limit} more characters)"
 
 
@@ -77,12 +82,13 @@ def shown(text: str | bytes, masker: _Masks | None = None, limit: int = PREVIEW_
     return printable(value)
 
 
-def describe(value: object) -> str:
-    """A value for an error message: its type and a short repr (a ``repr`` that raises, or
-    recurses without end, is named instead of raising here)."""
+def describe(value: object, masker: _Masks | None = None) -> str:
+    """A value for an error message: its type and a short repr, secrets masked (``masker``)
+    before it is cut (a ``repr`` that raises, or recurses without end, is named instead of
+    raising here)."""
     if value is None:
         return "None"
-    return f"{type(value).__name__} {printable(shorten(guarded_repr(value), 120))}"
+    return f"{type(value).__name__} {printable(shorten(guarded_repr(value), 120, masker))}"
 
 
 def guarded_repr(value: object) -> str:
@@ -94,23 +100,27 @@ def guarded_repr(value: object) -> str:
         return f"<{type(value).__name__} whose repr() raised {type(exc).__name__}>"
 
 
-def mask(text: str) -> str:
-    """``text`` with the secrets of the current run masked (as it is when there is no run)."""
-    masker = _masker.get()
+def mask(text: str, masker: _Masks | None = None) -> str:
+    """``text`` with secrets masked (``masker``, else the current run's; as it is when there
+    is neither)."""
+    masker = masker if masker is not None else _masker.get()
     return text if masker is None else masker.text(text)
 
 
-def piece(text: str) -> str:
-    """A piece of a longer stream that was cut (a line past its size limit): within a run,
-    masked and without the last characters that could begin a secret (see :func:`masking`)."""
-    masker = _masker.get()
+def piece(text: str, masker: _Masks | None = None) -> str:
+    """A piece of a longer stream that was cut (a line past its size limit): masked
+    (``masker``, else the current run's) and without the last characters that could begin a
+    secret (see :func:`masking`)."""
+    masker = masker if masker is not None else _masker.get()
     return text if masker is None else masker.piece(text)
 
 
 @contextlib.contextmanager
 def masking(masker: _Masks | None) -> Iterator[None]:
-    """Within this block (and the tasks started in it), :func:`shorten` and :func:`piece` mask
-    secrets with ``masker`` before they cut. The runner sets it for a whole suite."""
+    """Within this block (and the tasks started in it), :func:`shorten`, :func:`mask`,
+    :func:`piece` and :func:`shown` called without a masker use ``masker``. The runner sets it
+    for a whole suite, for third-party helpers that have no masker at hand; ATP's own code passes
+    its masker explicitly."""
     token = _masker.set(masker)
     try:
         yield

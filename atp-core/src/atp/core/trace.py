@@ -58,6 +58,12 @@ _RECORDED_BY = b'"' + RECORDED_BY.encode() + b'"'
 class EventSink(Protocol):
     """Where an adapter delivers what its agent sends while it works."""
 
+    masker: Masker | None
+    """The run's secrets, or ``None`` when it has none: an adapter that words agent text itself
+    (a warning quoting it, a log line it cut) masks it with this before cutting it
+    (:func:`atp.core.text.shorten`, :func:`~atp.core.text.piece` take it). What the adapter
+    hands to :meth:`event`, :meth:`log` and :meth:`warn` is masked by the sink."""
+
     def event(self, event: Event, raw: bytes | None = None) -> None:
         """One decoded event; ``raw`` is its JSON text when the adapter has it (saves encoding)."""
 
@@ -218,7 +224,8 @@ class RunTrace:
         self.log_lines = 0
         self._events_path = events_path
         self._log_path = log_path
-        self._masker = masker if masker else None
+        self.masker = masker if masker else None
+        """The run's secrets (the protocol's :attr:`EventSink.masker`)."""
         self._on_event = on_event
         self._max_events = max_events
         self._max_event_bytes = max_event_bytes
@@ -262,7 +269,7 @@ class RunTrace:
             raise TraceLimitExceeded(
                 f"agent flooded ATP with events: more than {self._max_events} in one run"
             )
-        masker = self._masker
+        masker = self.masker
         if raw is not None and masker is not None and not masker.clean_json(raw):
             raw = None  # a secret may be in there, in some spelling: mask the decoded events
         if raw is None:
@@ -319,7 +326,7 @@ class RunTrace:
         event = make_event(self.task_id, self._recorded, payload)
         if isinstance(event, ToolCallEvent):
             self.serve_tools((event.payload.tool,))
-        written = self._masker.value(event) if self._masker is not None else event
+        written = self.masker.value(event) if self.masker is not None else event
         data = b'{"' + RECORDED_BY.encode() + b'":' + encode_text(by) + b"," + encode(written)[1:] + b"\n"
         if self.summary.events >= self._max_events or self._event_bytes + len(data) > self._max_event_bytes:
             if not self._record_refused:
@@ -365,8 +372,8 @@ class RunTrace:
                 )
 
     def log(self, line: str) -> None:
-        if self._masker is not None:
-            line = self._masker.text(line)
+        if self.masker is not None:
+            line = self.masker.text(line)
         self.log_lines += 1
         self.log_tail.append(line)
         data = line.encode("utf-8", "replace") + b"\n"
@@ -387,8 +394,8 @@ class RunTrace:
             self._storage_failed(self._log_path, exc)
 
     def warn(self, message: str) -> None:
-        if self._masker is not None:
-            message = self._masker.text(message)
+        if self.masker is not None:
+            message = self.masker.text(message)
         if len(self.warnings) < MAX_WARNINGS:
             self.warnings.append(message)
 

@@ -95,7 +95,7 @@ class WorkerSession:
         async with self._start_lock:
             if self._adapter is None:
                 adapter = self.runner.agent.create_adapter()
-                await adapter.start()
+                await adapter.open(masker=self.runner.masker)
                 self._adapter = adapter
         return self._adapter
 

@@ -30,6 +30,7 @@ thread), :mod:`~atp.evaluators.evidence` (previews and excerpts), :mod:`~atp.eva
 import fnmatch
 import json
 from collections.abc import Callable
+from functools import partial
 from itertools import islice
 from typing import Any
 
@@ -39,6 +40,7 @@ from atp.core.evaluator import EvalContext, Evaluator, check
 from atp.core.plugins import require
 from atp.core.protocol import Artifact, FileArtifact, ReferenceArtifact, StructuredArtifact
 from atp.core.results import Check
+from atp.core.secrets import Masker
 from atp.core.text import mask as masked
 from atp.core.text import printable, shorten
 from atp.evaluators.evidence import (
@@ -141,25 +143,26 @@ def select(ctx: EvalContext, target: Target) -> list[Artifact]:
     return list(artifacts)
 
 
-def describe(artifact: Artifact) -> str:
-    """An artifact's name for a check message (the agent chose it: a preview at most)."""
+def describe(artifact: Artifact, masker: Masker | None = None) -> str:
+    """An artifact's name for a check message (the agent chose it: a preview at most, the
+    secrets of ``masker``, the run's, masked first)."""
     if isinstance(artifact, StructuredArtifact):
-        return f"{shorten(artifact.name)} (structured)"
-    return shorten(artifact.path)
+        return f"{shorten(artifact.name, masker=masker)} (structured)"
+    return shorten(artifact.path, masker=masker)
 
 
-def _listing(artifacts: list[Artifact]) -> str:
-    return shorten(", ".join(describe(a) for a in artifacts), 1000)
+def _listing(artifacts: list[Artifact], masker: Masker | None = None) -> str:
+    return shorten(", ".join(describe(a, masker) for a in artifacts), 1000, masker)
 
 
 def produced(ctx: EvalContext) -> str:
     artifacts = list(ctx.response.artifacts)
-    return _listing(artifacts) if artifacts else "no artifacts"
+    return _listing(artifacts, ctx.masker) if artifacts else "no artifacts"
 
 
 def produced_names(ctx: EvalContext) -> list[str]:
     """The artifacts the agent produced, for a check's details (at most :data:`SHOWN_NAMES`)."""
-    return [describe(a) for a in islice(ctx.response.artifacts, SHOWN_NAMES)]
+    return [describe(a, ctx.masker) for a in islice(ctx.response.artifacts, SHOWN_NAMES)]
 
 
 def _dumps(data: Any) -> str:
@@ -184,15 +187,15 @@ async def data_of(artifact: Artifact, ctx: EvalContext) -> tuple[Any, str | None
         return artifact.data, None
     text, note = await text_of(artifact, ctx)
     if text is None:
-        return None, note or f"{describe(artifact)} has no content ATP can read"
+        return None, note or f"{describe(artifact, ctx.masker)} has no content ATP can read"
     if note is not None:
         return None, f"{note}, so its JSON cannot be checked"
     try:
         return await off_loop(len(text), json.loads, text), None
     except RecursionError:
-        return None, f"{describe(artifact)} is JSON nested too deeply for ATP to read"
+        return None, f"{describe(artifact, ctx.masker)} is JSON nested too deeply for ATP to read"
     except ValueError as exc:
-        return None, f"{describe(artifact)} is not JSON: {shorten(str(exc))}"
+        return None, f"{describe(artifact, ctx.masker)} is not JSON: {shorten(str(exc), masker=ctx.masker)}"
 
 
 def _missing(name: str, ctx: EvalContext, target: Target) -> Check:
@@ -223,7 +226,7 @@ class ArtifactExists(Evaluator):
         matches = select(ctx, config)
         if not matches:
             return [_missing(label, ctx, config)]
-        return [check(label, True, f"artifact {_listing(matches)} exists")]
+        return [check(label, True, f"artifact {_listing(matches, ctx.masker)} exists")]
 
 
 # --- contains -------------------------------------------------------------------------------
@@ -302,17 +305,17 @@ class Contains(Evaluator):
                         label,
                         False,
                         f"the regex {config.pattern!r} took longer than {timeout:g} s on "
-                        f"{describe(artifact)}; ATP stopped it",
+                        f"{describe(artifact, ctx.masker)}; ATP stopped it",
                     )
                 ]
             if line is not None:
-                return [check(label, True, f"{describe(artifact)} contains {what} (line {line})")]
+                return [check(label, True, f"{describe(artifact, ctx.masker)} contains {what} (line {line})")]
             if near is None or near[0].rank < 2:
-                found = await off_loop(-1, nearest, text, config)
+                found = await off_loop(-1, partial(nearest, masker=ctx.masker), text, config)
                 if near is None or (found.rank, found.size) > (near[0].rank, near[0].size):
                     near = (found, artifact)
-        expected = f"expected {what} in {_listing(matches)}"
-        noted = shorten("; ".join(notes), 1000)
+        expected = f"expected {what} in {_listing(matches, ctx.masker)}"
+        noted = shorten("; ".join(notes), 1000, ctx.masker)
         if not read_any and notes:
             return [check(label, False, f"{expected}, but ATP read none of it: {noted}")]
         why = f" ({noted})" if notes else ""
@@ -320,13 +323,13 @@ class Contains(Evaluator):
         if near is None:
             return [check(label, False, message, expected=config.pattern, length=searched)]
         closest, artifact = near
-        where = describe(artifact)
+        where = describe(artifact, ctx.masker)
         excerpt = printable(closest.excerpt)
         if closest.rank == 2:
             evidence = f"in another case in {where} (line {closest.line}): '{excerpt}'"
         elif closest.rank == 1:
             evidence = (
-                f"closest: {printable(shorten(closest.found or '', 80))!r} in {where} "
+                f"closest: {printable(shorten(closest.found or '', 80, ctx.masker))!r} in {where} "
                 f"(line {closest.line}): '{excerpt}'"
             )
         elif closest.excerpt:
@@ -396,7 +399,8 @@ class Schema(Evaluator):
         checks = []
         for artifact in matches:
             data, problem = await data_of(artifact, ctx)
-            name = f"schema:{describe(artifact)}" if len(matches) > 1 else label
+            described = describe(artifact, ctx.masker)
+            name = f"schema:{described}" if len(matches) > 1 else label
             if problem is not None:
                 checks.append(check(name, False, problem))
                 continue
@@ -404,9 +408,7 @@ class Schema(Evaluator):
             try:
                 errors = await off_loop(size, _validate, validator, data)
             except RecursionError:
-                checks.append(
-                    check(name, False, f"{describe(artifact)} is nested too deeply for ATP to validate")
-                )
+                checks.append(check(name, False, f"{described} is nested too deeply for ATP to validate"))
                 continue
             except TimeoutError:
                 seconds = regex_timeout(self.settings, "schema")
@@ -415,15 +417,15 @@ class Schema(Evaluator):
                         name,
                         False,
                         f"a regular expression of the schema took longer than {seconds:g} s on "
-                        f"{describe(artifact)}; ATP stopped it (evaluators.schema.regex_timeout_seconds)",
+                        f"{described}; ATP stopped it (evaluators.schema.regex_timeout_seconds)",
                     )
                 )
                 continue
             if not errors:
-                checks.append(check(name, True, f"{describe(artifact)} is valid against the schema"))
+                checks.append(check(name, True, f"{described} is valid against the schema"))
                 continue
-            failures = [failure(e) for e in errors[:3]]
-            shown = "; ".join(explained(e, f) for e, f in zip(errors[:3], failures, strict=True))
+            failures = [failure(e, ctx.masker) for e in errors[:3]]
+            shown = "; ".join(explained(e, f, ctx.masker) for e, f in zip(errors[:3], failures, strict=True))
             count = min(len(errors), MAX_SCHEMA_ERRORS)
             more = ""
             if len(errors) > MAX_SCHEMA_ERRORS:
@@ -434,7 +436,7 @@ class Schema(Evaluator):
                 check(
                     name,
                     False,
-                    f"{describe(artifact)} is not valid against the schema: {printable(shown)}{more}",
+                    f"{described} is not valid against the schema: {printable(shown)}{more}",
                     errors=count,
                     path=failures[0]["path"],
                     expected=failures[0]["expected"],
@@ -489,13 +491,15 @@ class Sections(Evaluator):
                 folded, first, count = await off_loop(len(text), _folded_headings, text)
                 found |= folded
                 named += count
-                shown.extend(shorten(heading, 80) for heading in first[: SHOWN_NAMES - len(shown)])
+                shown.extend(
+                    shorten(heading, 80, ctx.masker) for heading in first[: SHOWN_NAMES - len(shown)]
+                )
         missing = [s for s in config.sections if s.strip().casefold() not in found]
         score = 1.0 - len(missing) / len(config.sections)
         if missing:
-            why = f"; {shorten('; '.join(notes), 1000)}" if notes else ""
+            why = f"; {shorten('; '.join(notes), 1000, ctx.masker)}" if notes else ""
             has = (
-                f"the headings are: {printable(shorten(', '.join(shown), 400))}"
+                f"the headings are: {printable(shorten(', '.join(shown), 400, ctx.masker))}"
                 + (f" (and {named - len(shown)} more)" if named > len(shown) else "")
                 if shown
                 else "no headings found"

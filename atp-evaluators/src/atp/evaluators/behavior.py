@@ -56,10 +56,11 @@ def _calls(count: int) -> str:
 
 def called_tools(ctx: EvalContext) -> dict[str, int]:
     """The tools the trace shows called, with their call counts: the most called first (then
-    by name), at most :data:`SHOWN_TOOLS` of them, each name shortened."""
+    by name), at most :data:`SHOWN_TOOLS` of them, each name shortened (the run's secrets
+    masked first)."""
     used = ctx.trace.summary.tool_calls
     top = heapq.nsmallest(SHOWN_TOOLS, used.items(), key=lambda item: (-item[1], item[0]))
-    return {shorten(name, NAME_CHARS): count for name, count in top}
+    return {shorten(name, NAME_CHARS, ctx.masker): count for name, count in top}
 
 
 def calls_text(ctx: EvalContext) -> str:
@@ -68,7 +69,8 @@ def calls_text(ctx: EvalContext) -> str:
     used = ctx.trace.summary.tool_calls
     if not used:
         return "none"
-    shown = shorten(", ".join(f"{name} ×{count}" for name, count in called_tools(ctx).items()), 600)
+    listed = ", ".join(f"{name} ×{count}" for name, count in called_tools(ctx).items())
+    shown = shorten(listed, 600, ctx.masker)
     shown = printable(shown)
     more = len(used) - SHOWN_TOOLS
     return shown + (f" and {more} more tools" if more > 0 else "")
@@ -200,8 +202,14 @@ def _error_events(ctx: EvalContext, allow_recoverable: bool, wanted: int) -> lis
         payload = event.payload
         found.append(
             {
-                "error_type": None if payload.error_type is None else shorten(payload.error_type, NAME_CHARS),
-                "message": None if payload.message is None else shorten(payload.message, ERROR_CHARS),
+                "error_type": (
+                    None
+                    if payload.error_type is None
+                    else shorten(payload.error_type, NAME_CHARS, ctx.masker)
+                ),
+                "message": (
+                    None if payload.message is None else shorten(payload.message, ERROR_CHARS, ctx.masker)
+                ),
                 "recoverable": payload.recoverable,
             }
         )

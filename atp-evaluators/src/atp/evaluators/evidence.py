@@ -1,12 +1,14 @@
 """What a failed check quotes of an agent's data, bounded and with the run's secrets masked
 before any cut: a compact JSON preview of a value (:func:`preview`), and the excerpt of a text
-around where it comes closest to a pattern it does not contain (:func:`nearest`)."""
+around where it comes closest to a pattern it does not contain (:func:`nearest`). Both take the
+run's secrets as ``masker`` (an evaluator passes :attr:`~atp.core.evaluator.EvalContext.masker`)."""
 
 import difflib
 import json
 from collections.abc import Iterator
 from typing import Any, NamedTuple, Protocol
 
+from atp.core.secrets import Masker
 from atp.core.text import mask, piece, shorten
 
 VALUE_CHARS = 120
@@ -23,10 +25,10 @@ characters of the text, and not at all for a pattern so long that this is under 
 _END = object()
 
 
-def preview(value: Any, limit: int = VALUE_CHARS) -> str:
+def preview(value: Any, limit: int = VALUE_CHARS, *, masker: Masker | None = None) -> str:
     """JSON-like ``value`` as compact JSON, at most ``limit`` characters (and ``…``), the
-    secrets of the run masked. Only what is shown is built, however large the value; a cut
-    leaves no part of a secret."""
+    secrets of ``masker`` (the run's) masked. Only what is shown is built, however large the
+    value; a cut leaves no part of a secret."""
     parts: list[str] = []
     size = 0
     stack: list[tuple[Iterator[Any], bool]] = []  # (the items left, a mapping?)
@@ -44,7 +46,7 @@ def preview(value: Any, limit: int = VALUE_CHARS) -> str:
             try:
                 text = json.dumps(current)
             except (TypeError, ValueError):
-                text = shorten(repr(current), limit + 1)
+                text = shorten(repr(current), limit + 1, masker)
         parts.append(text)
         size += len(text)
         following = False
@@ -67,9 +69,9 @@ def preview(value: Any, limit: int = VALUE_CHARS) -> str:
             following = True
             break
         if size > limit:
-            return piece("".join(parts))[:limit] + "…"
+            return piece("".join(parts), masker)[:limit] + "…"
         if not following:
-            return mask("".join(parts))
+            return mask("".join(parts), masker)
 
 
 class Sought(Protocol):
@@ -121,14 +123,14 @@ def _excerpt(text: str, at: int, size: int) -> str:
     return f"{'…' if start else ''}{text[start:end]}{'…' if end < len(text) else ''}"
 
 
-def nearest(text: str, config: Sought) -> Near:
+def nearest(text: str, config: Sought, *, masker: Masker | None = None) -> Near:
     """Where ``text``, which does not contain the pattern, comes closest to it: the pattern in
     another case; else the longest piece of it (``difflib``, in the first ``NEAR_WORK //
     len(pattern)`` characters of the text, see :data:`NEAR_WORK`), when that is at least a
     third of the pattern and 4 characters long; else nothing, and the excerpt is the start of
     the text. A regex is not looked for in pieces: its excerpt is the start of the text.
-    Secrets are masked first."""
-    text = mask(text)
+    The secrets of ``masker`` (the run's) are masked first."""
+    text = mask(text, masker)
     start = Near(0, 0, None, None, text[:EXCERPT_CHARS] + ("…" if len(text) > EXCERPT_CHARS else ""))
     if config.regex or not text:
         return start

@@ -24,7 +24,7 @@ def resolve(path: str, ctx: EvalContext) -> tuple[Path | None, str | None]:
     that leads out of it, by ``..`` or by a symbolic link, is refused; the path returned then
     has its symbolic links resolved. Without a workspace an absolute path is read as it is.
     """
-    shown = shorten(path)
+    shown = shorten(path, masker=ctx.masker)
     if "\0" in path:
         return None, f"{shown!r} contains a NUL character; it names no file"
     given = Path(path)

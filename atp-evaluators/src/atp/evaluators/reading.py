@@ -65,7 +65,7 @@ def read_file(path: str, ctx: EvalContext) -> Content:
     open does not wait for a FIFO's writer (``O_NONBLOCK``) nor follow a last symbolic link
     put in place of a checked path inside a workspace.
     """
-    shown = shorten(path)
+    shown = shorten(path, masker=ctx.masker)
     where, problem = resolve(path, ctx)
     if where is None:
         return Content(None, problem)

@@ -8,7 +8,8 @@ import json
 from typing import Any
 
 from atp.core.plugins import require
-from atp.core.text import shorten
+from atp.core.secrets import Masker
+from atp.core.text import mask, shorten
 from atp.evaluators.evidence import preview
 
 MESSAGE_CHARS = 160
@@ -73,33 +74,35 @@ def time_limit_schema_patterns(jsonschema: Any, timeout: float) -> None:
     _timed_re.timeout = timeout
 
 
-def json_path(parts: Any) -> str:
+def json_path(parts: Any, masker: Masker | None = None) -> str:
     """Where a value is in a JSON document: ``$.competitors[0].share``, ``$["a b"]``; keys (the
-    agent's) shortened."""
+    agent's) shortened, the secrets of ``masker`` (the run's) masked first."""
     steps = []
     for part in parts:
         if isinstance(part, int):
             steps.append(f"[{part}]")
         else:
-            key = shorten(str(part), 80)
+            key = shorten(str(part), 80, masker)
             steps.append(f".{key}" if key.isidentifier() else f"[{json.dumps(key, ensure_ascii=False)}]")
-    return shorten("$" + "".join(steps), 400)
+    return shorten("$" + "".join(steps), 400, masker)
 
 
-def failure(error: Any) -> dict[str, Any]:
-    """What one JSON Schema error says: where, what the schema expected, the value it rejected."""
+def failure(error: Any, masker: Masker | None = None) -> dict[str, Any]:
+    """What one JSON Schema error says: where, what the schema expected, the value it rejected
+    (the agent's data quoted with the secrets of ``masker``, the run's, masked)."""
     return {
-        "path": json_path(error.absolute_path),
+        "path": json_path(error.absolute_path, masker),
         "expected": f"{error.validator}: {preview(error.validator_value, 80)}",
-        "actual": preview(error.instance),
-        "message": shorten(error.message, MESSAGE_CHARS),
+        "actual": preview(error.instance, masker=masker),
+        "message": shorten(error.message, MESSAGE_CHARS, masker),
     }
 
 
-def explained(error: Any, said: dict[str, Any]) -> str:
+def explained(error: Any, said: dict[str, Any], masker: Masker | None = None) -> str:
     """One error for a check message (``said`` is its :func:`failure`): jsonschema's words when
-    short, with the value they leave out; else what was expected and the value."""
+    short (the secrets of ``masker``, the run's, masked), with the value they leave out; else
+    what was expected and the value."""
     if len(error.message) > MESSAGE_CHARS:
         return f"at {said['path']}: expected {said['expected']}; got {said['actual']}"
     got = f" (got {said['actual']})" if error.validator in _VALUE_NOT_QUOTED else ""
-    return f"at {said['path']}: {error.message}{got}"
+    return f"at {said['path']}: {mask(error.message, masker)}{got}"

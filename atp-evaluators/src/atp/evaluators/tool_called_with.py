@@ -133,7 +133,8 @@ def find_calls(
     events: Iterable[Any], tool: str, judge: InputJudge, target: int | None, checkpoint: Callable[[], None]
 ) -> Found:
     """Reads the calls of ``tool`` from the trace and judges them: every call, or only call
-    number ``target`` (blocking: reads the trace back; may raise :class:`RegexTimedOut`)."""
+    number ``target`` (blocking: reads the trace back; may raise :class:`RegexTimedOut`). The
+    inputs quoted have the secrets of ``judge.masker`` masked."""
     found = Found()
     for read, event in enumerate(events, 1):
         if read % CHECKPOINT_EVERY == 0:
@@ -145,12 +146,16 @@ def find_calls(
         shown = len(found.seen) < DETAIL_CALLS
         if target is not None and number != target:
             if shown:
-                found.seen.append(CallSeen(number, preview(as_input(event.payload.input), INPUT_CHARS)))
+                found.seen.append(
+                    CallSeen(number, preview(as_input(event.payload.input), INPUT_CHARS, masker=judge.masker))
+                )
             continue
         value = as_input(event.payload.input)
         failed = judge.mismatches(value, number)
         found.best = max(found.best, 1.0 - len(failed) / judge.conditions)
-        seen = CallSeen(number, preview(value, INPUT_CHARS), not failed, failed[:SHOWN_MISMATCHES])
+        seen = CallSeen(
+            number, preview(value, INPUT_CHARS, masker=judge.masker), not failed, failed[:SHOWN_MISMATCHES]
+        )
         if not failed:
             found.matching += 1
             if len(found.matched) < SHOWN_MATCHED:
@@ -206,7 +211,7 @@ class ToolCalledWith(Evaluator):
         tool = shorten(config.tool, NAME_CHARS)
         label = f"{self.name}:{tool}"
         timeout = regex_timeout(self.settings, self.name) if config.input_regex else 0.0
-        judge = InputJudge(config.input, config.input_regex, timeout)
+        judge = InputJudge(config.input, config.input_regex, timeout, ctx.masker)
         target = config.call
         if target is not None and target < 0:  # 0: before the first call, so no call is judged
             target = max(0, ctx.trace.summary.tool_calls.get(config.tool, 0) + target + 1)

@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from functools import lru_cache
 from typing import Any
 
+from atp.core.secrets import Masker
 from atp.core.text import shorten
 from atp.evaluators.evidence import preview
 from atp.evaluators.patterns import compile_regex
@@ -84,36 +85,40 @@ def _equal(expected: Any, actual: Any) -> bool:
     return type(expected) is type(actual) and expected == actual
 
 
-def _subset_mismatch(expected: Any, actual: Any, at: list[str | int]) -> str | None:
-    """Why ``actual`` does not have ``expected`` (see the module docs), or ``None``. Recurses as
-    deep as ``expected``, which the suite wrote (the agent's data is never walked further)."""
+def _subset_mismatch(
+    expected: Any, actual: Any, at: list[str | int], masker: Masker | None = None
+) -> str | None:
+    """Why ``actual`` does not have ``expected`` (see the module docs), or ``None``; the values
+    quoted with the secrets of ``masker`` masked. Recurses as deep as ``expected``, which the
+    suite wrote (the agent's data is never walked further)."""
     where = _field_name(at)
     if isinstance(expected, dict):
         if not isinstance(actual, dict):
-            return f"{where}: expected an object, got {_kind(actual)} {preview(actual, MISMATCH_CHARS)}"
+            return f"{where}: expected an object, got {_kind(actual)} {preview(actual, MISMATCH_CHARS, masker=masker)}"
         for key, value in expected.items():
             if key not in actual:
                 return f"{_field_name([*at, key])}: missing"
-            found = _subset_mismatch(value, actual[key], [*at, key])
+            found = _subset_mismatch(value, actual[key], [*at, key], masker)
             if found is not None:
                 return found
         return None
     if isinstance(expected, list):
         if not isinstance(actual, list):
-            return f"{where}: expected a list, got {_kind(actual)} {preview(actual, MISMATCH_CHARS)}"
+            return f"{where}: expected a list, got {_kind(actual)} {preview(actual, MISMATCH_CHARS, masker=masker)}"
         if len(actual) != len(expected):
             return (
                 f"{where}: expected {plural(len(expected), 'item')}, got {len(actual)} "
-                f"{preview(actual, MISMATCH_CHARS)}"
+                f"{preview(actual, MISMATCH_CHARS, masker=masker)}"
             )
         for index, (want, have) in enumerate(zip(expected, actual, strict=True)):
-            found = _subset_mismatch(want, have, [*at, index])
+            found = _subset_mismatch(want, have, [*at, index], masker)
             if found is not None:
                 return found
         return None
     if _equal(expected, actual):
         return None
-    return f"{where}: expected {preview(expected, MISMATCH_CHARS)}, got {preview(actual, MISMATCH_CHARS)}"
+    got = preview(actual, MISMATCH_CHARS, masker=masker)
+    return f"{where}: expected {preview(expected, MISMATCH_CHARS)}, got {got}"
 
 
 def _lookup(value: Any, parts: tuple[str, ...]) -> tuple[bool, Any]:
@@ -141,10 +146,14 @@ def _text(value: Any) -> str | None:
 
 class InputJudge:
     """Tells which conditions of a config (its ``input`` and ``input_regex``) a call's input does
-    not meet."""
+    not meet; what it quotes of an input has the secrets of ``masker`` (the run's) masked."""
 
     def __init__(
-        self, input: dict[str, Any] | None, input_regex: dict[str, str] | None, timeout: float
+        self,
+        input: dict[str, Any] | None,
+        input_regex: dict[str, str] | None,
+        timeout: float,
+        masker: Masker | None = None,
     ) -> None:
         self.input = input or {}
         self.regexes = [
@@ -152,6 +161,7 @@ class InputJudge:
             for path, pattern in (input_regex or {}).items()
         ]
         self.timeout = timeout
+        self.masker = masker
         self.conditions = len(self.input) + len(self.regexes)
 
     def mismatches(self, value: Any, call: int) -> list[str]:
@@ -160,11 +170,19 @@ class InputJudge:
         failed: list[str] = []
         if self.input:
             if not isinstance(value, dict):
-                got = "no input" if value is None else f"{_kind(value)} {preview(value, MISMATCH_CHARS)}"
+                got = (
+                    "no input"
+                    if value is None
+                    else f"{_kind(value)} {preview(value, MISMATCH_CHARS, masker=self.masker)}"
+                )
                 failed.extend(f"{key}: missing (the input is {got})" for key in self.input)
             else:
                 for key, want in self.input.items():
-                    found = _subset_mismatch(want, value[key], [key]) if key in value else f"{key}: missing"
+                    found = (
+                        _subset_mismatch(want, value[key], [key], self.masker)
+                        if key in value
+                        else f"{key}: missing"
+                    )
                     if found is not None:
                         failed.append(found)
         for path, parts, pattern, compiled in self.regexes:
@@ -182,6 +200,6 @@ class InputJudge:
                 raise RegexTimedOut(path, call) from None
             if matched is None:
                 failed.append(
-                    f"{path}: {preview(field, MISMATCH_CHARS)} does not match {shorten(pattern, 80)!r}"
+                    f"{path}: {preview(field, MISMATCH_CHARS, masker=self.masker)} does not match {shorten(pattern, 80)!r}"
                 )
         return failed

@@ -5,6 +5,7 @@
 
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
+from functools import partial
 from typing import Any, Literal, get_args
 
 import msgspec
@@ -12,6 +13,7 @@ import msgspec
 from atp.core.evaluator import EvalContext, Evaluator, check
 from atp.core.protocol import ToolCallEvent
 from atp.core.results import Check
+from atp.core.secrets import Masker
 from atp.core.text import printable, shorten
 from atp.evaluators.behavior import INLINE_EVENTS, NAME_CHARS, names_text, refuse_empty_tools
 from atp.evaluators.tool_reading import CHECKPOINT_EVERY, SHOWN_MATCHED, call_numbers, plural, run_reading
@@ -35,11 +37,15 @@ class ToolSequenceConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=Tru
 
 class Calls:
     """The tool names of the trace's calls, in order, as they are read: keeps the first
-    :data:`SHOWN_SEQUENCE` (shortened) and counts them all."""
+    :data:`SHOWN_SEQUENCE` (shortened, the secrets of ``masker`` masked first) and counts them
+    all."""
 
-    def __init__(self, events: Iterable[Any], checkpoint: Callable[[], None]) -> None:
+    def __init__(
+        self, events: Iterable[Any], checkpoint: Callable[[], None], masker: Masker | None = None
+    ) -> None:
         self._events = events
         self._checkpoint = checkpoint
+        self.masker = masker
         self.total = 0
         self.shown: list[str] = []
 
@@ -51,14 +57,14 @@ class Calls:
                 name = event.payload.tool
                 self.total += 1
                 if len(self.shown) < SHOWN_SEQUENCE:
-                    self.shown.append(shorten(name, NAME_CHARS))
+                    self.shown.append(shorten(name, NAME_CHARS, self.masker))
                 yield name
 
     def text(self) -> str:
         """The sequence for a message: ``search, fetch, … and 47 more (50 calls)``."""
         if not self.total:
             return "the agent made no tool calls"
-        shown = shorten(", ".join(self.shown), 1000)
+        shown = shorten(", ".join(self.shown), 1000, self.masker)
         more = self.total - len(self.shown)
         return f"the calls: {shown}" + (f", … and {more} more ({self.total} calls)" if more > 0 else "")
 
@@ -77,7 +83,7 @@ def _item(tools: list[str], index: int) -> str:
     return f"{shorten(tools[index], NAME_CHARS)} (item {index + 1} of the list)"
 
 
-def follow_exact(calls: Iterable[str], tools: list[str]) -> Verdict:
+def follow_exact(calls: Iterable[str], tools: list[str], masker: Masker | None = None) -> Verdict:
     position: int | None = None
     got: str | None = None
     total = 0
@@ -95,18 +101,19 @@ def follow_exact(calls: Iterable[str], tools: list[str]) -> Verdict:
         message = f"call {position + 1} is missing, where the list has {_item(tools, position)}"
         details["missing"] = shorten(tools[position], NAME_CHARS)
     elif position >= len(tools):
-        message = f"call {position + 1} ({shorten(got, NAME_CHARS)}) is one more than the {len(tools)} listed"
-        details["unexpected"] = shorten(got, NAME_CHARS)
+        unexpected = shorten(got, NAME_CHARS, masker)
+        message = f"call {position + 1} ({unexpected}) is one more than the {len(tools)} listed"
+        details["unexpected"] = unexpected
     else:
-        message = (
-            f"call {position + 1} is {shorten(got, NAME_CHARS)}, where the list has {_item(tools, position)}"
-        )
-        details["unexpected"] = shorten(got, NAME_CHARS)
+        unexpected = shorten(got, NAME_CHARS, masker)
+        message = f"call {position + 1} is {unexpected}, where the list has {_item(tools, position)}"
+        details["unexpected"] = unexpected
         details["missing"] = shorten(tools[position], NAME_CHARS)
     return Verdict(False, score, message, details)
 
 
-def follow_in_order(calls: Iterable[str], tools: list[str]) -> Verdict:
+def follow_in_order(calls: Iterable[str], tools: list[str], masker: Masker | None = None) -> Verdict:
+    """(``masker`` is not needed: what this quotes is the list's.)"""
     matched = 0
     positions: list[int] = []
     counts = dict.fromkeys(tools, 0)
@@ -137,7 +144,8 @@ def follow_in_order(calls: Iterable[str], tools: list[str]) -> Verdict:
     return Verdict(False, matched / len(tools), message, details)
 
 
-def follow_any_order(calls: Iterable[str], tools: list[str]) -> Verdict:
+def follow_any_order(calls: Iterable[str], tools: list[str], masker: Masker | None = None) -> Verdict:
+    """(``masker`` is not needed: what this quotes is the list's.)"""
     needed = Counter(tools)
     counts = dict.fromkeys(needed, 0)
     for name in calls:
@@ -156,7 +164,7 @@ def follow_any_order(calls: Iterable[str], tools: list[str]) -> Verdict:
     )
 
 
-def follow_subset(calls: Iterable[str], tools: list[str]) -> Verdict:
+def follow_subset(calls: Iterable[str], tools: list[str], masker: Masker | None = None) -> Verdict:
     allowed = set(tools)
     others: dict[str, int] = {}
     other_calls = 0
@@ -169,7 +177,7 @@ def follow_subset(calls: Iterable[str], tools: list[str]) -> Verdict:
         other_calls += 1
         if first is None:
             first = (index + 1, name)
-        shown = shorten(name, NAME_CHARS)
+        shown = shorten(name, NAME_CHARS, masker)
         if shown in others or len(others) < 20:
             others[shown] = others.get(shown, 0) + 1
     if first is None:
@@ -177,9 +185,9 @@ def follow_subset(calls: Iterable[str], tools: list[str]) -> Verdict:
         return Verdict(True, 1.0, f"{what} ({names_text(tools)})")
     listing = ", ".join(f"{name} ×{count}" for name, count in others.items())
     message = (
-        f"call {first[0]} is {shorten(first[1], NAME_CHARS)}, which is not listed; "
+        f"call {first[0]} is {shorten(first[1], NAME_CHARS, masker)}, which is not listed; "
         f"{other_calls} of {plural(total, 'call')} {'is' if other_calls == 1 else 'are'} of other tools: "
-        f"{shorten(listing, 600)}"
+        f"{shorten(listing, 600, masker)}"
     )
     return Verdict(
         False,
@@ -189,7 +197,8 @@ def follow_subset(calls: Iterable[str], tools: list[str]) -> Verdict:
     )
 
 
-def follow_superset(calls: Iterable[str], tools: list[str]) -> Verdict:
+def follow_superset(calls: Iterable[str], tools: list[str], masker: Masker | None = None) -> Verdict:
+    """(``masker`` is not needed: what this quotes is the list's.)"""
     counts = dict.fromkeys(tools, 0)
     for name in calls:
         if name in counts:
@@ -205,14 +214,15 @@ def follow_superset(calls: Iterable[str], tools: list[str]) -> Verdict:
     )
 
 
-FOLLOW: dict[str, Callable[[Iterable[str], list[str]], Verdict]] = {
+FOLLOW: dict[str, Callable[[Iterable[str], list[str], Masker | None], Verdict]] = {
     "exact": follow_exact,
     "in_order": follow_in_order,
     "any_order": follow_any_order,
     "subset": follow_subset,
     "superset": follow_superset,
 }
-"""Each mode's reading of the sequence of calls."""
+"""Each mode's reading of the sequence of calls (the tool names it quotes of the calls have the
+secrets of the masker given, the run's, masked)."""
 
 EXPECTED = {
     "exact": "expected exactly the calls {tools}, in this order",
@@ -224,11 +234,17 @@ EXPECTED = {
 
 
 def read_sequence(
-    events: Iterable[Any], tools: list[str], mode: str, checkpoint: Callable[[], None]
+    events: Iterable[Any],
+    tools: list[str],
+    mode: str,
+    checkpoint: Callable[[], None],
+    *,
+    masker: Masker | None = None,
 ) -> tuple[Verdict, Calls]:
-    """A mode's verdict on the trace's calls, and the calls as read (blocking: reads the trace)."""
-    calls = Calls(events, checkpoint)
-    return FOLLOW[mode](calls, tools), calls
+    """A mode's verdict on the trace's calls, and the calls as read (blocking: reads the trace);
+    the tool names quoted have the secrets of ``masker`` (the run's) masked."""
+    calls = Calls(events, checkpoint, masker)
+    return FOLLOW[mode](calls, tools, masker), calls
 
 
 class ToolSequence(Evaluator):
@@ -243,7 +259,8 @@ class ToolSequence(Evaluator):
     async def evaluate(self, ctx: EvalContext, config: ToolSequenceConfig) -> list[Check]:
         label = f"{self.name}:{config.mode}"
         on_thread = ctx.trace.summary.events > INLINE_EVENTS
-        verdict, calls = await run_reading(on_thread, read_sequence, ctx.trace, config.tools, config.mode)
+        read = partial(read_sequence, masker=ctx.masker)
+        verdict, calls = await run_reading(on_thread, read, ctx.trace, config.tools, config.mode)
         if verdict.passed:
             return [check(label, True, printable(verdict.message), verdict.score)]
         expected = EXPECTED[config.mode].format(tools=names_text(config.tools))

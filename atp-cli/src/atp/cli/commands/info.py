@@ -186,7 +186,7 @@ def check_agents(
 
     async def one(name: str) -> None:
         agent, masker = agents[name]
-        health = await agent_health(agent, timeout)
+        health = await agent_health(agent, timeout, masker)
         statuses[name] = (health.status, shorten(masker.text(health.detail), DETAIL_CHARS))
 
     async def every() -> None:
@@ -204,7 +204,7 @@ def check_agents(
     return statuses
 
 
-async def agent_health(agent: ResolvedAgent, timeout: float) -> Health:
+async def agent_health(agent: ResolvedAgent, timeout: float, masker: Masker | None = None) -> Health:
     """Start the agent's adapter, ask its health, close it: all within ``timeout`` seconds. An
     adapter that cannot start makes the agent ``unreachable``; one that refuses an agent reporting
     itself unhealthy gives that report. One that does not finish in time is ``unhealthy``, with
@@ -220,7 +220,7 @@ async def agent_health(agent: ResolvedAgent, timeout: float) -> Health:
     try:
         with anyio.fail_after(timeout):
             adapter = agent.create_adapter()
-            await adapter.start()
+            await adapter.open(masker=masker)
             health = await adapter.health()
         if not isinstance(health, Health):
             return Health(status="unknown", detail=f"the adapter's health() returned {type(health).__name__}")

@@ -48,7 +48,7 @@ async def check_reachable(
     health: Any = None
     try:
         with anyio.fail_after(context.timeout):
-            await adapter.start()
+            await adapter.open(masker=context.masker)
             step = "health"
             health = await adapter.health()
     except TimeoutError:

@@ -29,7 +29,7 @@ class ProbeSink:
 
     def __init__(self, task_id: str, masker: Masker) -> None:
         self.task_id = task_id
-        self.masker = masker
+        self.masker: Masker | None = masker
         self.events_seen = 0
         """Events with the request's task_id."""
         self.first_sequence: int | None = None
@@ -79,4 +79,4 @@ class ProbeSink:
 
     def _kept(self, text: str, limit: int = SEEN_CHARS) -> str:
         """Agent text as it is kept: secrets masked first, then cut (a cut never splits one)."""
-        return shorten(self.masker.text(text), limit)
+        return shorten(text, limit, self.masker)

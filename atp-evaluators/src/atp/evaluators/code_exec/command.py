@@ -47,7 +47,7 @@ from typing import NamedTuple
 
 import anyio
 
-from atp.core import ledger
+from atp.core.ledger import TOKEN_VARIABLE, ProcessLedger, new_token
 from atp.core.text import shorten
 from atp.evaluators.code_exec.config import CommandConfig
 from atp.evaluators.code_exec.folder import Folder
@@ -232,14 +232,17 @@ def trampoline(config: CommandConfig) -> list[str]:
 class _Command:
     """A started command: its process (which ATP alone reaps, so that until it does, the
     command's pid, which is also its process group's id, names no other process), a pidfd for
-    it where there are pidfds, and its ledger record."""
+    it where there are pidfds, and its record in ``processes`` (the run's process ledger; ``None``:
+    none is kept)."""
 
-    def __init__(self, popen: subprocess.Popen[bytes], token: str) -> None:
+    def __init__(
+        self, popen: subprocess.Popen[bytes], token: str, processes: ProcessLedger | None = None
+    ) -> None:
         self.popen = popen
         self.pidfd: int | None = None
         with contextlib.suppress(AttributeError, OSError):
             self.pidfd = os.pidfd_open(popen.pid)  # (it cannot have been reaped yet: only ATP reaps it)
-        self.ledger = ledger.current()
+        self.ledger = processes
         if self.ledger is not None:
             self.ledger.started(popen.pid, token)
 
@@ -385,13 +388,17 @@ async def run_command(
     timeout: float,
     network: bool,
     config: CommandConfig,
+    *,
+    processes: ProcessLedger | None = None,
 ) -> Outcome:
     """Run ``argv`` in ``folder.work`` (see the module's docstring), under :func:`trampoline`
     and the isolation there is; killed after ``timeout`` seconds, its process group killed
     once it has ended (its leftovers, before it is reaped), and killed whatever happens when
-    this is cancelled. OSError when it cannot be started."""
+    this is cancelled. It is recorded in ``processes`` (the run's process ledger, from
+    :attr:`~atp.core.evaluator.EvalContext.processes`) while it runs; ``None``: it is recorded
+    nowhere. OSError when it cannot be started."""
     isolated = _isolated_as(await isolation(), network)
-    token = ledger.new_token()
+    token = new_token()
     started = anyio.current_time()
     popen = subprocess.Popen(
         [*trampoline(config), *isolated.prefix, *argv],
@@ -399,10 +406,10 @@ async def run_command(
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         cwd=folder.work,
-        env={**env, ledger.TOKEN_VARIABLE: token},
+        env={**env, TOKEN_VARIABLE: token},
         start_new_session=True,
     )
-    command = _Command(popen, token)
+    command = _Command(popen, token, processes)
     output = _Output(popen)
     code: int | None = None
     try:

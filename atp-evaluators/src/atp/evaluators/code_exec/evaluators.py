@@ -29,6 +29,7 @@ from atp.core.errors import ConfigError
 from atp.core.evaluator import EvalContext, Evaluator, check
 from atp.core.protocol import Artifact, FileArtifact, ReferenceArtifact
 from atp.core.results import Check
+from atp.core.secrets import Masker
 from atp.core.text import mask, printable, shorten
 from atp.evaluators.artifact import produced, produced_names, select
 from atp.evaluators.code_exec.command import DRAIN_SECONDS, Outcome, command_env, find_program, run_command
@@ -72,16 +73,18 @@ INSTALL_HINT = "pip install 'atp-evaluators[code]'"
 PYTHON_SUFFIXES = (".py", ".pyi")
 
 
-def _tail_text(text: str, limit: int) -> str:
-    """The last ``limit`` characters of ``text`` (``…`` in front when cut), secrets masked
-    before the cut."""
+def _tail_text(text: str, limit: int, masker: Masker | None = None) -> str:
+    """The last ``limit`` characters of ``text`` (``…`` in front when cut), the secrets of
+    ``masker`` (the run's) masked first, whether it is cut or not."""
+    text = mask(text, masker)
     if len(text) <= limit:
         return text
-    return "…" + mask(text)[-limit:]
+    return "…" + text[-limit:]
 
 
 Judge = Callable[[Folder, Outcome, dict[str, Any]], Awaitable[Check]]
-"""Turns how a command ran (its folder, its outcome, the details of every check) into the check."""
+"""Turns how a command ran (its folder, its outcome, the details of every check) into the check.
+(An evaluator's judge has the run's masker from its context, for what it quotes.)"""
 
 
 class _CodeEvaluator(Evaluator):
@@ -152,25 +155,34 @@ class _CodeEvaluator(Evaluator):
                     return [check(label, False, f"the command cannot be run: {problem}", command=command)]
                 try:
                     outcome = await run_command(
-                        [program, *command[1:]], folder, env, timeout, config.network, config
+                        [program, *command[1:]],
+                        folder,
+                        env,
+                        timeout,
+                        config.network,
+                        config,
+                        processes=ctx.processes,
                     )
                 except OSError as exc:
                     message = f"the command cannot be started: {exc.strerror or exc}"
                     return [check(label, False, message, command=command)]
-                details = await self.details(folder, outcome, note)
+                details = await self.details(folder, outcome, note, ctx.masker)
                 if outcome.timed_out:
                     message = (
-                        f"{shorten(shlex.join(command), 200)} was killed after {timeout:g} s "
-                        f"(timeout_seconds); its output ends: {_output_end(details)}"
+                        f"{shorten(shlex.join(command), 200, ctx.masker)} was killed after {timeout:g} s "
+                        f"(timeout_seconds); its output ends: {_output_end(details, ctx.masker)}"
                     )
                     return [check(label, False, message, **details)]
                 return [await judge(folder, outcome, details)]
         except FolderError as exc:
             return [check(label, False, str(exc))]
 
-    async def details(self, folder: Folder, outcome: Outcome, note: str | None) -> dict[str, Any]:
+    async def details(
+        self, folder: Folder, outcome: Outcome, note: str | None, masker: Masker | None = None
+    ) -> dict[str, Any]:
         """What every check of a command shows: how it ended, how long it took, how it was
-        isolated, the end of its output, the suite's files that replaced the agent's."""
+        isolated, the end of its output (the secrets of ``masker``, the run's, masked before
+        it is cut), the suite's files that replaced the agent's."""
         details: dict[str, Any] = {
             "exit_code": outcome.exit_code,
             "duration_seconds": round(outcome.seconds, 3),
@@ -178,7 +190,9 @@ class _CodeEvaluator(Evaluator):
             "network": outcome.network,
             "processes": outcome.processes,
             "proc": outcome.proc,
-            "output": await off_loop(len(outcome.output), _tail_text, outcome.output, OUTPUT_DETAIL_CHARS),
+            "output": await off_loop(
+                len(outcome.output), _tail_text, outcome.output, OUTPUT_DETAIL_CHARS, masker
+            ),
         }
         if outcome.cut:
             details["output_cut_bytes"] = outcome.cut
@@ -241,18 +255,20 @@ def _tool_missing(output: str, module: str) -> bool:
     return f"No module named {module}" in output or f"No module named '{module}'" in output
 
 
-def _output_end(details: Mapping[str, Any]) -> str:
+def _output_end(details: Mapping[str, Any], masker: Masker | None = None) -> str:
     """The end of the command's output for a check message: cut from the details' (whose
-    secrets were masked before it was cut), on one line."""
-    return printable(_tail_text(details["output"].strip(), OUTPUT_MESSAGE_CHARS)) or "(no output)"
+    secrets were masked before it was cut; masked again with ``masker``, the run's), on one
+    line."""
+    return printable(_tail_text(details["output"].strip(), OUTPUT_MESSAGE_CHARS, masker)) or "(no output)"
 
 
 # --- pytest -----------------------------------------------------------------------------------
 
 
-def _reason(failed: FailedTest) -> str:
+def _reason(failed: FailedTest, masker: Masker | None = None) -> str:
     """Why a test failed, in one line: its message's first line; for a collection error (whose
-    message is only "collection failure") the last line of its text, where the exception is."""
+    message is only "collection failure") the last line of its text, where the exception is
+    (the secrets of ``masker``, the run's, masked)."""
     if failed.message.startswith("collection failure"):
         lines = [line for line in failed.text.splitlines() if line.strip()] or [failed.message]
         line = lines[-1]
@@ -260,13 +276,13 @@ def _reason(failed: FailedTest) -> str:
         line = failed.message.splitlines()[0] if failed.message else ""
     if line.startswith("E "):  # pytest's mark of an exception line
         line = line[1:]
-    return shorten(line.strip(), 120)
+    return shorten(line.strip(), 120, masker)
 
 
-def _named(failures: list[FailedTest], total: int) -> str:
-    """The first :data:`NAMED_FAILURES` failed tests of ``total``, each with why, for a check
-    message."""
-    named = [(f.test, _reason(f)) for f in failures[:NAMED_FAILURES]]
+def _named(failures: list[FailedTest], total: int, masker: Masker | None = None) -> str:
+    """The first :data:`NAMED_FAILURES` failed tests of ``total``, each with why (the secrets of
+    ``masker``, the run's, masked), for a check message."""
+    named = [(f.test, _reason(f, masker)) for f in failures[:NAMED_FAILURES]]
     shown = "; ".join(f"{test} ({reason})" if reason else test for test, reason in named)
     more = total - len(named)
     return printable(shown) + (f" and {more} more" if more > 0 else "")
@@ -340,37 +356,50 @@ class Pytest(_CodeEvaluator):
             )  # fmt: skip
 
         async def judge(folder: Folder, outcome: Outcome, details: dict[str, Any]) -> Check:
-            return await self.judge(label, config, folder, outcome, details)
+            return await self.judge(label, config, folder, outcome, details, ctx.masker)
 
         return await self.run(label, ctx, config, artifacts, argv, judge)
 
     async def judge(
-        self, label: str, config: PytestConfig, folder: Folder, outcome: Outcome, details: dict[str, Any]
+        self,
+        label: str,
+        config: PytestConfig,
+        folder: Folder,
+        outcome: Outcome,
+        details: dict[str, Any],
+        masker: Masker | None = None,
     ) -> Check:
         """The check of a pytest run, from its JUnit report: none, one that cannot be read, a run
-        that collected or ran nothing, one whose report is not to be trusted, else its pass rate."""
+        that collected or ran nothing, one whose report is not to be trusted, else its pass rate.
+        What it quotes of the report and the output has the secrets of ``masker`` (the run's)
+        masked."""
         code = outcome.exit_code
         data, problem = await anyio.to_thread.run_sync(
             read_report, folder.root / "junit.xml", MAX_JUNIT_BYTES
         )
         if data is None:
-            return check(label, False, self._no_report(config, outcome, problem, details), **details)
+            return check(label, False, self._no_report(config, outcome, problem, details, masker), **details)
         if code == 5:
             return check(label, False, "pytest collected no tests (exit code 5)", **details)
         test_files = suite_tests(config.files)
         try:
-            report = await off_loop(len(data), parse_junit, data, tuple(test_files))
+            report = await off_loop(len(data), parse_junit, data, tuple(test_files), masker)
         except ReportError as exc:
             return check(label, False, str(exc), **details)
-        failed = _not_run(label, report, code, details)
+        failed = _not_run(label, report, code, details, masker)
         if failed is None:
-            failed = _distrusted(label, report, code, test_files, details)
+            failed = _distrusted(label, report, code, test_files, details, masker)
         if failed is None:
             failed = _too_few(label, config, report, test_files, details)
-        return failed if failed is not None else _pass_rate(label, config, report, details)
+        return failed if failed is not None else _pass_rate(label, config, report, details, masker)
 
     def _no_report(
-        self, config: PytestConfig, outcome: Outcome, problem: str | None, details: dict[str, Any]
+        self,
+        config: PytestConfig,
+        outcome: Outcome,
+        problem: str | None,
+        details: dict[str, Any],
+        masker: Masker | None = None,
     ) -> str:
         """Why pytest wrote no JUnit report ATP can read, for the check message."""
         if _tool_missing(outcome.output, "pytest"):
@@ -379,7 +408,7 @@ class Pytest(_CodeEvaluator):
             return f"pytest's JUnit report {problem}"
         code = outcome.exit_code
         ended = _PYTEST_EXITS.get(code or 0, "ended")
-        return f"pytest {ended} (exit code {code}) and wrote no JUnit report; its output ends: {_output_end(details)}"
+        return f"pytest {ended} (exit code {code}) and wrote no JUnit report; its output ends: {_output_end(details, masker)}"
 
 
 def _counts(report: JUnitReport) -> dict[str, int]:
@@ -392,18 +421,20 @@ def _counts(report: JUnitReport) -> dict[str, int]:
     }
 
 
-def _not_run(label: str, report: JUnitReport, code: int | None, details: dict[str, Any]) -> Check | None:
+def _not_run(
+    label: str, report: JUnitReport, code: int | None, details: dict[str, Any], masker: Masker | None = None
+) -> Check | None:
     """The failed check of a pytest run that could not collect the tests or ended before running
     them (interrupted, an internal error, a usage error); ``None`` for a run that ran them."""
     if report.collection_errors:
         message = (
             f"pytest could not collect the tests: collection error in "
-            f"{_named(report.collection_errors, len(report.collection_errors))}"
+            f"{_named(report.collection_errors, len(report.collection_errors), masker)}"
         )
         failures = [f._asdict() for f in report.collection_errors[:SHOWN_FAILURES]]
         return check(label, False, message, failures=failures, **details)
     if code in _PYTEST_EXITS:
-        message = f"pytest {_PYTEST_EXITS[code]} (exit code {code}); its output ends: {_output_end(details)}"
+        message = f"pytest {_PYTEST_EXITS[code]} (exit code {code}); its output ends: {_output_end(details, masker)}"
         return check(label, False, message, **details)
     return None
 
@@ -414,7 +445,12 @@ _UNTRUSTED = (
 
 
 def _distrusted(
-    label: str, report: JUnitReport, code: int | None, test_files: dict[str, int], details: dict[str, Any]
+    label: str,
+    report: JUnitReport,
+    code: int | None,
+    test_files: dict[str, int],
+    details: dict[str, Any],
+    masker: Masker | None = None,
 ) -> Check | None:
     """The failed check of a run whose report and exit code disagree, or whose report holds tests
     from outside the suite's test files; ``None`` when neither."""
@@ -424,7 +460,7 @@ def _distrusted(
         how = f"was ended by signal {-code}" if code is not None and code < 0 else f"exited with {code}"
         message = (
             f"pytest {how}, which is not how pytest ends a test run{_UNTRUSTED}; "
-            f"its output ends: {_output_end(details)}"
+            f"its output ends: {_output_end(details, masker)}"
         )
         return check(label, False, message, tests=tests, **details)
     if (code == 0) != (bad == 0):
@@ -433,7 +469,7 @@ def _distrusted(
         message = f"pytest's exit code {code} says {said}, but its JUnit report {counted}{_UNTRUSTED}"
         return check(label, False, message, tests=tests, **details)
     if report.foreign:
-        shown = printable(shorten(", ".join(report.foreign_tests[:NAMED_FAILURES]), 300))
+        shown = printable(shorten(", ".join(report.foreign_tests[:NAMED_FAILURES]), 300, masker))
         message = (
             f"pytest's report holds {_tests(report.foreign)} from outside the suite's test files "
             f"({', '.join(test_files)}): {shown}; only the suite's tests count"
@@ -461,9 +497,15 @@ def _too_few(
     return check(label, False, message, tests=_counts(report), min_tests=least, **details)
 
 
-def _pass_rate(label: str, config: PytestConfig, report: JUnitReport, details: dict[str, Any]) -> Check:
+def _pass_rate(
+    label: str,
+    config: PytestConfig,
+    report: JUnitReport,
+    details: dict[str, Any],
+    masker: Masker | None = None,
+) -> Check:
     """The check of a trusted report: the share of the tests that ran which passed, against
-    ``min_pass_rate``, naming the first failed tests."""
+    ``min_pass_rate``, naming the first failed tests (the secrets of ``masker`` masked)."""
     tests = _counts(report)
     skipped = f"; {report.skipped} skipped" if report.skipped else ""
     if report.ran == 0:
@@ -473,7 +515,7 @@ def _pass_rate(label: str, config: PytestConfig, report: JUnitReport, details: d
     message += f"; min_pass_rate {config.min_pass_rate:.0%})" if config.min_pass_rate < 1 else ")"
     listed: dict[str, Any] = {}
     if report.failures:
-        message += f"; failed: {_named(report.failures, report.failed + report.errors)}"
+        message += f"; failed: {_named(report.failures, report.failed + report.errors, masker)}"
         listed["failures"] = [f._asdict() for f in report.failures]
     return check(
         label, rate >= config.min_pass_rate, message + skipped, rate, tests=tests, **listed, **details
@@ -537,13 +579,21 @@ class Lint(_CodeEvaluator):
             )  # fmt: skip
 
         async def judge(folder: Folder, outcome: Outcome, details: dict[str, Any]) -> Check:
-            return await self.judge(label, config, folder, outcome, details)
+            return await self.judge(label, config, folder, outcome, details, ctx.masker)
 
         return await self.run(label, ctx, config, artifacts, argv, judge)
 
     async def judge(
-        self, label: str, config: LintConfig, folder: Folder, outcome: Outcome, details: dict[str, Any]
+        self,
+        label: str,
+        config: LintConfig,
+        folder: Folder,
+        outcome: Outcome,
+        details: dict[str, Any],
+        masker: Masker | None = None,
     ) -> Check:
+        """The check of a ruff run, from its JSON report; what it quotes of the report, the
+        output and the files has the secrets of ``masker`` (the run's) masked."""
         data, problem = await anyio.to_thread.run_sync(read_report, folder.root / "ruff.json", MAX_RUFF_BYTES)
         if data is None:
             if _tool_missing(outcome.output, "ruff"):
@@ -551,13 +601,13 @@ class Lint(_CodeEvaluator):
             elif problem is not None:
                 message = f"ruff's report {problem}"
             else:
-                message = f"ruff wrote no report (exit code {outcome.exit_code}); its output ends: {_output_end(details)}"
+                message = f"ruff wrote no report (exit code {outcome.exit_code}); its output ends: {_output_end(details, masker)}"
             return check(label, False, message, **details)
         try:
-            count, findings = await off_loop(len(data), parse_ruff, data, folder.work)
+            count, findings = await off_loop(len(data), parse_ruff, data, folder.work, masker)
         except ReportError as exc:
             return check(label, False, str(exc), **details)
-        linted = printable(shorten(", ".join(folder.placed), 300))
+        linted = printable(shorten(", ".join(folder.placed), 300, masker))
         listed: dict[str, Any] = {"findings": [f._asdict() for f in findings], "findings_total": count}
         if count <= config.max_findings:
             found = (
@@ -601,7 +651,7 @@ class CustomCommand(_CodeEvaluator):
         command = list(config.command)
 
         async def judge(folder: Folder, outcome: Outcome, details: dict[str, Any]) -> Check:
-            return await self.judge(label, config, command, outcome, details)
+            return await self.judge(label, config, command, outcome, details, ctx.masker)
 
         return await self.run(label, ctx, config, artifacts, lambda folder, python: command, judge)
 
@@ -612,14 +662,17 @@ class CustomCommand(_CodeEvaluator):
         command: list[str],
         outcome: Outcome,
         details: dict[str, Any],
+        masker: Masker | None = None,
     ) -> Check:
+        """The check of a command: its exit code, and its output against ``regex``; the output
+        quoted with the secrets of ``masker`` (the run's) masked."""
         shown = shorten(shlex.join(command), 200)
         code = outcome.exit_code
         ended = (
             f"exited with {code}" if code is not None and code >= 0 else f"was ended by signal {-(code or 0)}"
         )
         if code != config.expect_exit:
-            message = f"expected {shown} to exit with {config.expect_exit}; it {ended}; its output ends: {_output_end(details)}"
+            message = f"expected {shown} to exit with {config.expect_exit}; it {ended}; its output ends: {_output_end(details, masker)}"
             return check(label, False, message, **details)
         if config.regex is None:
             return check(label, True, f"{shown} exited with {code} as expected", **details)
@@ -638,7 +691,7 @@ class CustomCommand(_CodeEvaluator):
         if found is None:
             message = (
                 f"{shown} {ended} as expected, but its output does not match {config.regex!r}; "
-                f"it ends: {_output_end(details)}"
+                f"it ends: {_output_end(details, masker)}"
             )
             return check(label, False, message, 0.5, **details)
         return check(

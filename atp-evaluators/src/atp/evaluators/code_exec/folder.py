@@ -43,6 +43,7 @@ import anyio
 
 from atp.core.evaluator import EvalContext
 from atp.core.protocol import Artifact, FileArtifact, ReferenceArtifact
+from atp.core.secrets import Masker
 from atp.core.text import shorten
 from atp.core.tree import remove_tree
 from atp.evaluators.artifact import describe
@@ -65,22 +66,25 @@ CLEANUP_WAIT_SECONDS = 60.0
 """How long cleanup waits for a copy that was cancelled to stop, before removing the folder."""
 
 
-def relative_path(path: str, what: str) -> str:
+def relative_path(path: str, what: str, masker: Masker | None = None) -> str:
     """``path`` as a relative POSIX path inside a folder; ValueError saying why when it is
     empty, absolute, leads out of the folder with ``..`` or has more than
-    :data:`MAX_PATH_PARTS` parts."""
+    :data:`MAX_PATH_PARTS` parts (the path quoted with the secrets of ``masker`` masked: the
+    run's, for an agent's path)."""
     if not path or "\0" in path:
         raise ValueError(f"{what} {path!r} names no file")
     normal = norm(path)
     if posixpath.isabs(normal):
-        raise ValueError(f"{what} {shorten(path)!r} is an absolute path; it must be relative to the folder")
+        raise ValueError(
+            f"{what} {shorten(path, masker=masker)!r} is an absolute path; it must be relative to the folder"
+        )
     if normal == ".." or normal.startswith("../"):
-        raise ValueError(f"{what} {shorten(path)!r} leads out of the folder (..)")
+        raise ValueError(f"{what} {shorten(path, masker=masker)!r} leads out of the folder (..)")
     if normal == "." or path.endswith("/"):
-        raise ValueError(f"{what} {shorten(path)!r} names no file")
+        raise ValueError(f"{what} {shorten(path, masker=masker)!r} names no file")
     if normal.count("/") >= MAX_PATH_PARTS:
         raise ValueError(
-            f"{what} {shorten(path)!r} has {normal.count('/') + 1} parts; ATP takes at most {MAX_PATH_PARTS}"
+            f"{what} {shorten(path, masker=masker)!r} has {normal.count('/') + 1} parts; ATP takes at most {MAX_PATH_PARTS}"
         )
     return normal
 
@@ -274,15 +278,18 @@ def _free_path(work: Path, rel: str) -> Path:
     return path
 
 
-def _last_of_each(placements: list[Placement]) -> tuple[list[Placement], tuple[str, ...]]:
+def _last_of_each(
+    placements: list[Placement], masker: Masker | None = None
+) -> tuple[list[Placement], tuple[str, ...]]:
     """One placement per path, the last given for it (in the order the paths first came), and
-    the paths given more than once, each with how many times (the first :data:`SHOWN_PATHS`)."""
+    the paths given more than once, each with how many times (the first :data:`SHOWN_PATHS`,
+    the secrets of ``masker`` masked)."""
     last: dict[str, Placement] = {}
     for placement in placements:
         last[placement.dest] = placement
     counts = Counter(p.dest for p in placements)
     duplicates = tuple(
-        f"{shorten(dest)} ({count} artifacts; the last was used)"
+        f"{shorten(dest, masker=masker)} ({count} artifacts; the last was used)"
         for dest, count in counts.items()
         if count > 1
     )
@@ -300,7 +307,9 @@ def _materialise(
     """Make the command's folder under ``root`` (blocking: runs on a worker thread): where each
     artifact goes is worked out here too (:func:`plan_placements`)."""
     try:
-        planned, duplicates = _last_of_each(plan_placements(ctx, artifacts, whole_workspace, copier.stop))
+        planned, duplicates = _last_of_each(
+            plan_placements(ctx, artifacts, whole_workspace, copier.stop), ctx.masker
+        )
         work, home, tmp = root / "work", root / "home", root / "tmp"
         for folder in (work, home, tmp):
             os.mkdir(folder, 0o700)
@@ -318,10 +327,13 @@ def _materialise(
             elif placement.source is not None:
                 dest = _free_path(work, placement.dest)
                 copier.copy_file(
-                    placement.source, dest, follow=placement.follow, shown=shorten(placement.dest)
+                    placement.source,
+                    dest,
+                    follow=placement.follow,
+                    shown=shorten(placement.dest, masker=ctx.masker),
                 )
             elif not os.path.lexists(work / placement.dest):
-                raise FolderError(f"{shorten(placement.dest)} is not in the workspace")
+                raise FolderError(f"{shorten(placement.dest, masker=ctx.masker)} is not in the workspace")
         replaced = []
         for rel, text in suite_files.items():
             if os.path.lexists(work / rel):
@@ -370,7 +382,7 @@ def plan_placements(
         path = artifact.path
         inline = isinstance(artifact, FileArtifact) and artifact.content is not None
         try:
-            dest = relative_path(_inside_workspace(path, workspace), "artifact path")
+            dest = relative_path(_inside_workspace(path, workspace), "artifact path", ctx.masker)
         except ValueError as exc:
             where = "the workspace" if workspace is not None else "the command's folder"
             raise FolderError(
@@ -381,7 +393,7 @@ def plan_placements(
             continue
         source, problem = resolve(path, ctx)
         if source is None:
-            raise FolderError(problem or f"{describe(artifact)} cannot be read")
+            raise FolderError(problem or f"{describe(artifact, ctx.masker)} cannot be read")
         if workspace is None:
             found.append(Placement(dest, source=source))
         elif whole_workspace:

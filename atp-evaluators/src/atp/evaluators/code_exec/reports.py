@@ -1,6 +1,8 @@
 """Reading what the tools report: a report file as written (:func:`read_report`), pytest's
 JUnit XML (:func:`parse_junit`, streamed, no DOCTYPE) and ruff's JSON (:func:`parse_ruff`), each
-within a size bound."""
+within a size bound. What they quote of a report (test names, messages, tracebacks, file
+names) comes from the agent's code: the secrets of the masker given (the run's) are masked
+before it is cut."""
 
 from __future__ import annotations
 
@@ -13,7 +15,8 @@ from collections.abc import Collection
 from pathlib import Path
 from typing import Any, NamedTuple, cast
 
-from atp.core.text import shorten
+from atp.core.secrets import Masker
+from atp.core.text import mask, shorten
 from atp.evaluators.code_exec.folder import SHOWN_PATHS
 from atp.evaluators.paths import norm
 
@@ -27,6 +30,11 @@ SHOWN_FINDINGS = 100
 """How many findings a ``lint`` check's details list (all are counted)."""
 FAILURE_TEXT_CHARS = 600
 """A failed test's report text (its traceback) is kept up to its last this many characters."""
+MASK_MARGIN = 4096
+"""Characters of a failed test's text kept beyond :data:`FAILURE_TEXT_CHARS` while the report
+streams by, so that it is masked before its last cut: a secret that straddles that cut is
+masked whole (no secret is this long)."""
+_KEPT_TEXT = FAILURE_TEXT_CHARS + MASK_MARGIN
 
 
 def read_report(path: Path, limit: int) -> tuple[bytes | None, str | None]:
@@ -107,7 +115,10 @@ class _JUnitCounter:
     by (no tree is built), and refuses a DOCTYPE: the only place to declare the entities of an
     entity expansion ("billion laughs") or an external entity."""
 
-    def __init__(self, modules: Collection[str] = (), files: Collection[str] = ()) -> None:
+    def __init__(
+        self, modules: Collection[str] = (), files: Collection[str] = (), masker: Masker | None = None
+    ) -> None:
+        self.masker = masker
         self.counts = {"passed": 0, "failed": 0, "errors": 0, "skipped": 0}
         self.failures: list[FailedTest] = []
         self.collection_errors: list[FailedTest] = []
@@ -140,8 +151,8 @@ class _JUnitCounter:
         if self._in_outcome:
             self._text.append(text)
             self._text_size += len(text)
-            if self._text_size > 4 * FAILURE_TEXT_CHARS:  # only the end is kept
-                joined = "".join(self._text)[-FAILURE_TEXT_CHARS - 1 :]
+            if self._text_size > 2 * _KEPT_TEXT:  # only the end is kept (cut for good once masked)
+                joined = "".join(self._text)[-_KEPT_TEXT:]
                 self._text, self._text_size = [joined], len(joined)
 
     def end(self, tag: str) -> None:
@@ -151,10 +162,12 @@ class _JUnitCounter:
             kind, message = self._outcome or ("passed", "")
             self.counts[_COUNTED_AS[kind]] += 1
             if kind != "passed" and kind != "skipped":
-                text = "".join(self._text).strip()
+                text = mask("".join(self._text).strip(), self.masker)
                 if len(text) > FAILURE_TEXT_CHARS:
                     text = "…" + text[-FAILURE_TEXT_CHARS:]
-                failed = FailedTest(shorten(self._case, 300), shorten(message, 300), text)
+                failed = FailedTest(
+                    shorten(self._case, 300, self.masker), shorten(message, 300, self.masker), text
+                )
                 collection = kind == "error" and message.startswith("collection failure")
                 kept = self.collection_errors if collection else self.failures
                 if len(kept) < SHOWN_FAILURES:
@@ -164,7 +177,7 @@ class _JUnitCounter:
             if not self._ours:
                 self.foreign += 1
                 if len(self.foreign_tests) < SHOWN_PATHS:
-                    self.foreign_tests.append(shorten(self._case, 300))
+                    self.foreign_tests.append(shorten(self._case, 300, self.masker))
             self._case = None
 
     def _from_suite(self, classname: str, file: str | None) -> bool:
@@ -188,18 +201,19 @@ class _JUnitCounter:
         )
 
 
-def parse_junit(data: bytes, test_files: Collection[str] = ()) -> JUnitReport:
+def parse_junit(data: bytes, test_files: Collection[str] = (), masker: Masker | None = None) -> JUnitReport:
     """Count the test cases of a JUnit XML report (as pytest writes it): each is passed,
     failed, errored or skipped (one that failed and errored counts as errored). With
     ``test_files`` (relative paths of ``.py`` files), the test cases from none of them are
-    counted as :attr:`~JUnitReport.foreign`. ReportError when the report is larger than
-    :data:`MAX_JUNIT_BYTES`, has a DOCTYPE, or is not XML."""
+    counted as :attr:`~JUnitReport.foreign`. What it quotes has the secrets of ``masker`` (the
+    run's) masked. ReportError when the report is larger than :data:`MAX_JUNIT_BYTES`, has a
+    DOCTYPE, or is not XML."""
     if len(data) > MAX_JUNIT_BYTES:
         raise ReportError(
             f"the JUnit report is larger than {MAX_JUNIT_BYTES // (1024 * 1024)} MiB; ATP does not read it"
         )
     modules = [path.removesuffix(".py").replace("/", ".") for path in test_files]
-    parser = ElementTree.XMLParser(target=_JUnitCounter(modules, test_files))
+    parser = ElementTree.XMLParser(target=_JUnitCounter(modules, test_files, masker))
     try:
         parser.feed(data)
         report = cast(JUnitReport, parser.close())  # what the target's close() returns
@@ -225,10 +239,13 @@ class Finding(NamedTuple):
         return f"{self.file}{where} {self.code} {self.message}"
 
 
-def parse_ruff(data: bytes, work: Path | None = None) -> tuple[int, list[Finding]]:
+def parse_ruff(
+    data: bytes, work: Path | None = None, masker: Masker | None = None
+) -> tuple[int, list[Finding]]:
     """How many findings ruff's JSON report (``--output-format=json``) holds, and the first
-    :data:`SHOWN_FINDINGS` of them, their files relative to ``work``. ReportError when it is
-    larger than :data:`MAX_RUFF_BYTES` or is not such a report."""
+    :data:`SHOWN_FINDINGS` of them, their files relative to ``work`` (what they quote with the
+    secrets of ``masker``, the run's, masked). ReportError when it is larger than
+    :data:`MAX_RUFF_BYTES` or is not such a report."""
     if len(data) > MAX_RUFF_BYTES:
         raise ReportError(
             f"ruff's report is larger than {MAX_RUFF_BYTES // (1024 * 1024)} MiB; ATP does not read it"
@@ -236,7 +253,7 @@ def parse_ruff(data: bytes, work: Path | None = None) -> tuple[int, list[Finding
     try:
         items = json.loads(data)
     except (ValueError, RecursionError) as exc:
-        raise ReportError(f"ruff's report is not JSON: {shorten(str(exc))}") from None
+        raise ReportError(f"ruff's report is not JSON: {shorten(str(exc), masker=masker)}") from None
     if not isinstance(items, list):
         raise ReportError("ruff's report is not a JSON list of findings")
     findings = []
@@ -252,11 +269,11 @@ def parse_ruff(data: bytes, work: Path | None = None) -> tuple[int, list[Finding
                 filename = Path(filename).relative_to(work).as_posix()
         findings.append(
             Finding(
-                file=shorten(filename, 300),
+                file=shorten(filename, 300, masker),
                 line=_number(location.get("row")),
                 column=_number(location.get("column")),
-                code=shorten(str(item.get("code") or item.get("name") or "syntax-error"), 80),
-                message=shorten(str(item.get("message") or ""), 300),
+                code=shorten(str(item.get("code") or item.get("name") or "syntax-error"), 80, masker),
+                message=shorten(str(item.get("message") or ""), 300, masker),
             )
         )
     return len(items), findings

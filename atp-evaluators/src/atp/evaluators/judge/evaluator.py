@@ -31,6 +31,7 @@ import msgspec
 from atp.core.evaluator import CannotEvaluate, EvalContext, Evaluator, check, skipped
 from atp.core.protocol import Artifact, StructuredArtifact
 from atp.core.results import Check
+from atp.core.secrets import Masker
 from atp.core.text import mask, shorten
 from atp.evaluators.artifact import produced, text_of
 from atp.evaluators.judge.judge import JudgeSettings
@@ -187,7 +188,7 @@ class LlmEval(Evaluator):
             prompt = build_prompt(task, content, name, config.prompt)
             label = f"llm_eval:{name}"
             try:
-                judgement = await judge.judge(prompt, samples)
+                judgement = await judge.judge(prompt, samples, masker=ctx.masker)
             except JudgeFailed as failed:
                 self._count(
                     ctx,
@@ -201,7 +202,14 @@ class LlmEval(Evaluator):
             self._count(ctx, judge, judgement.spent, judgement.cost_usd)
             checks.append(
                 self._check(
-                    label, name, judgement, threshold, [_label(a) for a in artifacts], notes, settings.model
+                    label,
+                    name,
+                    judgement,
+                    threshold,
+                    [_label(a) for a in artifacts],
+                    notes,
+                    settings.model,
+                    ctx.masker,
                 )
             )
         return checks
@@ -246,7 +254,7 @@ class LlmEval(Evaluator):
             size += len(part) + 2
         if not parts:
             return None, notes
-        text, note = cut(mask("\n\n".join(parts)), limit)
+        text, note = cut(mask("\n\n".join(parts), ctx.masker), limit)
         if note:
             notes.append(note)
         return text, notes
@@ -260,7 +268,10 @@ class LlmEval(Evaluator):
         judged: list[str],
         notes: list[str],
         model: str,
+        masker: Masker | None = None,
     ) -> Check:
+        """The check of one criterion; the judge's explanation quoted with the secrets of
+        ``masker`` (the run's) masked before it is cut."""
         first = judgement.samples[0].verdict
         count = len(judgement.samples)
         score = round(judgement.score, 4)
@@ -268,7 +279,7 @@ class LlmEval(Evaluator):
         relation = "≥" if passed else "<"
         spread = judgement.spread
         about = f" (mean of {count} samples, sd {spread['stdev']:.2f}); first sample" if count > 1 else ""
-        message = f"{criterion} scored {score:.2f} {relation} {threshold:.2f}{about}: {shorten(mask(first.explanation), 300)}"
+        message = f"{criterion} scored {score:.2f} {relation} {threshold:.2f}{about}: {shorten(mask(first.explanation, masker), 300)}"
         details: dict[str, Any] = {
             "criterion": criterion,
             "score": score,

@@ -27,6 +27,7 @@ import anyio
 import msgspec
 
 from atp.core.errors import ConfigError
+from atp.core.secrets import Masker
 from atp.core.text import shorten
 from atp.evaluators.judge.backend import (
     JudgeBackend,
@@ -143,10 +144,11 @@ class JudgeFailed(Exception):
         self.details = details
 
 
-def shown(reply: JudgeReply) -> str:
-    """What came back, for a check's evidence."""
+def shown(reply: JudgeReply, masker: Masker | None = None) -> str:
+    """What came back, for a check's evidence (the secrets of ``masker``, the run's, masked
+    before it is cut)."""
     text = json.dumps(reply.tool_input, ensure_ascii=False) if reply.tool_input is not None else reply.text
-    return shorten(text, SHOWN_ANSWER_CHARS) if text else "(an empty answer)"
+    return shorten(text, SHOWN_ANSWER_CHARS, masker) if text else "(an empty answer)"
 
 
 def read_reply(reply: JudgeReply) -> Verdict:
@@ -228,14 +230,15 @@ class Judge:
             backend, self._backend = self._backend, None
             await backend.aclose()
 
-    async def judge(self, prompt: Prompt, samples: int) -> Judgement:
-        """``samples`` judgements of ``prompt``, taken together."""
+    async def judge(self, prompt: Prompt, samples: int, *, masker: Masker | None = None) -> Judgement:
+        """``samples`` judgements of ``prompt``, taken together; the answers a failure quotes
+        have the secrets of ``masker`` (the run's) masked."""
         backend = await self.backend()
         results: list[Sample | None] = [None] * samples
         failures: list[JudgeFailed] = []
         async with anyio.create_task_group() as group:
             for index in range(samples):
-                group.start_soon(self._one, backend, prompt, index, results, failures)
+                group.start_soon(self._one, backend, prompt, index, results, failures, masker)
         if failures:
             first = failures[0]
             spent = sum((s.spent for s in results if s is not None), Spent()) + sum(
@@ -258,9 +261,10 @@ class Judge:
         index: int,
         results: list[Sample | None],
         failures: list[JudgeFailed],
+        masker: Masker | None = None,
     ) -> None:
         try:
-            results[index] = await self.sample(backend, prompt, index)
+            results[index] = await self.sample(backend, prompt, index, masker=masker)
         except JudgeFailed as failed:
             failures.append(failed)
         except Exception as exc:  # a back end's or the cache's own bug: said, not an exception group
@@ -283,8 +287,11 @@ class Judge:
             }
         )
 
-    async def sample(self, backend: JudgeBackend, prompt: Prompt, index: int) -> Sample:
-        """One judgement: from the cache, or asked (with one correction at most)."""
+    async def sample(
+        self, backend: JudgeBackend, prompt: Prompt, index: int, *, masker: Masker | None = None
+    ) -> Sample:
+        """One judgement: from the cache, or asked (with one correction at most); the answers a
+        failure quotes have the secrets of ``masker`` masked."""
         key = self.key(prompt, index)
         if self.cache is not None:
             hit = self.cache.get(key)
@@ -307,7 +314,7 @@ class Judge:
             try:
                 verdict = read_reply(reply)
             except AnswerProblem as problem:
-                answers.append(shown(reply))
+                answers.append(shown(reply, masker))
                 problems.append(str(problem))
                 if attempt == 0:
                     spent = spent + Spent(corrections=1)
