@@ -596,3 +596,15 @@ def inputs_not_a_dict(request: Any) -> list[str]:
 
 def mapper_without_parameters() -> dict[str, Any]:
     return {}
+
+
+class Odd(BaseException):
+    """Neither an Exception nor anything Python itself raises."""
+
+
+def factory_interrupts() -> Crew:
+    raise KeyboardInterrupt
+
+
+def factory_odd() -> Crew:
+    raise Odd("no crew, oddly")

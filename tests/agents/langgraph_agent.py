@@ -490,3 +490,15 @@ def _shared_state(state: AnyState) -> dict[str, Any]:
 
 
 shared_state_graph = _one_node(_shared_state, AnyState)
+
+
+def mapper_interrupts(value: Any) -> Any:
+    """A mapper raising what is not an Exception (its own KeyboardInterrupt)."""
+    raise KeyboardInterrupt
+
+
+async def mapper_cancels(value: Any) -> Any:
+    """An async mapper raising a CancelledError of its own making."""
+    import asyncio
+
+    raise asyncio.CancelledError

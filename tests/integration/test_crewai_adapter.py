@@ -807,3 +807,15 @@ def test_the_kernel_resolves_the_agent(tmp_path: Path, plugins: Plugins) -> None
     resolved = resolve_agent(agent_definitions(load_config(cwd=tmp_path), suite)["crew"], plugins.adapters)
     assert resolved.settings == CrewAISettings(module=MODULE, crew="calculator_crew", path=[str(AGENTS)])
     assert resolved.timeout == 30
+
+
+@pytest.mark.parametrize(
+    ("factory", "raised"),
+    [("factory_interrupts", "KeyboardInterrupt"), ("factory_odd", "Odd: no crew, oddly")],
+)
+def test_a_factory_raising_what_is_not_an_exception_fails_its_run_only(
+    crews: ModuleType, factory: str, raised: str
+) -> None:
+    """(issue 26, kind 4) Not an interruption of ATP: the run's failure, named."""
+    error, _ = failure(adapter(factory))
+    says(error.message, f"factory {MODULE}:{factory}", raised)

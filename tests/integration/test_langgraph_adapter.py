@@ -804,3 +804,18 @@ def test_langchain_does_not_warn_of_the_failures_the_handler_raises_on_purpose(
     messages = [record.getMessage() for record in caplog.records]
     assert not any("AtpLangGraphHandler" in message for message in messages)
     assert messages == ["Error in OtherHandler.on_tool_end callback: ValueError('kept')"]
+
+
+@pytest.mark.parametrize("setting", ["input_mapper", "output_mapper"])
+@pytest.mark.parametrize(
+    ("mapper", "raised"), [("mapper_interrupts", "KeyboardInterrupt"), ("mapper_cancels", "CancelledError")]
+)
+def test_a_mapper_raising_what_is_not_an_exception_fails_its_run_only(
+    setting: str, mapper: str, raised: str
+) -> None:
+    """(issue 26, kind 4) Not an interruption of ATP, nor ATP's cancellation: the run's failure."""
+    with pytest.raises(AgentError) as caught:
+        execute(
+            adapter("question_graph", input_key="question", **{setting: f"{MODULE}:{mapper}"}), request("x")
+        )
+    says(str(caught.value), setting, f"{MODULE}:{mapper}", raised)

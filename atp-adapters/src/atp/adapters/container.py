@@ -75,6 +75,7 @@ from atp.core.protocol import ATPRequest, ATPResponse
 from atp.core.secrets import Masker
 from atp.core.service import with_context
 from atp.core.text import as_text
+from atp.core.tree import walk_entries
 
 if TYPE_CHECKING:
     from atp.core.trace import EventSink
@@ -729,13 +730,12 @@ def _bind(source: str, target: str, *, readonly: bool) -> str:
 
 def _open_to_all(folder: Path) -> None:
     """Let the container's user (not ATP's) write in the run's workspace: ATP made it for the
-    run, so every file and folder in it is made writable by all."""
-    for root, folders, files in os.walk(folder):
-        for entry in [root, *(os.path.join(root, f) for f in folders + files)]:
-            try:
-                mode = os.lstat(entry).st_mode
-                if stat.S_ISLNK(mode):
-                    continue
-                os.chmod(entry, mode | (0o777 if stat.S_ISDIR(mode) else 0o666))
-            except OSError:
+    run, so every file and folder in it is made writable by all (walked without recursion)."""
+    for path in [folder, *(path for path, _ in walk_entries(folder))]:
+        try:
+            mode = os.lstat(path).st_mode
+            if stat.S_ISLNK(mode):
                 continue
+            os.chmod(path, mode | (0o777 if stat.S_ISDIR(mode) else 0o666))
+        except OSError:
+            continue

@@ -60,7 +60,8 @@ from atp.adapters.crewai_events import (
 from atp.adapters.crewai_library import CrewAILibrary
 from atp.adapters.python import PythonAdapter, attribute_importer, callable_problem
 from atp.core.adapter import Adapter
-from atp.core.errors import AdapterError, AgentError
+from atp.core.errors import AdapterError, AgentError, AtpError
+from atp.core.isolation import AgentRaised, call_agent
 from atp.core.plugins import require
 from atp.core.protocol import PROTOCOL_VERSION, ATPRequest, ATPResponse, decode_request, encode
 from atp.core.text import describe
@@ -213,7 +214,16 @@ class CrewAIAdapter(Adapter):
         self.cwd = Path.cwd()
         self._limiter = anyio.CapacityLimiter(math.inf)  # --parallel is the bound
         self._turns = anyio.Lock()
-        await anyio.to_thread.run_sync(self._load, abandon_on_cancel=True)
+        try:
+            await anyio.to_thread.run_sync(call_agent, self._load, abandon_on_cancel=True)
+        except AgentRaised as raised:  # (the agent's code raised what no check expected)
+            exc = raised.raised
+            if isinstance(exc, AtpError):
+                raise exc from None
+            what = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+            raise AdapterError(
+                f"agent {self.name!r}: loading {self.spec} raised {what}", retryable=False
+            ) from None
 
     def _load(self) -> None:
         """(In a worker thread.)"""
@@ -399,13 +409,13 @@ class CrewAIAdapter(Adapter):
             try:
                 outcome.append(
                     await anyio.to_thread.run_sync(
-                        self._run_crew, run, own, abandon_on_cancel=True, limiter=self._limiter
+                        call_agent, self._run_crew, run, own, abandon_on_cancel=True, limiter=self._limiter
                     )
                 )
-            except anyio.get_cancelled_exc_class():
-                raise
-            except BaseException as exc:  # raised as is, not in an exception group
-                outcome.append(exc)
+            except AgentRaised as raised:  # raised as is, not in an exception group
+                exc = raised.raised  # (the crew's objects are looked at all along: anything)
+                known = isinstance(exc, (_Refused, _Failed, AtpError))
+                outcome.append(exc if known else _Failed(f"the crew {self.spec}", exc))
             group.cancel_scope.cancel()
         if not outcome:
             return None
@@ -448,15 +458,11 @@ class CrewAIAdapter(Adapter):
             self.check_crew(run, crew, run.tasks)
             run.usage_before = crew_usage(crew)
             try:
-                output = crew.kickoff(inputs=inputs)
-                if not isinstance(output, run.crewai.CrewOutput) and hasattr(output, "result"):
-                    for _ in output:  # a streaming crew (stream=True): run it to its end
-                        pass
-                    output = output.result
+                output = call_agent(_kicked_off, run, crew, inputs)
             except (
-                BaseException
-            ) as exc:  # (a KeyboardInterrupt here is the crew's: signals reach the main thread)
-                raise _Failed(f"the crew {self.spec}", exc) from None
+                AgentRaised
+            ) as raised:  # (a KeyboardInterrupt here is the crew's: signals reach the main thread)
+                raise _Failed(f"the crew {self.spec}", raised.raised) from None
             finally:
                 run.crewai.settle()
             if not hasattr(output, "raw"):
@@ -476,9 +482,9 @@ class CrewAIAdapter(Adapter):
             return {"task": request.task.description, **(request.task.input_data or {})}
         spec = self.settings.input_mapper
         try:
-            result = self.mapper(request)
-        except (Exception, SystemExit) as exc:
-            raise _Failed(f"the input mapper {spec}", exc) from None
+            result = call_agent(self.mapper, request)
+        except AgentRaised as raised:
+            raise _Failed(f"the input mapper {spec}", raised.raised) from None
         if not isinstance(result, Mapping) or not all(isinstance(key, str) for key in result):
             raise _Refused(
                 f"the input mapper {spec} returned {describe(result, self.masker)}, not a dict of kickoff inputs (names to values)"
@@ -490,9 +496,9 @@ class CrewAIAdapter(Adapter):
         if self.factory is None:
             return self.shared
         try:
-            crew = self.factory()
-        except (Exception, SystemExit) as exc:
-            raise _Failed(f"the crew factory {self.spec}", exc) from None
+            crew = call_agent(self.factory)
+        except AgentRaised as raised:
+            raise _Failed(f"the crew factory {self.spec}", raised.raised) from None
         assert self.crewai is not None
         if not isinstance(crew, self.crewai.Crew):
             raise _Refused(
@@ -551,6 +557,16 @@ def _version(text: str) -> tuple[int, int] | None:
     if len(parts) < 2 or not parts[0].isdigit() or not parts[1].isdigit():
         return None
     return int(parts[0]), int(parts[1])
+
+
+def _kicked_off(run: CrewRun, crew: Any, inputs: dict[str, Any]) -> Any:
+    """(Agent code.) The crew's output: its kickoff, a streaming crew run to its end."""
+    output = crew.kickoff(inputs=inputs)
+    if not isinstance(output, run.crewai.CrewOutput) and hasattr(output, "result"):
+        for _ in output:  # a streaming crew (stream=True): run it to its end
+            pass
+        output = output.result
+    return output
 
 
 def _memory_folder() -> str:

@@ -70,7 +70,8 @@ from atp.adapters.langgraph_state import (
 )
 from atp.adapters.python import PythonAdapter, RunEnded, attribute_importer
 from atp.core.adapter import Adapter
-from atp.core.errors import AdapterError, AgentError
+from atp.core.errors import AdapterError, AgentError, AtpError
+from atp.core.isolation import AgentRaised, await_agent, call_agent
 from atp.core.plugins import require
 from atp.core.protocol import (
     PROTOCOL_VERSION,
@@ -163,13 +164,21 @@ class LangGraphAdapter(Adapter):
         self.cwd = Path.cwd()
         self._limiter = anyio.CapacityLimiter(math.inf)  # --parallel is the bound
         quiet_own_failures()
-        lg, found = await anyio.to_thread.run_sync(self._load, abandon_on_cancel=True)
-        if inspect.isawaitable(found):  # an async factory
+        try:
+            lg, found = await anyio.to_thread.run_sync(call_agent, self._load, abandon_on_cancel=True)
+        except AgentRaised as raised:  # (the agent's code raised what no check expected)
+            raise self._failed_at_start(raised.raised) from None
+        if call_agent(inspect.isawaitable, found):  # an async factory
             try:
-                found = await found
-            except Exception as exc:
-                raise self._factory_failed(exc) from exc
-            found = await anyio.to_thread.run_sync(self._as_graph, lg, found, True, abandon_on_cancel=True)
+                found = await await_agent(found)
+            except AgentRaised as raised:
+                raise self._factory_failed(raised.raised) from None
+            try:
+                found = await anyio.to_thread.run_sync(
+                    call_agent, self._as_graph, lg, found, True, abandon_on_cancel=True
+                )
+            except AgentRaised as raised:
+                raise self._failed_at_start(raised.raised) from None
         self._lg, self.graph = lg, found
         self._check_input_key()
 
@@ -245,11 +254,11 @@ class LangGraphAdapter(Adapter):
         mapper = self.input_mapper
         if mapper is not None:
             try:
-                value = mapper(request)
-                if inspect.isawaitable(value):
-                    value = await value
-            except Exception as exc:
-                raise self._mapper_failed("input_mapper", exc) from None
+                value = call_agent(mapper, request)
+                if call_agent(inspect.isawaitable, value):
+                    value = await await_agent(value)
+            except AgentRaised as raised:
+                raise self._mapper_failed("input_mapper", raised.raised) from None
             return value
         key = self.settings.input_key
         text = request.task.description
@@ -315,11 +324,11 @@ class LangGraphAdapter(Adapter):
         if mapper is None:
             return await self._off_loop(default_artifacts, state, lg.BaseMessage, masker)
         try:
-            value = await self._off_loop(mapper, state)
-            if inspect.isawaitable(value):
-                value = await value
-        except (Exception, SystemExit) as exc:
-            raise self._mapper_failed("output_mapper", exc) from None
+            value = await self._off_loop(call_agent, mapper, state)
+            if call_agent(inspect.isawaitable, value):
+                value = await await_agent(value)
+        except AgentRaised as raised:
+            raise self._mapper_failed("output_mapper", raised.raised) from None
         return await self._off_loop(mapped_artifacts, value, self.settings.output_mapper, masker)
 
     def _mapper_failed(self, setting: str, exc: BaseException) -> AgentError:
@@ -357,8 +366,9 @@ class LangGraphAdapter(Adapter):
             return found
         if isinstance(found, lg.StateGraph):
             try:
-                return found.compile()
-            except Exception as exc:
+                return call_agent(found.compile)
+            except AgentRaised as raised:
+                exc = raised.raised
                 raise AdapterError(
                     f"agent {self.name!r}: compiling the StateGraph {self.spec} raised "
                     f"{type(exc).__name__}: {exc}{self.importer.where(exc.__traceback__)}",
@@ -401,11 +411,21 @@ class LangGraphAdapter(Adapter):
                     ) from None
                 args = (self.settings.config.runnable_config(),)
         try:
-            return factory(*args)
-        except Exception as exc:
-            raise self._factory_failed(exc) from exc
+            return call_agent(factory, *args)
+        except AgentRaised as raised:
+            raise self._factory_failed(raised.raised) from None
 
-    def _factory_failed(self, exc: Exception) -> AdapterError:
+    def _failed_at_start(self, exc: BaseException) -> AtpError:
+        """What the agent's code raised while the graph was loaded, where no check expected it."""
+        if isinstance(exc, AtpError):
+            return exc
+        what = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        return AdapterError(
+            f"agent {self.name!r}: loading {self.spec} raised {what}{self.importer.where(exc.__traceback__)}",
+            retryable=False,
+        )
+
+    def _factory_failed(self, exc: BaseException) -> AdapterError:
         what = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
         return AdapterError(
             f"agent {self.name!r}: the graph factory {self.spec} raised {what}{self.importer.where(exc.__traceback__)}",
@@ -418,8 +438,8 @@ class LangGraphAdapter(Adapter):
         if self.settings.input_mapper is not None:
             return
         try:
-            schema = self.graph.get_input_jsonschema()
-        except Exception:
+            schema = call_agent(self.graph.get_input_jsonschema)
+        except AgentRaised:
             return
         keys = schema.get("properties") if isinstance(schema, Mapping) else None
         if not isinstance(keys, Mapping) or not keys or self.settings.input_key in keys:

@@ -66,12 +66,12 @@ class GraphRun:
         if self.failure is not None:
             raise self.failure
 
-    def on_loop(self, function: Callable[..., Any], *args: Any) -> Any:
-        """``function(*args)`` on ATP's event loop's thread: at once there, else handed to it
-        and waited for (:func:`~atp.adapters.python.call_in_loop`)."""
+    def on_loop(self, deliver: Callable[..., Any], *args: Any) -> Any:
+        """``deliver(*args)`` (ATP's) on ATP's event loop's thread: at once there, else handed
+        to it and waited for (:func:`~atp.adapters.python.call_in_loop`)."""
         if threading.get_ident() == self.loop_thread:
-            return function(*args)
-        return call_in_loop(self.loop, lambda: function(*args))
+            return deliver(*args)
+        return call_in_loop(self.loop, lambda: deliver(*args))
 
     def emit(self, payload: msgspec.Struct) -> None:
         """Deliver an event made of ``payload`` on ATP's event loop's thread, waiting for it

@@ -59,8 +59,10 @@ from typing import Any, NoReturn, Protocol, TypeVar, Union
 import anyio
 import msgspec
 
+from atp.core import isolation
 from atp.core.adapter import Adapter
 from atp.core.errors import AdapterError, AgentError, AtpError, ProtocolError
+from atp.core.isolation import AgentRaised, await_agent, call_agent
 from atp.core.protocol import (
     EVENT_TYPES,
     PROTOCOL_VERSION,
@@ -187,8 +189,14 @@ class PythonAdapter(Adapter):
         agent framework can take seconds). Raises AdapterError saying what went wrong."""
         self.cwd = Path.cwd()
         self._limiter = anyio.CapacityLimiter(math.inf)  # --parallel is the bound
-        function = await anyio.to_thread.run_sync(self._load, abandon_on_cancel=True)
-        self.is_async = _is_async(function)
+        try:
+            function = await anyio.to_thread.run_sync(call_agent, self._load, abandon_on_cancel=True)
+            self.is_async = call_agent(_is_async, function)
+        except AgentRaised as raised:  # (the agent's code raised what no check below expected)
+            exc = raised.raised
+            if isinstance(exc, AtpError):
+                raise exc from None
+            raise self._error(f"raised {type(exc).__name__}: {exc}{self._where(exc.__traceback__)}") from None
         self.function = function
 
     def artifact_dir(self, request: ATPRequest) -> Path | None:
@@ -215,14 +223,14 @@ class PythonAdapter(Adapter):
         try:
             try:
                 if self.is_async:
-                    result = function(own, run.emit)
+                    result = call_agent(function, own, run.emit)
                 else:
                     result = await anyio.to_thread.run_sync(
                         run.call, function, own, abandon_on_cancel=True, limiter=limiter
                     )
-                if inspect.isawaitable(result):
-                    result = await result
-            except anyio.get_cancelled_exc_class():
+                if call_agent(inspect.isawaitable, result):
+                    result = await await_agent(result)
+            except anyio.get_cancelled_exc_class():  # ATP's own (the agent's is AgentRaised)
                 if not self.is_async and not run.returned:
                     sink.warn(
                         f"the agent function {self.settings.callable} was still running when its "
@@ -230,11 +238,11 @@ class PythonAdapter(Adapter):
                         f"(its emit() now raises RunEnded)"
                     )
                 raise
-            except (AtpError, AgentError):  # the callable speaks as an adapter would
+            except AgentRaised as raised:  # anything, sys.exit() and KeyboardInterrupt included
                 run.check()
-                raise
-            except (Exception, SystemExit) as exc:  # (sys.exit() in a thread must not stop ATP)
-                run.check()
+                exc = raised.raised
+                if isinstance(exc, (AtpError, AgentError)):  # the callable speaks as an adapter would
+                    raise exc from None
                 raise self._raised(exc, sink) from None
             run.check()
             return self._response(request, result)
@@ -275,10 +283,11 @@ class PythonAdapter(Adapter):
         walked = self.module_name
         for part in self.attribute.split("."):
             try:
-                target = getattr(target, part)
-            except AttributeError:
-                raise self._error(self._missing(module, target, walked, part)) from None
-            except Exception as exc:
+                target = call_agent(getattr, target, part)
+            except AgentRaised as raised:
+                exc = raised.raised
+                if isinstance(exc, AttributeError):
+                    raise self._error(self._missing(module, target, walked, part)) from None
                 where = self._where(exc.__traceback__)
                 raise self._error(
                     f"looking up {part!r} on {walked} raised {type(exc).__name__}: {exc}{where}"
@@ -289,13 +298,13 @@ class PythonAdapter(Adapter):
     def _import(self) -> ModuleType:
         name = self.module_name
         try:
-            return importlib.import_module(name)
-        except ModuleNotFoundError as exc:
-            missing = exc.name or ""
-            if missing and (name == missing or name.startswith(missing + ".")):
-                raise self._error(self._not_found(missing)) from None
-            raise self._error(self._raised_while_importing(exc)) from exc
-        except (Exception, SystemExit) as exc:
+            return call_agent(importlib.import_module, name)
+        except AgentRaised as raised:  # anything the module's code raised, SystemExit included
+            exc = raised.raised
+            if isinstance(exc, ModuleNotFoundError):
+                missing = exc.name or ""
+                if missing and (name == missing or name.startswith(missing + ".")):
+                    raise self._error(self._not_found(missing)) from None
             raise self._error(self._raised_while_importing(exc)) from exc
 
     def _error(self, problem: str, verb: str = "cannot import") -> AdapterError:
@@ -347,7 +356,8 @@ class PythonAdapter(Adapter):
         if isinstance(exc, SyntaxError) and exc.filename:
             where = f" (at {self._show(exc.filename)}:{exc.lineno})" if exc.lineno else ""
             return f"{what} raised {type(exc).__name__}: {exc.msg}{where}"
-        return f"{what} raised {type(exc).__name__}: {exc}{self._where(exc.__traceback__)}"
+        said = f": {exc}" if str(exc) else ""
+        return f"{what} raised {type(exc).__name__}{said}{self._where(exc.__traceback__)}"
 
     def _missing(self, module: ModuleType, owner: Any, walked: str, part: str) -> str:
         try:
@@ -449,7 +459,7 @@ class PythonAdapter(Adapter):
         frames = [
             frame
             for frame in traceback.extract_tb(tb)
-            if not frame.filename.startswith("<") and os.path.abspath(frame.filename) != _THIS_FILE
+            if not frame.filename.startswith("<") and os.path.abspath(frame.filename) not in _OWN_FILES
         ]
         if not frames:
             return ""
@@ -485,9 +495,9 @@ def attribute_importer(spec: str, *, agent: str, base_dir: Path, path: Sequence[
 
 
 def call_in_loop(
-    loop: asyncio.AbstractEventLoop, function: Callable[[], _T], *, context: contextvars.Context | None = None
+    loop: asyncio.AbstractEventLoop, deliver: Callable[[], _T], *, context: contextvars.Context | None = None
 ) -> _T:
-    """(From a thread other than ``loop``'s.) Call ``function`` on the event loop's thread and
+    """(From a thread other than ``loop``'s.) Call ``deliver`` (ATP's) on the event loop's thread and
     wait for it: what it returns, or what it raised, raised here. The waiting is back-pressure: a
     thread emitting events in a tight loop goes at the pace the event loop delivers them, and the
     loop stays free for its timeouts and signals. RunEnded once the event loop is closed (ATP has
@@ -496,7 +506,7 @@ def call_in_loop(
 
     def call() -> None:
         try:
-            result = function()
+            result = deliver()
         except BaseException as exc:
             future.set_exception(exc)
         else:
@@ -533,7 +543,7 @@ class _Run:
     def call(self, function: AgentCallable, request: ATPRequest) -> Any:
         """(In a worker thread.) The plain function's call."""
         try:
-            return function(request, self.emit)
+            return call_agent(function, request, self.emit)
         finally:
             self.returned = True
 
@@ -623,6 +633,8 @@ def _defined_in(module: ModuleType, name: str) -> bool:
         return False
 
 
+_OWN_FILES = frozenset({_THIS_FILE, os.path.abspath(isolation.__file__)})
+"""ATP's frames between ATP and the agent's code (this module's, and the isolation helper's)."""
 _SKIPPED = tuple(
     os.path.dirname(os.path.abspath(path)) + os.sep
     for path in (anyio.__file__, asyncio.__file__, concurrent.futures.__file__)
@@ -634,7 +646,7 @@ def _user_traceback(tb: TracebackType | None) -> TracebackType | None:
     """``tb`` from the agent's own first frame: ATP's and anyio's frames left out."""
     while tb is not None:
         filename = os.path.abspath(tb.tb_frame.f_code.co_filename)
-        if filename != _THIS_FILE and not filename.startswith(_SKIPPED):
+        if filename not in _OWN_FILES and not filename.startswith(_SKIPPED):
             return tb
         tb = tb.tb_next
     return tb

@@ -8,12 +8,12 @@ A path that is a file is a suite, whatever its name. A folder is searched recurs
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Iterable
 from pathlib import Path
 
 from atp.core.errors import ConfigError
+from atp.core.tree import walk_entries
 from atp.core.yamlfile import MAX_FILE_BYTES
 
 SUITE_SUFFIXES = (".yaml", ".yml")
@@ -35,12 +35,10 @@ def is_suite_file(path: Path) -> bool:
 
 def suites_in(folder: Path) -> list[Path]:
     found: list[Path] = []
-    for root, folders, names in os.walk(folder):
-        folders[:] = sorted(f for f in folders if not f.startswith(".") and f not in SKIPPED_FOLDERS)
-        for name in sorted(names):
-            path = Path(root) / name
-            if is_suite_file(path):
-                found.append(path)
+    entered = lambda name: not name.startswith(".") and name not in SKIPPED_FOLDERS  # noqa: E731
+    for path, is_folder in walk_entries(folder, enter=entered):  # (without recursion: any depth)
+        if not is_folder and is_suite_file(path):
+            found.append(path)
     return found
 
 

@@ -39,6 +39,7 @@ from atp.core.results import (
     Shard,
     new_run_id,
 )
+from atp.core.tree import remove_tree
 
 COPIED_FOLDERS = ("events", "logs", "workspaces")
 """The folders of a shard's run directory whose files the merged directory holds too."""
@@ -364,7 +365,7 @@ def _write(root: Path, header: RunHeader, parts: list[_Part], baseline: bytes | 
                 _copy_folder(part, folder, directory, owners)
         RunStore(directory).write_header(header)
     except BaseException:
-        shutil.rmtree(directory, ignore_errors=True)
+        remove_tree(directory)
         raise
     return directory
 

@@ -88,6 +88,8 @@ def describe(value: object, masker: _Masks | None = None) -> str:
     raising here)."""
     if value is None:
         return "None"
+    if isinstance(value, str):  # (masked before repr() escapes it: a spelling of a spelling)
+        value = mask(value, masker)
     return f"{type(value).__name__} {printable(shorten(guarded_repr(value), 120, masker))}"
 
 

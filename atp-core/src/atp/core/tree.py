@@ -15,7 +15,7 @@ import os
 import shutil
 import stat
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 __all__ = ["MAX_DEPTH", "TOO_DEEP", "UNREADABLE", "TreeTooLarge", "copy_tree", "remove_tree", "walk_files"]
@@ -38,6 +38,18 @@ def walk_files(root: Path, max_depth: int = MAX_DEPTH) -> Iterator[Path]:
     them top-down, without recursion and without entering links to folders. A folder
     ``max_depth`` levels down is not entered (:data:`TOO_DEEP` is yielded for it), one
     that cannot be listed neither (:data:`UNREADABLE`)."""
+    for path, is_folder in walk_entries(root, max_depth):
+        if not is_folder:
+            yield path
+
+
+def walk_entries(
+    root: Path, max_depth: int = MAX_DEPTH, enter: Callable[[str], bool] | None = None
+) -> Iterator[tuple[Path, bool]]:
+    """Every entry below ``root`` with whether it is a folder (a link never is), as
+    :func:`walk_files` walks them: without recursion, top-down, in name order, a folder's
+    entries after its files. A folder whose name ``enter`` refuses is yielded but not entered;
+    :data:`TOO_DEEP` and :data:`UNREADABLE` (not folders) stand for what could not be entered."""
     stack: list[tuple[str, int]] = [(str(root), 0)]
     while stack:
         folder, depth = stack.pop()
@@ -45,7 +57,7 @@ def walk_files(root: Path, max_depth: int = MAX_DEPTH) -> Iterator[Path]:
             with os.scandir(folder) as entries:
                 listed = sorted(entries, key=lambda entry: entry.name)
         except OSError:
-            yield UNREADABLE
+            yield UNREADABLE, False
             continue
         folders: list[str] = []
         for entry in listed:
@@ -56,10 +68,14 @@ def walk_files(root: Path, max_depth: int = MAX_DEPTH) -> Iterator[Path]:
             if is_folder:
                 folders.append(entry.path)
             else:
-                yield Path(entry.path)
+                yield Path(entry.path), False
+        for path in folders:
+            yield Path(path), True
         for path in reversed(folders):
+            if enter is not None and not enter(os.path.basename(path)):
+                continue
             if depth + 1 > max_depth:
-                yield TOO_DEEP
+                yield TOO_DEEP, False
             else:
                 stack.append((path, depth + 1))
 
