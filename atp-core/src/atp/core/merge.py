@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import logging
 import os
 import shutil
 import stat
@@ -39,7 +40,9 @@ from atp.core.results import (
     Shard,
     new_run_id,
 )
-from atp.core.tree import remove_tree
+from atp.core.tree import MAX_DEPTH, remove_tree
+
+logger = logging.getLogger("atp.merge")
 
 COPIED_FOLDERS = ("events", "logs", "workspaces")
 """The folders of a shard's run directory whose files the merged directory holds too."""
@@ -247,7 +250,8 @@ def _read_results(part: _Part) -> None:
         )
     path = part.directory / RESULTS_FILE
     try:
-        data = files.read_bytes(path)
+        with files.open_inside(part.directory, RESULTS_FILE) as handle:  # no link: as read_results
+            data = handle.read()
     except FileNotFoundError:
         data = b""
     except OSError as exc:
@@ -371,9 +375,11 @@ def _write(root: Path, header: RunHeader, parts: list[_Part], baseline: bytes | 
 
 
 def _copy_folder(part: _Part, folder: str, directory: Path, owners: dict[str, _Part]) -> None:
-    """A shard's ``folder`` into the merged directory: files hard-linked when the file system
-    allows, copied otherwise; a symbolic link is copied as the link (never followed), and
-    anything that is neither a file, a folder nor a link (a FIFO an agent left) is left out."""
+    """A shard's ``folder`` into the merged directory, without recursion: files hard-linked
+    when the file system allows, copied otherwise; a symbolic link is copied as the link (never
+    followed), and anything that is neither a file, a folder nor a link (a FIFO an agent left)
+    is left out, and so are folders more than :data:`~atp.core.tree.MAX_DEPTH` levels below
+    ``folder`` (an agent's workspace nested thousands deep), with a warning."""
     source = part.directory / folder
     try:
         mode = os.lstat(source).st_mode
@@ -383,9 +389,13 @@ def _copy_folder(part: _Part, folder: str, directory: Path, owners: dict[str, _P
         raise AtpError(f"cannot read {source}: {files.reason(exc)}") from None
     if not stat.S_ISDIR(mode):  # a link in its place leads out of the run directory
         return
-    pending = [folder]
+    pending = [(folder, 0)]
+    too_deep = 0
     while pending:
-        relative = pending.pop()
+        relative, depth = pending.pop()
+        if depth > MAX_DEPTH:
+            too_deep += 1
+            continue
         target = directory / relative
         try:
             with contextlib.suppress(FileExistsError):
@@ -400,7 +410,7 @@ def _copy_folder(part: _Part, folder: str, directory: Path, owners: dict[str, _P
             name = f"{relative}/{entry.name}"
             try:
                 if entry.is_dir(follow_symlinks=False):
-                    pending.append(name)
+                    pending.append((name, depth + 1))
                     continue
                 if not (entry.is_symlink() or entry.is_file(follow_symlinks=False)):
                     continue
@@ -410,6 +420,13 @@ def _copy_folder(part: _Part, folder: str, directory: Path, owners: dict[str, _P
                 _copy_file(Path(entry.path), directory / name, symlink=entry.is_symlink())
             except OSError as exc:
                 raise StorageError(f"cannot copy {entry.path}: {files.reason(exc)}") from None
+    if too_deep:
+        logger.warning(
+            "%s: %d folder(s) more than %d levels deep were left out of the merged run",
+            part.directory / folder,
+            too_deep,
+            MAX_DEPTH,
+        )
 
 
 def _overlap(name: str, owner: _Part | None, part: _Part) -> AtpError:
