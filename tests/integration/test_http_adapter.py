@@ -19,7 +19,6 @@ import msgspec
 import pytest
 
 pytest.importorskip("httpx", reason="the http adapter needs httpx")
-pytest.importorskip("httpx_sse", reason="the http adapter needs httpx-sse")
 
 from atp.adapters.http import HttpAdapter, HttpSettings
 from atp.core.config import agent_definitions, load_config, resolve_agent

@@ -24,7 +24,6 @@ import msgspec
 import pytest
 
 pytest.importorskip("httpx", reason="the http adapters need httpx")
-pytest.importorskip("httpx_sse", reason="the http adapter needs httpx-sse")
 
 from atp.adapters.agent_interface import AgentInterfaceAdapter, AgentInterfaceSettings
 from atp.adapters.cli import CliAdapter, CliSettings

@@ -8,6 +8,7 @@ import asyncio
 import json
 import socket
 import threading
+import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -221,6 +222,18 @@ class _RealTool(BaseHTTPRequestHandler):
             self._answer(200, {"forecast": "sunny"})
         elif self.path == "/busy":
             self._answer(503, {"status": "error", "error": "overloaded", "error_code": "TOOL_ERROR"})
+        elif self.path == "/drip":  # a byte every 0.3 s: each read is quick, the whole call is not
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", "12")
+            self.end_headers()
+            for byte in b'{"output":1}':
+                try:
+                    self.wfile.write(bytes([byte]))
+                    self.wfile.flush()
+                except OSError:  # (ATP gave up on it: the point)
+                    return
+                time.sleep(0.3)
         else:
             self._answer(200, None, raw=b"<html>not json</html>")
 
@@ -505,3 +518,58 @@ def test_delay_ms_holds_the_answer(tmp_path: Path) -> None:
         assert [line["payload"]["duration_ms"] >= 250 for line in run.recorded()] == [True, False, True]
 
     serve(tmp_path, scenario)
+
+
+def test_a_proxied_tools_time_limit_bounds_the_whole_call(tmp_path: Path, real_tool: str) -> None:
+    """(issue 26) Not each read: a tool dripping a byte every 0.3 s is stopped at 1 s."""
+    config = tools({"name": "drip", "proxy": f"{real_tool}/drip", "timeout_seconds": 1})
+
+    async def scenario(server: ToolServer, run_of: Any) -> None:
+        async with run_of(config) as run, httpx.AsyncClient() as client:
+            started = time.monotonic()
+            answer = await client.post(f"{run.endpoint}/tools/drip", json=run.body({}))
+            took = time.monotonic() - started
+        assert answer.json()["error_code"] == "TIMEOUT" and took < 2.5, (answer.json(), took)
+
+    serve(tmp_path, scenario)
+
+
+def test_one_runs_idle_connections_do_not_keep_another_runs_calls_out(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """(issue 26) A run's agent holding connections open: past the server's bound the idle ones
+    are closed for newcomers, and past a run's own bound its calls are refused, not others'."""
+    monkeypatch.setattr("atp.adapters.tools.MAX_CONNECTIONS", 20)
+    monkeypatch.setattr("atp.adapters.tools.MAX_RUN_CONNECTIONS", 5)
+
+    async def scenario(server: ToolServer, run_of: Any) -> None:
+        port = server._port
+        config = tools({"name": "t", "output": "ok"})
+        async with run_of(config) as greedy, run_of(config) as fair:
+            idle = [await asyncio.open_connection("127.0.0.1", port) for _ in range(30)]
+            statuses = []
+            held = []
+            for _ in range(6):  # six kept-alive connections of one run, each with a call
+                reader, writer = await asyncio.open_connection("127.0.0.1", port)
+                held.append(writer)
+                statuses.append(await _call(reader, writer, greedy, port))
+            async with httpx.AsyncClient() as client:
+                answer = await client.post(f"{fair.endpoint}/tools/t", json=fair.body())
+            for writer in [*held, *(w for _, w in idle)]:
+                writer.close()
+        assert statuses == [200] * 5 + [429]
+        assert answer.status_code == 200, answer.text
+        assert fair.trace.summary.tool_calls == {"t": 1} and greedy.trace.summary.tool_calls == {"t": 5}
+
+    serve(tmp_path, scenario)
+
+
+async def _call(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, run: Any, port: int) -> int:
+    """One call of tool ``t`` of ``run`` on a connection kept open; the answer's status."""
+    path = run.endpoint.split(str(port), 1)[1] + "/tools/t"
+    body = json.dumps(run.body()).encode()
+    head = f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+    writer.write(head.encode() + body)
+    status_line = await reader.readline()
+    await _skip_answer(reader)
+    return int(status_line.split()[1])

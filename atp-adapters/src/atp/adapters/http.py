@@ -43,7 +43,6 @@ Faults and their wording: see :mod:`atp.adapters.network`.
 
 from __future__ import annotations
 
-import codecs
 import ssl
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -69,6 +68,7 @@ from atp.adapters.network import (
     unreachable,
 )
 from atp.adapters.network_messages import Incoming
+from atp.adapters.sse import MessageReader
 from atp.core.adapter import Health
 from atp.core.errors import AdapterError, AgentError, ProtocolError
 from atp.core.plugins import require
@@ -111,17 +111,6 @@ def request_headers(settings: NetworkSettings, accept: str) -> dict[str, str]:
     headers = {name: value for name, value in headers.items() if name.lower() not in given}
     headers.update(settings.headers)
     return headers
-
-
-def _sse_parsers() -> tuple[Any, Any] | None:
-    """httpx-sse's line splitter and message parser, fed chunk by chunk so that the messages of
-    one network read are delivered together; ``None`` if this httpx-sse version has them
-    elsewhere (then its public, one-message-at-a-time reader is used)."""
-    try:
-        from httpx_sse._decoders import SSEDecoder, SSELineDecoder
-    except ImportError:
-        return None
-    return SSELineDecoder(), SSEDecoder()
 
 
 async def _finish(chunks: AsyncIterator[bytes], errors: type[Exception]) -> None:
@@ -170,7 +159,6 @@ class HttpAdapter(NetworkAdapter):
     async def start(self) -> None:
         """Make the client (and its TLS context) every run shares."""
         self._httpx = require("httpx", install=_INSTALL, feature="the http adapter")
-        require("httpx_sse", install=_INSTALL, feature="the http adapter")
         self._tls = tls_context(self.settings, self.base_dir, agent=self.name)
         self._client = self._new_client()
 
@@ -324,47 +312,31 @@ class HttpAdapter(NetworkAdapter):
 
     async def _read_events(self, answer: Any, incoming: Incoming) -> ATPResponse:
         """An SSE stream: the messages of each network read decoded and delivered together,
-        until the response."""
-        parsers = _sse_parsers()
-        if parsers is None:
-            return await self._read_events_one_by_one(answer, incoming)
-        lines, parser = parsers
-        text = codecs.getincrementaldecoder("utf-8")()
+        until the response (any valid line ending, a leading byte order mark dropped)."""
+        reader = MessageReader()
         chunks = answer.aiter_bytes()
         async for chunk in chunks:
             incoming.received(len(chunk))
-            try:
-                decoded = text.decode(chunk)
-            except UnicodeDecodeError as exc:
-                raise incoming.broken(
-                    ProtocolError(f"the event stream is not valid UTF-8 ({exc.reason})"), chunk
-                ) from None
-            if not decoded:
-                continue
-            found: list[str] = []
-            final: list[bool] = []
-            for line in lines.decode(decoded):
-                message = parser.decode(line)
-                if message is not None and message.data:
-                    found.append(message.data)
-                    final.append(message.event == "response")
-            if found:
-                response = incoming.take(found, final)
-                if response is not None:
-                    await _finish(chunks, self._httpx.HTTPError)
-                    return response
+            response = self._take(reader, incoming, chunk)
+            if response is not None:
+                await _finish(chunks, self._httpx.HTTPError)
+                return response
+        response = self._take(reader, incoming, None)
+        if response is not None:
+            return response
         raise incoming.ended()
 
-    async def _read_events_one_by_one(self, answer: Any, incoming: Incoming) -> ATPResponse:
-        from httpx_sse import EventSource
-
-        messages: AsyncIterator[Any] = EventSource(answer).aiter_sse()
-        counted = 0
-        async for message in messages:
-            incoming.received(answer.num_bytes_downloaded - counted)
-            counted = answer.num_bytes_downloaded
-            if message.data:
-                response = incoming.take([message.data], [message.event == "response"])
-                if response is not None:
-                    return response
-        raise incoming.ended()
+    @staticmethod
+    def _take(reader: MessageReader, incoming: Incoming, chunk: bytes | None) -> ATPResponse | None:
+        """The messages ``chunk`` completes (``None``: the stream's end) handed to ``incoming``;
+        the response, once one came."""
+        try:
+            messages = reader.feed(chunk) if chunk is not None else reader.end()
+        except UnicodeDecodeError as exc:
+            raise incoming.broken(
+                ProtocolError(f"the event stream is not valid UTF-8 ({exc.reason})"), chunk or b""
+            ) from None
+        found = [message for message in messages if message.data]
+        if not found:
+            return None
+        return incoming.take([m.data for m in found], [m.event == "response" for m in found])

@@ -73,6 +73,7 @@ from contextlib import asynccontextmanager
 from typing import Annotated, Any, Literal, cast
 from urllib.parse import unquote
 
+import anyio
 import msgspec
 
 from atp.core.plugins import require
@@ -93,7 +94,11 @@ requests): a slow or stuck client is disconnected after it, and never holds up a
 WRITE_TIMEOUT_SECONDS = 30.0
 """How long a client may take to read an answer before it is disconnected."""
 MAX_CONNECTIONS = 1000
-"""Connections open at once, for all runs; one more is closed at once."""
+"""Connections open at once, for all runs; past it, the oldest connection that has called no
+tool yet is closed for a new one (else the new one is)."""
+MAX_RUN_CONNECTIONS = 100
+"""Connections one run's calls may come on at once: a call on one more is answered 429, so one
+run's agent cannot hold the connections every run shares."""
 READ_SIZE = 64 * 1024
 DEFAULT_PROXY_TIMEOUT = 30.0
 
@@ -234,7 +239,8 @@ class ToolServer(Service):
         self._server: asyncio.Server | None = None
         self._port = 0
         self._runs: dict[str, _Run] = {}
-        self._connections: set[_Connection] = set()
+        self._connections: dict[_Connection, None] = {}
+        """The open connections, oldest first."""
         self._client: Any = None
 
     @classmethod
@@ -292,12 +298,12 @@ class ToolServer(Service):
         """One connection: requests answered one after the other (keep-alive) until the client
         closes it, breaks HTTP, is too slow, or the runs it called end."""
         task = asyncio.current_task()
-        if len(self._connections) >= MAX_CONNECTIONS or task is None or self._server is None:
+        if task is None or self._server is None or not self._room():
             writer.close()
             return
         h11 = require("h11", install="atp-adapters", feature="the mock tool server")
         connection = _Connection(writer, task)
-        self._connections.add(connection)
+        self._connections[connection] = None
         conn = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEADER_BYTES)
         try:
             while True:
@@ -320,7 +326,9 @@ class ToolServer(Service):
                     break
                 if received is None:
                     break
+                connection.busy = True
                 status, body = await self._answer(connection, *received)
+                connection.busy = False
                 if not await _send(h11, conn, writer, status, body) or conn.our_state is not h11.DONE:
                     break
                 try:
@@ -333,7 +341,20 @@ class ToolServer(Service):
             pass
         finally:
             connection.close()
-            self._connections.discard(connection)
+            self._connections.pop(connection, None)
+
+    def _room(self) -> bool:
+        """Whether another connection may open: below :data:`MAX_CONNECTIONS`, or once the
+        oldest connection that never called a tool is closed (connections held open idle, by
+        one run's agent or by anyone, never keep another run's agent out)."""
+        if len(self._connections) < MAX_CONNECTIONS:
+            return True
+        idle = next((c for c in self._connections if not c.runs and not c.busy), None)
+        if idle is None:
+            return False
+        idle.close()
+        self._connections.pop(idle, None)
+        return True
 
     async def _answer(self, connection: _Connection, request: Any, body: bytes) -> tuple[int, dict[str, Any]]:
         """The status and body of the answer to one request (recorded when it is a tool call)."""
@@ -350,6 +371,13 @@ class ToolServer(Service):
                 "TOOL_NOT_FOUND",
                 "no run is served at this address (the run has ended, or the address is wrong)",
             )
+        if connection not in run.connections and len(run.connections) >= MAX_RUN_CONNECTIONS:
+            run.warn_once(
+                "connections",
+                f"the agent opened more than {MAX_RUN_CONNECTIONS} connections to the tool server at "
+                f"once; the calls on the others were refused (429)",
+            )
+            return 429, _error_body("INVALID_REQUEST", f"at most {MAX_RUN_CONNECTIONS} connections per run")
         run.connections.add(connection)
         connection.runs.add(run)
         if len(parts) != 5 or parts[3] != b"tools" or not parts[4]:
@@ -435,18 +463,23 @@ class ToolServer(Service):
             self._client = httpx.AsyncClient(follow_redirects=False)
         body = msgspec.json.encode({"task_id": call.get("task_id", task_id), "input": tool_input})
         try:
-            async with self._client.stream(
-                "POST", url, content=body, headers={"content-type": "application/json"}, timeout=timeout
-            ) as reply:
-                data = bytearray()
-                async for chunk in reply.aiter_bytes():
-                    data += chunk
-                    if len(data) > MAX_BODY_BYTES:
-                        return _error(
-                            "TOOL_ERROR", f"the tool at {url} answered more than {MAX_BODY_BYTES} bytes", 502
-                        )
-                status = reply.status_code
-        except httpx.TimeoutException:
+            # (the whole call within the time limit: httpx's timeout bounds each read alone, so a
+            # tool dripping a byte at a time would pass it)
+            with anyio.fail_after(timeout):
+                async with self._client.stream(
+                    "POST", url, content=body, headers={"content-type": "application/json"}, timeout=timeout
+                ) as reply:
+                    data = bytearray()
+                    async for chunk in reply.aiter_bytes():
+                        data += chunk
+                        if len(data) > MAX_BODY_BYTES:
+                            return _error(
+                                "TOOL_ERROR",
+                                f"the tool at {url} answered more than {MAX_BODY_BYTES} bytes",
+                                502,
+                            )
+                    status = reply.status_code
+        except (httpx.TimeoutException, TimeoutError):
             return _error("TIMEOUT", f"the tool at {url} did not answer within {timeout:g} s")
         except httpx.HTTPError as exc:
             return _error(
@@ -479,13 +512,15 @@ class _TooLarge(Exception):
 class _Connection:
     """One client connection: closed (and its work abandoned) when a run it called ends."""
 
-    __slots__ = ("closed", "runs", "task", "writer")
+    __slots__ = ("busy", "closed", "runs", "task", "writer")
 
     def __init__(self, writer: asyncio.StreamWriter, task: asyncio.Task[Any]) -> None:
         self.writer = writer
         self.task = task
         self.runs: set[_Run] = set()
         self.closed = False
+        self.busy = False
+        """Whether a request of it is being read or answered."""
 
     def close(self) -> None:
         if self.closed:
