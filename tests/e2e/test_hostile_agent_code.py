@@ -100,7 +100,9 @@ def test_whatever_agent_code_raises_fails_its_own_run_only(tmp_path: Path, calla
     runs = results(tmp_path)
     assert runs["t_fine"]["outcome"] == "passed"
     for what, name in zip(
-        KINDS, ["CancelledError", "KeyboardInterrupt", "sys.exit(3)", "Weird: odd", "GeneratorExit"]
+        KINDS,
+        ["CancelledError", "KeyboardInterrupt", "sys.exit(3)", "Weird: odd", "GeneratorExit"],
+        strict=True,
     ):
         run = runs[f"t_{what}"]
         assert run["outcome"] == "failed", (what, run)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from tests.conftest import AGENTS, ATP, PYTHON, behave_agent, write
 from tests.e2e.test_atp_command import atp, suite_for
-from tests.facts import one_error
+from tests.facts import one_error, says
 
 SECRET = "sk-Ünïcode-ſecret-0042"
 
@@ -103,13 +103,12 @@ def test_negative_metrics_do_not_stop_the_suite(tmp_path: Path) -> None:
         """,
     )
     result = atp("test", f"--suite={suite}", "--verbose", cwd=tmp_path)
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert (
-        "warning: the agent reported metrics.total_tokens = -5, which is not a valid count; it is ignored"
-        in result.stdout
-    )
-    assert "Summary: 2 passed, 0 failed, 0 skipped" in result.stdout
+    assert result.returncode == 1, result.stdout + result.stderr
+    # its first event has negative token counts: each run fails there, saying so (issue 26)
+    says(result.stdout, "event 0 (llm_request)", "payload.input_tokens = -1000000", "out of bounds")
+    assert "Summary: 0 passed, 2 failed, 0 skipped" in result.stdout
     assert "Traceback" not in result.stderr
+    assert atp("report", cwd=tmp_path).returncode == 1
 
 
 def test_stdout_on_a_full_device_is_an_atp_error(tmp_path: Path) -> None:
@@ -284,7 +283,9 @@ def test_report_refuses_what_is_not_a_regular_file(tmp_path: Path) -> None:
     started = time.monotonic()
     report = atp("report", str(run_dir), cwd=tmp_path, timeout=60)
     assert report.returncode == 2
-    one_error(report.stderr, "cannot read", str(results), "character device", "not a regular file")
+    one_error(
+        report.stderr, "cannot read", str(results), "symbolic link", "not a regular file"
+    )  # not followed
     results.unlink()
     os.mkfifo(results)
     report = atp("report", str(run_dir), cwd=tmp_path, timeout=60)

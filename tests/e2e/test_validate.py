@@ -321,7 +321,7 @@ def _running(pid: int) -> bool:
     [
         (["--agent=nobody"], True, ("'nobody'", "accepts_v2, good")),
         ([], True, ("--agent", "accepts_v2, good")),
-        (["--agent=good", "--timeout=0"], False, ("'--timeout'", "0.0", "3600")),  # click's usage error
+        (["--agent=good", "--timeout=0"], False, ("'--timeout'", "'0'", "above 0", "3600")),  # a usage error
         (["--agent=good", "--suite=other.yaml"], False, ("SUITE", "--suite")),
     ],
 )

@@ -21,7 +21,7 @@ from atp.core.protocol import (
     decode_response,
     sane_metrics,
 )
-from atp.core.results import RunHeader, RunResult, RunStore, utcnow
+from atp.core.results import PlannedTest, RunHeader, RunResult, RunStore, utcnow
 from atp.core.secrets import Masker
 from atp.core.trace import RunTrace
 from tests.conftest import FIXTURES
@@ -141,7 +141,10 @@ def test_what_decodes_is_stored_masked_and_reads_back(tmp_path_factory: Any, dat
         trace = RunTrace(TID, events_path=directory / "e.jsonl", log_path=directory / "l.log", masker=masker)
         if isinstance(accepted, ATPResponse):
             metrics, _ = sane_metrics(accepted.metrics)
-            header = RunHeader(run_id="r", suite="s", agent="a", agent_type="cli", started_at=utcnow())
+            header = RunHeader(  # (a result read back counts only when the run planned it)
+                run_id="r", suite="s", agent="a", agent_type="cli", started_at=utcnow(),
+                tests=[PlannedTest(id="t", name="t")],
+            )  # fmt: skip
             store = RunStore.create(
                 directory / "runs", msgspec.structs.replace(header, run_id=str(id(accepted))), masker
             )

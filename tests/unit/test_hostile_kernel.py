@@ -33,6 +33,7 @@ from atp.core.results import Check, RunResult, RunStore, build_suite_results
 from atp.core.secrets import Masker
 from atp.core.text import printable, shorten
 from atp.core.trace import EventSink
+from tests.facts import says
 from tests.unit.test_runner import ONE_TEST, answer, run, suite_text
 
 HERE = "tests.unit.test_hostile_kernel"
@@ -50,10 +51,15 @@ TWO_TESTS = ONE_TEST + ONE_TEST.replace("id: only", "id: other")
 
 def agent_negative_metrics(request: ATPRequest, sink: EventSink) -> ATPResponse:
     sink.event(make_event(request.task_id, 0, ToolCallPayload(tool="web_search")))
-    sink.event(make_event(request.task_id, 1, LLMRequestPayload(input_tokens=-(10**9), output_tokens=-5)))
     return answer(
         request, total_tokens=-5, input_tokens=-3, cost_usd=float("nan"), wall_time_seconds=float("inf")
     )
+
+
+def agent_negative_tokens(request: ATPRequest, sink: EventSink) -> ATPResponse:
+    sink.event(make_event(request.task_id, 0, ToolCallPayload(tool="web_search")))
+    sink.event(make_event(request.task_id, 1, LLMRequestPayload(input_tokens=-(10**9), output_tokens=-5)))
+    return answer(request)
 
 
 def agent_completed_with_error(request: ATPRequest, sink: EventSink) -> ATPResponse:
@@ -156,18 +162,30 @@ def test_a_hanging_evaluator_is_stopped_at_its_time_limit(tmp_path: Path, plugin
     assert fine.status == "passed"
 
 
-def test_negative_and_non_finite_metrics_are_ignored_with_warnings(tmp_path: Path, plugins: Plugins) -> None:
+def test_negative_and_non_finite_metrics_fail_the_run_and_count_as_the_most(
+    tmp_path: Path, plugins: Plugins
+) -> None:
     tests = ONE_TEST.replace(
         "input_data: {x: 1}}", "input_data: {x: 1}}\n    constraints: {max_tokens: 100, budget_usd: 1.0}"
     )
     results, runner = run(tmp_path, plugins, hostile_suite("agent_negative_metrics", tests))
     run_ = results.tests[0].runs[0]
-    assert run_.outcome == "passed" and 0 <= run_.score <= 100
-    assert run_.metrics.total_tokens is None and run_.metrics.cost_usd is None
-    assert run_.metrics.wall_time_seconds is None and run_.metrics.input_tokens is None
-    assert run_.trace.input_tokens == 0 and run_.trace.output_tokens == 0
-    assert any("metrics.total_tokens = -5" in w for w in run_.warnings)
-    assert any("metrics.cost_usd = nan" in w for w in run_.warnings)
+    assert run_.outcome == "failed" and 0 <= run_.score <= 100
+    says(run_.error, "metrics.total_tokens = -5", "metrics.input_tokens = -3", "metrics.cost_usd = nan")
+    says(run_.error, "metrics.wall_time_seconds = inf", "1e15")
+    assert run_.metrics.total_tokens == 10**15 and run_.metrics.cost_usd == 1e15
+    assert run_.metrics.wall_time_seconds == 1e15 and run_.metrics.input_tokens == 10**15
+    assert runner.store is not None and RunStore.open(runner.store.directory).results() == results
+
+
+def test_negative_tokens_in_an_event_fail_the_run_keeping_the_events_before(
+    tmp_path: Path, plugins: Plugins
+) -> None:
+    results, runner = run(tmp_path, plugins, hostile_suite("agent_negative_tokens", TWO_TESTS))
+    bad, other = (test.runs[0] for test in results.tests)
+    assert bad.outcome == "failed" and other.outcome == "failed"  # (the same agent in both)
+    says(bad.error, "event 1 (llm_request)", "payload.input_tokens = -1000000000", "out of bounds")
+    assert bad.trace.tool_calls == {"web_search": 1} and bad.trace.input_tokens == 0
     assert runner.store is not None and RunStore.open(runner.store.directory).results() == results
 
 
@@ -271,7 +289,7 @@ def test_what_cannot_be_stored_readably_becomes_an_error_result(tmp_path: Path) 
 
     store = RunStore.create(tmp_path, header())
     result = RunResult(
-        test_id="t",
+        test_id="a",
         run_number=1,
         task_id="x",
         outcome="passed",
@@ -296,13 +314,11 @@ def test_damaged_and_stray_results_are_problems(tmp_path: Path) -> None:
     good = msgspec.json.encode(result("a", 1, "passed"))
     stray = msgspec.json.encode(result("not-planned", 1, "passed"))
     (store.directory / "results.jsonl").write_bytes(good + b"\n" + stray + b"\n" + good[:40])
-    results = store.results()
-    assert results.summary.runs == 2
+    results = RunStore.open(store.directory).results()  # read back (the writer counts its own lines only)
+    assert results.summary.runs == 1  # the stray is not counted
     assert len(results.problems) == 2
     assert "results.jsonl:3 was cut short" in results.problems[0]
-    assert (
-        results.problems[1] == "1 result(s) for test 'not-planned', which this run did not plan: not counted"
-    )
+    says(results.problems[1], "'not-planned'", "run 1", "did not plan", "not counted")
     assert build_suite_results(header(), []).problems == []
 
 
@@ -396,7 +412,7 @@ def test_sane_metrics_keeps_what_is_sane() -> None:
     metrics = Metrics(total_tokens=10, cost_usd=0.5, wall_time_seconds=0.0)
     assert sane_metrics(metrics) == (metrics, [])
     fixed, problems = sane_metrics(Metrics(tool_calls=True, llm_calls=1.5, total_steps=-1))  # type: ignore[arg-type]
-    assert fixed == Metrics() and len(problems) == 3
+    assert fixed == Metrics(tool_calls=10**15, llm_calls=10**15, total_steps=10**15) and len(problems) == 3
 
 
 def test_masker_value_leaves_atp_words_alone() -> None:

@@ -33,10 +33,26 @@ def sleepers() -> Iterator[list[subprocess.Popen[bytes]]]:
         process.wait()
 
 
-def sleeper(sleepers: list[subprocess.Popen[bytes]], **options: object) -> subprocess.Popen[bytes]:
-    process = subprocess.Popen(SLEEP, start_new_session=True, **options)  # type: ignore[call-overload]
+def sleeper(
+    sleepers: list[subprocess.Popen[bytes]], token: str | None = None, **options: object
+) -> subprocess.Popen[bytes]:
+    """A process playing an agent; with ``token``, carrying it as an agent ATP starts does (once
+    this returns, its environment shows it)."""
+    options.setdefault("start_new_session", True)
+    if token is not None:
+        options["env"] = {**os.environ, TOKEN_VARIABLE: token}
+    process = subprocess.Popen(SLEEP, **options)  # type: ignore[call-overload]
     sleepers.append(process)
+    if token is not None:
+        wait_for_token(process.pid, token)
     return process
+
+
+def wait_for_token(pid: int, token: str) -> None:
+    """Until ``pid`` has exec'd: before, /proc shows its parent's environment."""
+    deadline = time.monotonic() + 10
+    while token.encode() not in Path(f"/proc/{pid}/environ").read_bytes() and time.monotonic() < deadline:
+        time.sleep(0.01)
 
 
 def gone(process: subprocess.Popen[bytes], within: float = 5.0) -> bool:
@@ -56,6 +72,11 @@ def dead_owner() -> tuple[int, int]:
     stat = process.communicate()[0]
     fields = stat[stat.rfind(b")") + 2 :].split()
     return process.pid, int(fields[19])
+
+
+def owner_line(pid: int, start: int | None) -> dict[str, object]:
+    """The first line of a ledger, as ATP writes it (with the boot it runs in)."""
+    return {"owner": pid, "start": start, "boot": ledger.boot_id()}
 
 
 def write_ledger(run_dir: Path, lines: list[dict[str, object]]) -> Path:
@@ -85,7 +106,7 @@ def test_ledger_records_owner_and_processes_and_keeps_their_end_in_memory(tmp_pa
     recorder.ended(1234)
     lines = [json.loads(line) for line in (tmp_path / LEDGER_FILE).read_text().splitlines()]
     assert lines == [  # one write per process: an ended one is told by its pid and start time
-        {"owner": os.getpid(), "start": start_time("self")},
+        {"owner": os.getpid(), "start": start_time("self"), "boot": ledger.boot_id()},
         {"pid": 1234, "start": 42, "token": "aa" * 8},
         {"pid": 1235, "start": 43, "token": "bb" * 8},
     ]
@@ -143,19 +164,14 @@ def test_processes_of_a_dead_atp_are_killed_and_the_file_removed(
     tmp_path: Path, sleepers: list[subprocess.Popen[bytes]]
 ) -> None:
     owner, owner_start = dead_owner()
-    agent = sleeper(sleepers)
-    ended = sleeper(sleepers)
     token = ledger.new_token()
-    child = sleeper(sleepers, env={**os.environ, TOKEN_VARIABLE: token})  # a descendant, by its token
-    deadline = time.monotonic() + 10  # until it has exec'd: before, /proc shows the parent's environment
-    while (
-        token.encode() not in Path(f"/proc/{child.pid}/environ").read_bytes() and time.monotonic() < deadline
-    ):
-        time.sleep(0.01)
+    agent = sleeper(sleepers, token)
+    ended = sleeper(sleepers, "ff" * 8)
+    child = sleeper(sleepers, token)  # a descendant, by its token
     path = write_ledger(
         tmp_path / "20260101-000000-aaaaaa",
         [
-            {"owner": owner, "start": owner_start},
+            owner_line(owner, owner_start),
             {"pid": agent.pid, "start": start_time(agent.pid), "token": token},
             {"pid": ended.pid, "start": start_time(ended.pid), "token": "ff" * 8},
             {"ended": ended.pid},
@@ -178,14 +194,13 @@ def test_the_process_group_of_a_recorded_process_is_killed(
     if sys.version_info < (3, 11):
         pytest.skip("process_group needs Python 3.11")
     owner, owner_start = dead_owner()
-    leader = subprocess.Popen(SLEEP, process_group=0)
-    sleepers.append(leader)
+    leader = sleeper(sleepers, "ab" * 8, start_new_session=False, process_group=0)
     member = subprocess.Popen(SLEEP, process_group=leader.pid)  # in the leader's group
     sleepers.append(member)
     write_ledger(
         tmp_path / "run",
         [
-            {"owner": owner, "start": owner_start},
+            owner_line(owner, owner_start),
             {"pid": leader.pid, "start": start_time(leader.pid), "token": "ab" * 8},
         ],
     )
@@ -197,13 +212,13 @@ def test_the_process_group_of_a_recorded_process_is_killed(
 
 def test_a_reused_pid_is_never_killed(tmp_path: Path, sleepers: list[subprocess.Popen[bytes]]) -> None:
     owner, owner_start = dead_owner()
-    stranger = sleeper(sleepers)
+    stranger = sleeper(sleepers)  # another process: it does not carry the recorded token
     stranger_start = start_time(stranger.pid)
     assert stranger_start is not None
     path = write_ledger(
         tmp_path / "run",
         [
-            {"owner": owner, "start": owner_start},
+            owner_line(owner, owner_start),
             # the pid of the recorded process, now a different process (another start time)
             {"pid": stranger.pid, "start": stranger_start - 1, "token": "12" * 8},
         ],
@@ -217,12 +232,12 @@ def test_a_reused_pid_is_never_killed(tmp_path: Path, sleepers: list[subprocess.
 def test_the_ledger_of_a_running_atp_is_left_alone(
     tmp_path: Path, sleepers: list[subprocess.Popen[bytes]]
 ) -> None:
-    agent = sleeper(sleepers)
+    agent = sleeper(sleepers, "34" * 8)
     # the owner runs (this process), or a process with its pid and start time does
     path = write_ledger(
         tmp_path / "run",
         [
-            {"owner": os.getpid(), "start": start_time("self")},
+            owner_line(os.getpid(), start_time("self")),
             {"pid": agent.pid, "start": start_time(agent.pid), "token": "34" * 8},
         ],
     )
@@ -230,9 +245,7 @@ def test_the_ledger_of_a_running_atp_is_left_alone(
     assert agent.poll() is None and path.exists()
     # the same pid with another start time is another process: the owner is gone
     path.write_text(
-        path.read_text().replace(
-            f'"start": {start_time("self")}}}', f'"start": {start_time("self") - 1}}}', 1
-        )
+        path.read_text().replace(f'"start": {start_time("self")},', f'"start": {start_time("self") - 1},', 1)
     )  # type: ignore[operator]
     assert len(stop_abandoned(tmp_path)) == 1
     assert gone(agent)
@@ -242,11 +255,11 @@ def test_damaged_ledgers_are_read_as_far_as_they_go(
     tmp_path: Path, sleepers: list[subprocess.Popen[bytes]]
 ) -> None:
     owner, owner_start = dead_owner()
-    agent = sleeper(sleepers)
+    agent = sleeper(sleepers, "56" * 8)
     path = tmp_path / "run" / LEDGER_FILE
     path.parent.mkdir()
     path.write_text(
-        json.dumps({"owner": owner, "start": owner_start})
+        json.dumps(owner_line(owner, owner_start))
         + "\n"
         + "[1, 2]\n"
         + '{"pid": true}\n'
@@ -273,11 +286,11 @@ def test_an_atp_that_is_a_zombie_is_gone(tmp_path: Path, sleepers: list[subproce
     deadline = time.monotonic() + 5
     while "\nState:\tZ" not in Path(f"/proc/{zombie.pid}/status").read_text() and time.monotonic() < deadline:
         time.sleep(0.02)  # killed, not yet reaped by its parent (this process)
-    agent = sleeper(sleepers)
+    agent = sleeper(sleepers, "78" * 8)
     write_ledger(
         tmp_path / "run",
         [
-            {"owner": zombie.pid, "start": zombie_start},
+            owner_line(zombie.pid, zombie_start),
             {"pid": agent.pid, "start": start_time(agent.pid), "token": "78" * 8},
         ],
     )
@@ -303,7 +316,12 @@ def test_the_live_tree_of_a_recorded_process_is_killed_whatever_its_session_and_
         f"import subprocess, sys, time\nsubprocess.Popen([sys.executable, '-c', {child!r}], "
         "start_new_session=True, env={})\ntime.sleep(60)"
     )
-    agent = subprocess.Popen([sys.executable, "-c", code], start_new_session=True, stdout=subprocess.PIPE)
+    agent = subprocess.Popen(
+        [sys.executable, "-c", code],
+        start_new_session=True,
+        stdout=subprocess.PIPE,
+        env={**os.environ, TOKEN_VARIABLE: "9a" * 8},
+    )
     sleepers.append(agent)
     assert agent.stdout is not None
     descendants = [int(pid) for pid in agent.stdout.readline().split()]
@@ -312,7 +330,7 @@ def test_the_live_tree_of_a_recorded_process_is_killed_whatever_its_session_and_
     path = write_ledger(
         tmp_path / "run",
         [
-            {"owner": owner, "start": owner_start},
+            owner_line(owner, owner_start),
             {"pid": agent.pid, "start": start_time(agent.pid), "token": "9a" * 8},
         ],
     )

@@ -543,10 +543,12 @@ def test_recorded_events_are_counted_apart_from_the_agents_sequence(tmp_path: Pa
     assert lines[1]["sequence"] == 0
 
 
-def test_recording_beyond_the_event_limit_is_refused_with_one_warning(tmp_path: Path) -> None:
+def test_recording_beyond_the_event_limit_is_counted_not_written_with_one_warning(tmp_path: Path) -> None:
+    """(issue 26) A tool called after the agent flooded its events still counts: a forbidden
+    tool or a limit on tool calls holds."""
     trace = RunTrace("t", events_path=None, log_path=None, max_events=2)
     kept = [trace.record(ToolCallPayload(tool="x"), by="tools") for _ in range(4)]
     assert [k is not None for k in kept] == [True, True, False, False]
-    assert trace.summary.tool_calls == {"x": 2}
+    assert trace.summary.tool_calls == {"x": 4}
     [warning] = trace.warnings
     says(warning, "event limits", "service 'tools'")

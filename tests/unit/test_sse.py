@@ -32,7 +32,7 @@ def test_every_valid_line_ending_and_a_leading_bom(ending: str, bom: str) -> Non
 def test_a_stream_cut_anywhere_into_chunks_reads_the_same(ending: str, cuts: list[int]) -> None:
     data = ("\ufeff" + STREAM.replace("\n", ending)).encode()
     points = sorted({min(cut, len(data)) for cut in cuts})
-    chunks = [data[a:b] for a, b in zip([0, *points], [*points, len(data)])]
+    chunks = [data[a:b] for a, b in zip([0, *points], [*points, len(data)], strict=True)]
     assert read(chunks) == EXPECTED
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import math
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -11,6 +12,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 import click
 
+from atp.core.bounds import number_in, shown_bound
 from atp.core.errors import ConfigError
 from atp.core.plugins import Plugins
 from atp.core.text import printable
@@ -124,6 +126,45 @@ class RunsType(click.ParamType):  # type: ignore[type-arg]  # generic only in ne
         if not 1 <= number <= 10000:
             self.fail(f"{number} is not between 1 and 10000", param, ctx)
         return number
+
+
+class BoundedFloat(click.FloatRange):
+    """A float option checked with :func:`atp.core.bounds.number_in`, the one check of numbers
+    from outside: NaN, an infinity and a value out of ``low``..``high`` (``low_open``,
+    ``high_open``: the bound itself excluded) are usage errors (exit 2) naming the range. Every
+    float option of every command uses it (a plugin's command too: ``from atp.cli.app import
+    BoundedFloat``); the help shows the range as Click's ``FloatRange`` does."""
+
+    def __init__(
+        self,
+        low: float | None = None,
+        high: float | None = None,
+        *,
+        low_open: bool = False,
+        high_open: bool = False,
+    ) -> None:
+        super().__init__(low, high, min_open=low_open, max_open=high_open)
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        try:
+            number = float(value)
+        except (TypeError, ValueError, OverflowError):
+            self.fail(f"{value!r} is not a number", param, ctx)
+        low = -math.inf if self.min is None else float(self.min)
+        high = math.inf if self.max is None else float(self.max)
+        checked = number_in(number, low, high, low_open=self.min_open, high_open=self.max_open)
+        if checked is None:
+            self.fail(f"{value!r} is not {self.accepted()}", param, ctx)
+        return checked
+
+    def accepted(self) -> str:
+        """What the option accepts, in words: ``a finite number above 0 and at most 3600``."""
+        words = []
+        if self.min is not None:
+            words.append(f"{'above' if self.min_open else 'at least'} {shown_bound(self.min)}")
+        if self.max is not None:
+            words.append(f"{'below' if self.max_open else 'at most'} {shown_bound(self.max)}")
+        return "a finite number" + (f" {' and '.join(words)}" if words else "")
 
 
 class Output(NamedTuple):

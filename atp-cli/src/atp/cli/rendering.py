@@ -15,11 +15,27 @@ from atp.cli.main import EXIT_FAILED, debugging
 from atp.core.text import printable
 
 if TYPE_CHECKING:
+    from atp.core.config import Config
     from atp.core.plugins import Plugins
     from atp.core.reporter import Reporter
     from atp.core.results import RunStore
+    from atp.core.secrets import Masker
 
-__all__ = ["merge_and_report", "report_run_dir", "report_store", "reporters_for"]
+__all__ = ["merge_and_report", "report_run_dir", "report_store", "reporters_for", "run_masker"]
+
+
+def run_masker(config: Config) -> Masker:
+    """What a run directory read back is masked with (:attr:`RunStore.masker`): the config's
+    secrets, the evaluators', and the values of secret-looking environment variables (where an
+    agent's settings take theirs from). An agent may have changed a file of the directory after
+    ATP wrote it, to hold a secret ATP never wrote."""
+    import os
+
+    from atp.core.secrets import Masker, looks_secret
+
+    values = [*config.secrets.values(), *config.evaluator_secrets()]
+    values.extend(value for name, value in os.environ.items() if looks_secret(name))
+    return Masker(values)
 
 
 def reporters_for(
@@ -58,12 +74,14 @@ def report_run_dir(
     output_file: Path | None,
     verbose: bool,
     quiet: bool,
+    masker: Masker | None = None,
 ) -> int:
     """Render the results stored in ``run_dir`` with the reporters the options ask for
-    (``atp report``), and return the exit code the run calls for."""
+    (``atp report``), masked again with ``masker`` (:func:`run_masker`), and return the exit
+    code the run calls for."""
     from atp.core.results import RUN_FILES, RunStore
 
-    store = RunStore.open(run_dir)
+    store = RunStore.open(run_dir, masker)
     reporters = reporters_for(
         loaded, outputs, output_file, verbose, quiet, [run_dir / name for name in RUN_FILES]
     )
@@ -78,9 +96,10 @@ def merge_and_report(
     output_file: Path | None,
     verbose: bool,
     quiet: bool,
+    masker: Masker | None = None,
 ) -> int:
     """Merge the shards' run directories into a new one below ``root``, say where on stderr,
-    and render it: ``atp merge`` and ``atp report --merge``."""
+    and render it (masked again with ``masker``): ``atp merge`` and ``atp report --merge``."""
     from atp.core.merge import merge_runs
     from atp.core.results import RUN_FILES, RunStore
 
@@ -89,7 +108,7 @@ def merge_and_report(
         loaded, outputs, output_file, verbose, quiet, inputs
     )  # wrong options: nothing merged
     merged = merge_runs(list(run_dirs), root)
-    store = RunStore.open(merged)
+    store = RunStore.open(merged, masker)
     count = len(store.read_header().merged_from)
     click.echo(printable(f"Merged {count} shard{'s' if count != 1 else ''} into {merged}"), err=True)
     return report_store(store, reporters)

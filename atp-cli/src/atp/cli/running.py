@@ -252,11 +252,17 @@ class NothingToResume(ConfigError):
 def check_resume_options(options: Options) -> None:
     """``--resume`` goes on with the run's own selection; ``--force`` needs ``--resume``; a
     budget is a number."""
-    import math
+    from atp.core.bounds import MAX_COUNT, number_in, shown_number
+    from atp.core.limits import MAX_BUDGET_USD
 
-    cost = options.max_cost_usd
-    if cost is not None and not (math.isfinite(cost) and cost <= 1e9):
-        raise ConfigError(f"--max-cost-usd must be a number of dollars above 0 and at most 1e9, not {cost}")
+    cost, tokens = options.max_cost_usd, options.max_tokens
+    if cost is not None and number_in(cost, 0, MAX_BUDGET_USD, low_open=True) is None:
+        raise ConfigError(
+            f"--max-cost-usd must be a number of dollars above 0 and at most {MAX_BUDGET_USD:g}, "
+            f"not {shown_number(cost)}"
+        )
+    if tokens is not None and number_in(tokens, 1, MAX_COUNT, integer=True) is None:
+        raise ConfigError(f"--max-tokens must be a whole number from 1 to 1e15, not {shown_number(tokens)}")
     if options.resume is None:
         if options.force:
             raise ConfigError("--force goes with --resume (it resumes a run whose suite changed)")

@@ -21,6 +21,7 @@ from urllib.parse import parse_qs, quote, urlsplit
 
 from atp.core.errors import AtpError
 from atp.core.results import HEADER_FILE, RESULTS_FILE, RunStore, SuiteResults
+from atp.core.secrets import Masker
 
 FRAMING_POLICY = "frame-ancestors 'none'"
 """No other site may frame a page of the viewer (a header only: browsers ignore it in a <meta>)."""
@@ -57,8 +58,10 @@ class Run:
 class RunIndex:
     """The run directories below ``root``, read once and again only when they change."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, masker: Masker | None = None) -> None:
         self.root = root
+        self.masker = masker
+        """What the runs read back are masked with (they may hold what an agent wrote there)."""
         self._cache: dict[Path, tuple[tuple[float, ...], Run | None]] = {}
         self._lock = threading.Lock()
 
@@ -91,7 +94,7 @@ class RunIndex:
             return cached[1]
         run: Run | None
         try:
-            store = RunStore.open(directory)
+            store = RunStore.open(directory, self.masker)
             results = store.results()
             run = Run(
                 run_id=directory.name,
@@ -328,7 +331,9 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(404, message_page("No such run", f"There is no run {unquote(run_id)!r}."), head=head)
             return
         try:
-            data = self.server.render_report(RunStore.open(run.directory), run.results)
+            data = self.server.render_report(
+                RunStore.open(run.directory, self.server.index.masker), run.results
+            )
         except LookupError as exc:
             self._send(501, message_page("No HTML reporter", str(exc)), head=head)
             return

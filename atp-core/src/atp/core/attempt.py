@@ -457,18 +457,20 @@ class RunMaker:
     def _reported(
         self, response: ATPResponse, error: str | None, trace: RunTrace
     ) -> tuple[ATPResponse, str | None]:
-        """An agent's own response: its absurd metrics left out, its status read."""
+        """An agent's own response: its status read, its metrics checked against their bounds
+        (a value out of them fails the run, and counts as the most a metric can be)."""
         metrics, problems = sane_metrics(response.metrics)
         if problems:
             response = msgspec.structs.replace(response, metrics=metrics)
-            for problem in problems:
-                trace.warn(problem)
         if response.status != "completed":
             error = response.error or f"agent reported status {response.status!r}"
         elif response.error:
             trace.warn(
                 f"the agent reported status 'completed' with an error: {shorten(response.error, masker=self.masker)}"
             )
+        if problems:
+            bounds = f"the agent reported metrics out of bounds: {'; '.join(problems)}"
+            error = bounds if error is None else f"{bounds}; {error}"  # (the agent's may be cut)
         return response, error
 
 

@@ -32,11 +32,18 @@ import msgspec
 
 from atp.core import files
 from atp.core.adaptive import Adaptive, Stop
+from atp.core.bounds import number_in, shown_bound, shown_number
 from atp.core.errors import AtpError
+from atp.core.protocol import MAX_METRIC
 from atp.core.stats import ALPHA, Difference, Sample, holm, welch
 
 BASELINE_FORMAT = "atp-baseline"
 BASELINE_VERSION = "1.0"
+MAX_BASELINE_RUNS = 1_000_000
+"""The most runs a test of a baseline may have (``n_runs``)."""
+MAX_CI = 1_000_000.0
+"""How far from 0 an end of a test's ``ci_95`` in a baseline may be (the interval of a mean of
+scores 0 to 100 from two runs reaches about -600 and 700)."""
 
 Verdict = Literal["regression", "improvement", "no_change", "not_compared"]
 Correction = Literal["holm", "none"]
@@ -94,7 +101,41 @@ def read_baseline(path: Path) -> Baseline:
         raise AtpError(f"{path} is not an ATP baseline file (its format is {baseline.format!r})")
     if baseline.version.split(".", 1)[0] != BASELINE_VERSION.split(".", 1)[0]:
         raise AtpError(f"{path} is a baseline of version {baseline.version}; ATP reads version 1.x")
+    problem = out_of_bounds(baseline)
+    if problem is not None:
+        raise AtpError(f"{path} is not a baseline ATP can use: {problem}")
     return baseline
+
+
+def out_of_bounds(baseline: Baseline) -> str | None:
+    """The first number of ``baseline`` beyond its bound, named by its field and value; ``None``
+    when every number is within. Scores, their means and standard deviations are 0 to 100,
+    ``n_runs`` (and the runs listed) 1 to :data:`MAX_BASELINE_RUNS`, the ends of ``ci_95``
+    within :data:`MAX_CI`, metrics 0 to 10^15: a file edited (or made by another tool) with NaN,
+    a std of 1e200 or 10^18 runs would otherwise overflow the comparison, or make a drop of 50
+    points look like no change."""
+    for test_id, test in baseline.tests.items():
+        where = f"tests.{test_id}"
+        if len(test.runs) > MAX_BASELINE_RUNS:
+            return f"{where}.runs lists {len(test.runs)} runs (at most {MAX_BASELINE_RUNS})"
+        fields: list[tuple[str, object, float, float, bool]] = [
+            ("mean_score", test.mean_score, 0, 100, False),
+            ("std", test.std, 0, 100, False),
+            ("n_runs", test.n_runs, 1, MAX_BASELINE_RUNS, True),
+        ]
+        if test.ci_95 is not None:
+            fields += [(f"ci_95[{i}]", end, -MAX_CI, MAX_CI, False) for i, end in enumerate(test.ci_95)]
+        for index, run in enumerate(test.runs):
+            fields.append((f"runs[{index}].score", run.score, 0, 100, False))
+            fields.extend(
+                (f"runs[{index}].metrics.{name}", value, 0, MAX_METRIC, False)
+                for name, value in run.metrics.items()
+            )
+        for field, value, low, high, integer in fields:
+            if value is not None and number_in(value, low, high, integer=integer) is None:
+                kind = "an integer" if integer else "a number"
+                return f"{where}.{field} = {shown_number(value)} is out of bounds ({kind} from {shown_bound(low)} to {shown_bound(high)})"
+    return None
 
 
 def encode_baseline(baseline: Baseline) -> bytes:

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import msgspec
 
 from atp.core.adapter import Adapter
+from atp.core.bounds import MAX_COUNT
 from atp.core.errors import ConfigError, SuiteError
 from atp.core.protocol import TimeoutSeconds
 from atp.core.secrets import Masker, looks_secret
@@ -81,7 +82,7 @@ class BudgetSpec(StrictSpec, kw_only=True):
     """What one ``atp test`` may spend (``--max-cost-usd`` and ``--max-tokens`` win)."""
 
     max_cost_usd: Annotated[float, msgspec.Meta(gt=0, le=1e9)] | None = None
-    max_tokens: Annotated[int, msgspec.Meta(gt=0)] | None = None
+    max_tokens: Annotated[int, msgspec.Meta(gt=0, le=MAX_COUNT)] | None = None
 
 
 MiB = 1024 * 1024

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import msgspec
 
+from atp.core.bounds import MAX_COUNT, number_in, shown_number
 from atp.core.errors import AtpError
 from atp.core.protocol import ATPRequest, ATPResponse
 from atp.core.results import Check, Usage
@@ -99,16 +100,36 @@ class EvalContext:
         cost_usd: float | None = None,
     ) -> None:
         """Count what an evaluator spent checking this run under ``key`` (an LLM judge uses
-        ``llm_eval/<model>``): requests made, answers taken from a cache, tokens and cost."""
-        self.usage.setdefault(key, Usage()).add(
-            Usage(
-                calls=calls,
-                cached=cached,
-                input_tokens=input_tokens,
-                output_tokens=output_tokens,
-                cost_usd=cost_usd,
+        ``llm_eval/<model>``): requests made, answers taken from a cache, tokens and cost.
+
+        Each is checked against its bounds (a count: an integer from 0 to 10^15; the cost: a
+        number from 0 to 10^15, or ``None``): one out of them (a judge's service reporting
+        negative tokens, which would cancel what the agent spent in a budget) counts as 10^15,
+        so that a budget is exceeded, and :class:`CannotEvaluate` names it: the run is an error."""
+        counts = {
+            "calls": calls,
+            "cached": cached,
+            "input_tokens": input_tokens,
+            "output_tokens": output_tokens,
+        }
+        problems: list[str] = []
+        kept: dict[str, int] = {}
+        for name, value in counts.items():
+            if number_in(value, 0, MAX_COUNT, integer=True) is None:
+                problems.append(f"{name} = {shown_number(value)}")
+                value = MAX_COUNT
+            kept[name] = value
+        cost = cost_usd
+        if cost is not None and number_in(cost, 0, MAX_COUNT) is None:
+            problems.append(f"cost_usd = {shown_number(cost)}")
+            cost = float(MAX_COUNT)
+        self.usage.setdefault(key, Usage()).add(Usage(**kept, cost_usd=cost))
+        if problems:
+            raise CannotEvaluate(
+                f"{key} reported usage out of bounds: {', '.join(problems)} (each from 0 to 1e15, "
+                f"counts integers); it counts as 1e15",
+                usage=key,
             )
-        )
 
 
 class Evaluator(ABC):

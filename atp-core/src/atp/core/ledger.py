@@ -4,12 +4,21 @@ killed ATP left running.
 Agents run in sessions of their own, so when ATP dies without a chance to stop them
 (``kill -9``, a crash, a closed terminal) they run on. A :class:`ProcessLedger` writes
 ``<run_dir>/processes.jsonl`` while a run is in progress: a first line naming its owner (ATP's
-pid and start time), then a line for every process an adapter started (its pid, its start time
-and the token in its environment). That a process ended is kept in memory only: a recorded
-process that is no longer the same one (its pid gone, or another start time) is never
-killed, so one write per process is enough. A clean end (every recorded process ended)
-deletes the file; files of older versions may also hold ``{"ended": pid}`` lines. :func:`stop_abandoned` finds the files whose owner is gone and kills the processes they
-name that still run, with their live process trees.
+pid and start time, and the boot it runs in), then a line for every process an adapter started
+(its pid, its start time and the token in its environment). That a process ended is kept in
+memory only: a recorded process that is no longer the same one (its pid gone, or another start
+time) is never killed, so one write per process is enough. A clean end (every recorded process
+ended) deletes the file; files of older versions may also hold ``{"ended": pid}`` lines.
+:func:`stop_abandoned` finds the files whose owner is gone and kills the processes they name
+that still run, with their live process trees.
+
+The file is in the run directory, where an agent can write: it is untrusted input, and a line
+in it proves nothing. ATP acts only on a process that proves ATP started it: the recorded pid
+still has the recorded start time *and* its environment holds ``ATP_AGENT_TOKEN=<the recorded
+token>`` (random per process); a line without a token, a process that does not carry its
+token (another user's, whose environment cannot be read, never does) and a ledger of another
+boot (start times count from the boot) are never acted on. A token recorded by an ATP that
+still runs is left to it.
 
 Any adapter that starts processes records them in the ledger ATP handed it
 (:attr:`atp.core.adapter.Adapter.processes`; an evaluator's is
@@ -45,10 +54,20 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from atp.core import files
+
 LEDGER_FILE = "processes.jsonl"
 TOKEN_VARIABLE = "ATP_AGENT_TOKEN"
 """The environment variable that carries a process's token; its descendants inherit it, which
 is how ATP recognises them."""
+
+BOOT_ID_FILE = "/proc/sys/kernel/random/boot_id"
+"""Where Linux says which boot this is: start times count from it."""
+PID_MAX = 1 << 22
+"""The largest pid Linux gives (``PID_MAX_LIMIT``)."""
+MAX_TOKEN_CHARS = 256
+MAX_LINE_BYTES = 4096
+"""The longest ledger line read (ATP's are under 200 bytes)."""
 
 logger = logging.getLogger("atp.ledger")
 
@@ -60,6 +79,29 @@ _current: contextvars.ContextVar[ProcessLedger | None] = contextvars.ContextVar(
 def new_token() -> str:
     """A token unique to one started process (16 hex digits)."""
     return os.urandom(8).hex()
+
+
+def boot_id() -> str | None:
+    """The id of the boot the system is in; ``None`` when it is not known (no ``/proc``)."""
+    try:
+        with open(BOOT_ID_FILE, "rb") as handle:
+            return handle.read(128).decode("ascii").strip() or None
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def carries(pid: int, entry: bytes) -> bool:
+    """Whether the environment of process ``pid`` holds ``entry`` (``ATP_AGENT_TOKEN=...``);
+    ``False`` when it cannot be read (gone, or another user's)."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as handle:
+            return entry in handle.read().split(b"\0")
+    except OSError:
+        return False
+
+
+def _entry(token: str) -> bytes:
+    return f"{TOKEN_VARIABLE}={token}".encode()
 
 
 def start_time(pid: int | str) -> int | None:
@@ -166,8 +208,8 @@ class ProcessLedger:
             return
         try:
             if self._fd is None:
-                self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-                owner = {"owner": os.getpid(), "start": start_time("self")}
+                self._fd = files.open_append(self.path)  # never through a link an agent put there
+                owner = {"owner": os.getpid(), "start": start_time("self"), "boot": boot_id()}
                 os.write(self._fd, json.dumps(owner).encode() + b"\n")
             os.write(self._fd, json.dumps(record).encode() + b"\n")
         except OSError as exc:
@@ -179,35 +221,50 @@ class ProcessLedger:
 class _Abandoned:
     """What one ledger file says: its owner and the processes it left recorded as running."""
 
-    def __init__(self) -> None:
+    def __init__(self, path: Path) -> None:
+        self.path = path
         self.owner: int | None = None
         self.owner_start: int | None = None
-        self.running: dict[int, tuple[int | None, str | None]] = {}
+        self.boot: str | None = None
+        self.running: dict[int, tuple[int, str]] = {}
+        """Each recorded process with its start time and token (lines without them are left out)."""
 
 
-def _read(path: Path) -> _Abandoned | None:
+def _read(run_root: Path, name: str) -> _Abandoned | None:
+    """What the ledger of the run directory ``name`` says, as far as it reads; ``None`` when
+    there is none, or it is not a regular file inside the run directory (a link, a FIFO)."""
+    relative = f"{name}/{LEDGER_FILE}"
     try:
-        data = path.read_bytes()
+        handle = files.open_inside(run_root, relative)
     except OSError:
         return None
-    found = _Abandoned()
-    for number, line in enumerate(data.splitlines()):
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue  # a line cut short when ATP was killed while writing it
-        if not isinstance(record, dict):
-            continue
-        start = record.get("start")
-        start = start if isinstance(start, int) and not isinstance(start, bool) else None
-        if number == 0 and _is_pid(record.get("owner")):
-            found.owner, found.owner_start = record["owner"], start
-        elif _is_pid(record.get("pid")):
-            token = record.get("token")
-            found.running[record["pid"]] = (start, token if isinstance(token, str) else None)
-        elif _is_pid(record.get("ended")):
-            found.running.pop(record["ended"], None)
+    found = _Abandoned(run_root / relative)
+    with handle, contextlib.suppress(OSError):
+        for number, line in enumerate(files.lines(handle, MAX_LINE_BYTES)):
+            try:
+                record = json.loads(line) if line is not None else None
+            except ValueError:
+                continue  # a line cut short when ATP was killed while writing it
+            if isinstance(record, dict):
+                _take(found, record, first=number == 0)
     return found
+
+
+def _take(found: _Abandoned, record: dict[str, Any], first: bool) -> None:
+    start = record.get("start")
+    start = start if isinstance(start, int) and not isinstance(start, bool) and start >= 0 else None
+    if first and _is_pid(record.get("owner")):
+        found.owner, found.owner_start = record["owner"], start
+        boot = record.get("boot")
+        found.boot = boot if isinstance(boot, str) else None
+    elif _is_pid(record.get("pid")):
+        token = record.get("token")
+        if start is not None and isinstance(token, str) and 0 < len(token) <= MAX_TOKEN_CHARS:
+            found.running[record["pid"]] = (start, token)
+        else:  # no proof to ask the process for: never acted on
+            found.running.pop(record["pid"], None)
+    elif _is_pid(record.get("ended")):
+        found.running.pop(record["ended"], None)
 
 
 def _recent(path: Path, seconds: float = 60.0) -> bool:
@@ -218,7 +275,7 @@ def _recent(path: Path, seconds: float = 60.0) -> bool:
 
 
 def _is_pid(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value > 1
+    return isinstance(value, int) and not isinstance(value, bool) and 1 < value <= PID_MAX
 
 
 def _alive(pid: int, start: int | None) -> bool:
@@ -235,9 +292,15 @@ def _alive(pid: int, start: int | None) -> bool:
     return True
 
 
-def _kill_same(pid: int, start: int) -> bool:
+def _proven(pid: int, start: int, token: str) -> bool:
+    """Whether ``pid`` is the process ATP recorded: it started at ``start`` and carries ``token``
+    (checked before and after its environment is read, so that a pid reused meanwhile fails)."""
+    return _runs(pid, start) and carries(pid, _entry(token)) and _runs(pid, start)
+
+
+def _kill_same(pid: int, start: int, token: str) -> bool:
     """SIGKILL the process group and the process ``pid``, if it is still the process that
-    started at ``start``."""
+    started at ``start`` and carries ``token``."""
     if pid == os.getpid():
         return False
     pidfd: int | None = None
@@ -249,7 +312,7 @@ def _kill_same(pid: int, start: int) -> bool:
             return False
     try:
         # While the pidfd's process exists, its pid names no other process.
-        if not _runs(pid, start):
+        if not _proven(pid, start, token):
             return False
         with contextlib.suppress(OSError):
             os.killpg(pid, signal.SIGKILL)  # its group, while its pid still names it
@@ -326,14 +389,15 @@ class _Tree:
         self.groups: dict[int, int] = {}
         """Recorded processes whose process group is killed too: pid -> pidfd."""
 
-    def add_recorded(self, pid: int, start: int) -> bool:
-        """The recorded process ``pid``, if it still runs and started at ``start``, with its
-        process group and its live tree. Returns whether it was still the same process."""
+    def add_recorded(self, pid: int, start: int, token: str) -> bool:
+        """The recorded process ``pid``, if it still runs, started at ``start`` and carries
+        ``token``, with its process group and its live tree. Returns whether it was still the
+        process ATP started."""
         pidfd = self._open(pid)
         if pidfd is None:
             return False
         # While the pidfd's process exists, its pid names no other process.
-        if not _runs(pid, start):
+        if not _proven(pid, start, token):
             os.close(pidfd)
             return False
         self._stop(pid, pidfd)
@@ -349,12 +413,7 @@ class _Tree:
         pidfd = self._open(pid)
         if pidfd is None:
             return False
-        try:
-            with open(f"/proc/{pid}/environ", "rb") as handle:
-                still = entry in handle.read().split(b"\0")
-        except OSError:
-            still = False
-        if not still:
+        if not carries(pid, entry):
             os.close(pidfd)
             return False
         self._stop(pid, pidfd)
@@ -419,7 +478,7 @@ def _with_tokens(tokens: dict[str, Path]) -> dict[int, tuple[Path, bytes]]:
         pids = [int(name) for name in os.listdir("/proc") if name.isdigit()]
     except OSError:
         return {}
-    wanted = {f"{TOKEN_VARIABLE}={token}".encode(): run for token, run in tokens.items()}
+    wanted = {_entry(token): run for token, run in tokens.items()}
     me = os.getpid()
     found: dict[int, tuple[Path, bytes]] = {}
     for pid in pids:
@@ -442,48 +501,79 @@ def stop_abandoned(run_root: Path) -> list[str]:
     """Stop the processes that runs below ``run_root`` left running when their ATP died.
 
     For every ``run_root/*/processes.jsonl`` whose owner is gone, every recorded process that
-    has not ended and is still the same process (same pid and start time) is killed (SIGKILL,
-    its process group, itself and its live process tree: its descendants, whatever session or
-    environment they have), and so is every process whose environment holds the token of one
-    of them, with its tree; then the file is deleted. With pidfds (Linux) every process is
-    stopped (SIGSTOP) as it is found and signalled through a pidfd, so none starts another
-    meanwhile and a pid reused meanwhile is never signalled. A file whose owner still runs
-    (another ``atp test`` in progress) is left alone. Returns one message per run directory in
-    which something was stopped.
+    has not ended and proves it is the one ATP started (same pid and start time, and its
+    recorded token in its environment) is killed (SIGKILL, its process group, itself and its
+    live process tree: its descendants, whatever session or environment they have), and so is
+    every process whose environment holds the token of one of them, with its tree; then the
+    file is deleted. With pidfds (Linux) every process is stopped (SIGSTOP) as it is found and
+    signalled through a pidfd, so none starts another meanwhile and a pid reused meanwhile is
+    never signalled. A file whose owner still runs (another ``atp test`` in progress) is left
+    alone, and so are the tokens it records; a file of another boot is deleted, and nothing it
+    names is touched; a file or run directory that is a link is not read. Returns one message
+    per run directory in which something was stopped.
     """
+    ledgers, live = _abandoned(run_root)
+    killed = _stop(ledgers, live)
+    messages: list[str] = []
+    for found in ledgers:
+        with contextlib.suppress(OSError):
+            found.path.unlink()
+        count = killed[found.path]
+        if count:
+            noun = "agent process" if count == 1 else "agent processes"
+            by = f"ATP process {found.owner}" if found.owner is not None else "an ATP process"
+            messages.append(f"stopped {count} {noun} left running by {by} (run {found.path.parent.name})")
+    return messages
+
+
+def _abandoned(run_root: Path) -> tuple[list[_Abandoned], set[str]]:
+    """The ledgers below ``run_root`` whose ATP is gone, and the tokens recorded by the ATPs
+    still running. The ledger of another boot names no process that runs now: it is deleted."""
     try:
-        paths = sorted(run_root.glob(f"*/{LEDGER_FILE}"))
+        with os.scandir(run_root) as entries:
+            names = sorted(entry.name for entry in entries if entry.is_dir(follow_symlinks=False))
     except OSError:
-        return []
-    killed: dict[Path, int] = {}
-    owners: dict[Path, int | None] = {}
+        return [], set()
+    boot = boot_id()
+    abandoned: list[_Abandoned] = []
+    live: set[str] = set()
+    for name in names:
+        found = _read(run_root, name)
+        if found is None:
+            continue
+        if found.boot is not None and boot is not None and found.boot != boot:
+            with contextlib.suppress(OSError):
+                found.path.unlink()
+            continue
+        if found.owner is None and _recent(found.path):
+            continue  # an ATP that has just created the file and is writing its first line
+        if found.owner is not None and _alive(found.owner, found.owner_start):
+            live.update(token for _, token in found.running.values())
+            continue
+        abandoned.append(found)
+    return abandoned, live
+
+
+def _stop(ledgers: list[_Abandoned], live: set[str]) -> dict[Path, int]:
+    """Kill what ``ledgers`` record (each process that proves it is ATP's, with its tree) and
+    the processes that carry their tokens, but those in ``live``; how many, by ledger."""
+    killed = {found.path: 0 for found in ledgers}
     tokens: dict[str, Path] = {}
     trees = hasattr(os, "pidfd_open") and hasattr(signal, "pidfd_send_signal")
     tree = _Tree()
     runs: dict[int, Path] = {}
-    abandoned: list[Path] = []
     try:  # (every process stopped is killed, whatever happens)
-        for path in paths:
-            found = _read(path)
-            if found is None:
-                continue
-            if found.owner is None and _recent(path):
-                continue  # an ATP that has just created the file and is writing its first line
-            if found.owner is not None and _alive(found.owner, found.owner_start):
-                continue
-            abandoned.append(path)
-            owners[path] = found.owner
-            killed[path] = 0
+        for found in ledgers:
             for pid, (start, token) in found.running.items():
-                if start is not None:
-                    if trees:
-                        before = set(tree.pidfds)
-                        if tree.add_recorded(pid, start):
-                            runs.update(dict.fromkeys(set(tree.pidfds) - before, path))
-                    elif _kill_same(pid, start):
-                        killed[path] += 1
-                if token:
-                    tokens[token] = path
+                if token in live:
+                    continue
+                tokens[token] = found.path
+                if trees:
+                    before = set(tree.pidfds)
+                    if tree.add_recorded(pid, start, token):
+                        runs.update(dict.fromkeys(set(tree.pidfds) - before, found.path))
+                elif _kill_same(pid, start, token):
+                    killed[found.path] += 1
         for pid, (path, entry) in _with_tokens(tokens).items():
             if pid in runs:
                 continue
@@ -500,14 +590,4 @@ def stop_abandoned(run_root: Path) -> list[str]:
     finally:
         for pid in tree.kill():
             killed[runs[pid]] += 1
-    messages: list[str] = []
-    for path in abandoned:
-        with contextlib.suppress(OSError):
-            path.unlink()
-        count = killed[path]
-        if count:
-            noun = "agent process" if count == 1 else "agent processes"
-            owner = owners[path]
-            by = f"ATP process {owner}" if owner is not None else "an ATP process"
-            messages.append(f"stopped {count} {noun} left running by {by} (run {path.parent.name})")
-    return messages
+    return killed

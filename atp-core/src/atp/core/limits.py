@@ -18,7 +18,7 @@ import re
 import anyio
 import msgspec
 
-from atp.core.bounds import number_in
+from atp.core.bounds import MAX_COUNT, number_in, shown_number
 from atp.core.errors import ConfigError
 from atp.core.results import Budget, RunResult, run_metrics
 
@@ -29,9 +29,25 @@ _UNITS = {
     "h": 3600.0, "hour": 3600.0,
 }  # fmt: skip
 
+MAX_BUDGET_USD = 1e9
+"""The largest ``max_cost_usd`` a budget may have (the config's, ``--max-cost-usd``)."""
+MAX_RATE = 1_000_000
+"""The most runs a rate limit may allow in its unit of time."""
 
-MAX_SPENT = 1e15
-"""What a budget counts up to, at most (an agent may report any cost)."""
+MAX_SPENT = float(MAX_COUNT)
+"""What a budget counts up to, at most; also what one figure out of bounds counts as (an agent
+may report any cost, a judge any usage)."""
+
+
+def spent(value: object) -> float:
+    """One figure a run spent (a cost, a count of tokens), as a budget counts it: ``None`` is
+    nothing; a number out of 0..:data:`MAX_SPENT` (negative, NaN, infinite, absurd, not a
+    number) is :data:`MAX_SPENT`, so that it exceeds any budget and never cancels what was
+    spent."""
+    if value is None:
+        return 0.0
+    number = number_in(value, 0, MAX_SPENT)
+    return MAX_SPENT if number is None else number
 
 
 class BudgetMeter:
@@ -45,20 +61,20 @@ class BudgetMeter:
         return self.budget.exceeded is not None
 
     def spend(self, result: RunResult) -> None:
-        """Count a finished run; the first time a limit is reached, say so in the budget."""
+        """Count a finished run (every figure through :func:`spent`); the first time a limit is
+        reached, say so in the budget."""
         budget = self.budget
-        cost = result.metrics.cost_usd or 0.0
+        cost = spent(result.metrics.cost_usd)
         trace = result.trace  # an agent reporting fewer tokens than its events show spends those
         tokens = max(
-            run_metrics(result).get("total_tokens", 0.0), float(trace.input_tokens + trace.output_tokens)
+            spent(run_metrics(result).get("total_tokens")),
+            spent(trace.input_tokens) + spent(trace.output_tokens),
         )
         for usage in result.evaluation_usage.values():
-            cost += usage.cost_usd or 0.0
-            tokens += usage.input_tokens + usage.output_tokens
-        if number_in(cost, 0, low_open=True) is not None:
-            budget.spent_cost_usd = min(round(budget.spent_cost_usd + cost, 9), MAX_SPENT)
-        if number_in(tokens, 0, low_open=True) is not None:
-            budget.spent_tokens = int(min(budget.spent_tokens + tokens, MAX_SPENT))
+            cost += spent(usage.cost_usd)
+            tokens += spent(usage.input_tokens) + spent(usage.output_tokens)
+        budget.spent_cost_usd = min(round(spent(budget.spent_cost_usd) + cost, 9), MAX_SPENT)
+        budget.spent_tokens = int(min(spent(budget.spent_tokens) + tokens, MAX_SPENT))
         if budget.exceeded is not None:
             return
         if budget.max_cost_usd is not None and budget.spent_cost_usd >= budget.max_cost_usd:
@@ -83,16 +99,18 @@ class RateLimit(msgspec.Struct, frozen=True):
 def parse_rate_limit(value: object) -> RateLimit:
     """``10/s``, ``30/min``, ``2/hour`` or a number of runs per second; a ConfigError saying
     what is accepted otherwise."""
+    runs: float | None
     if isinstance(value, (int, float)) and not isinstance(value, bool):
-        runs, seconds = float(value), 1.0
+        runs, seconds = number_in(value, 0, MAX_RATE, low_open=True), 1.0
     elif isinstance(value, str) and (match := _RATE.match(value.lower())) and match.group(2) in _UNITS:
-        runs, seconds = float(match.group(1)), _UNITS[match.group(2)]
+        runs, seconds = number_in(float(match.group(1)), 0, MAX_RATE, low_open=True), _UNITS[match.group(2)]
     else:
         raise ConfigError(
             f"'rate_limit' must be runs per second (a number) or like '10/s', '30/min' or '2/h', not {value!r}"
         )
-    if not (math.isfinite(runs) and 0 < runs <= 1_000_000):
-        raise ConfigError(f"'rate_limit' must allow more than 0 and at most 1000000 runs, not {value!r}")
+    if runs is None:
+        shown = repr(value) if isinstance(value, str) else shown_number(value)
+        raise ConfigError(f"'rate_limit' must allow more than 0 and at most {MAX_RATE} runs, not {shown}")
     limit = RateLimit(runs=runs, seconds=seconds)
     if limit.interval > 3600:
         raise ConfigError(f"'rate_limit' must allow at least one run an hour, not {value!r}")

@@ -245,7 +245,8 @@ def _read_results(part: _Part) -> None:
     part.results = part.store.read_results()
     if part.store.problems:
         raise AtpError(
-            f"the results of {part.directory} are damaged: {'; '.join(part.store.problems)}; "
+            f"the results of shard {part.shard.index} ({part.directory}) are damaged or not its own: "
+            f"{'; '.join(part.store.problems)}; "
             f"merge once the shard is made again (atp test --resume={part.directory})"
         )
     path = part.directory / RESULTS_FILE

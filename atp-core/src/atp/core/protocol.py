@@ -10,13 +10,14 @@ any decoding failure into a :class:`~atp.core.errors.ProtocolError` naming the m
 and what was expected, and reject a message whose major version is not 1.
 """
 
+import collections.abc
 import re
 from datetime import datetime, timezone
 from typing import Annotated, Any, ClassVar, Literal, Union
 
 import msgspec
 
-from atp.core.bounds import number_in
+from atp.core.bounds import MAX_COUNT, number_in, shown_number
 from atp.core.errors import ProtocolError
 
 PROTOCOL_VERSION = "1.0"
@@ -44,6 +45,14 @@ TimeoutSeconds = Annotated[int, msgspec.Meta(ge=1, le=86400)]
 """A time limit in whole seconds: 1 to 86,400 (a day)."""
 Budget = Annotated[float, msgspec.Meta(ge=0)]
 """``constraints.budget_usd``: US dollars, 0 or more."""
+Count = Annotated[int, msgspec.Meta(ge=0, le=MAX_COUNT)]
+"""A count in a message that ATP does not add up (an artifact's size, a progress event's
+``total_steps``): an integer from 0 to 10^15; a message with one beyond is not valid."""
+Measure = Annotated[float, msgspec.Meta(ge=0, le=float(MAX_COUNT))]
+"""A duration in milliseconds, a temperature: a number from 0 to 10^15; a message with one
+beyond is not valid."""
+Percentage = Annotated[float, msgspec.Meta(ge=0, le=100)]
+"""A progress event's ``percentage``: 0 to 100."""
 
 DEFAULT_TIMEOUT_SECONDS = 300
 """The time limit of a run whose constraints give no ``timeout_seconds``."""
@@ -118,7 +127,7 @@ class FileArtifact(Message, tag_field="type", tag="file", kw_only=True):
 
     path: str
     content_type: str | None = None
-    size_bytes: int | None = None
+    size_bytes: Count | None = None
     content_hash: str | None = None
     content: str | None = None
 
@@ -138,7 +147,7 @@ class ReferenceArtifact(Message, tag_field="type", tag="reference", kw_only=True
 
     path: str
     content_type: str | None = None
-    size_bytes: int | None = None
+    size_bytes: Count | None = None
     content_hash: str | None = None
 
 
@@ -155,8 +164,8 @@ RESPONSE_STATUSES: tuple[str, ...] = ("completed", "failed", "timeout", "cancell
 class Metrics(Message, kw_only=True):
     """What the agent reports it spent on the task, each figure optional: LLM tokens (in
     all, input, output), steps, tool calls and LLM calls (counts), ``wall_time_seconds``
-    and ``cost_usd`` (US dollars). Untrusted: :func:`sane_metrics` drops impossible values
-    before anything scores them."""
+    and ``cost_usd`` (US dollars). Untrusted: :func:`sane_metrics` checks them against their
+    bounds before anything scores them."""
 
     total_tokens: int | None = None
     input_tokens: int | None = None
@@ -168,26 +177,36 @@ class Metrics(Message, kw_only=True):
     cost_usd: float | None = None
 
 
-MAX_METRIC = 1e15
-"""The largest count or measurement a metric may have (more is no measurement: statistics of
-such values overflow)."""
+MAX_METRIC = float(MAX_COUNT)
+"""The largest count or measurement a metric (or a number in an event) may have: 10^15. More
+is no measurement: statistics of such values overflow."""
+
+COUNT_METRICS = frozenset(
+    {"total_tokens", "input_tokens", "output_tokens", "total_steps", "tool_calls", "llm_calls"}
+)
+"""The metrics that are counts (integers); the others are measurements (seconds, dollars)."""
 
 
 def sane_metrics(metrics: Metrics) -> tuple[Metrics, list[str]]:
-    """``metrics`` without the values no measurement can have (negative, NaN, infinite, or a
-    count that is not an integer), and one warning per value left out. Agents are untrusted:
-    scoring and statistics only ever see sane numbers."""
+    """``metrics`` with every value no measurement can have (negative, NaN, infinite, beyond
+    :data:`MAX_METRIC`, or a count that is not an integer) counted as :data:`MAX_METRIC`, and
+    one problem per such value, naming the field and the value. Agents are untrusted: scoring,
+    limits and statistics only ever see numbers within bounds, and an out-of-bounds value is
+    never dropped (a dropped ``total_steps`` would let ``max_steps`` pass, a dropped
+    ``cost_usd`` a budget): the caller fails the run with the problems as evidence."""
     problems: list[str] = []
-    changes: dict[str, None] = {}
+    changes: dict[str, float] = {}
     for name in Metrics.__struct_fields__:
         value = getattr(metrics, name)
         if value is None:
             continue
-        counts = name not in ("wall_time_seconds", "cost_usd")
-        if number_in(value, 0, MAX_METRIC) is None or (counts and not isinstance(value, int)):
-            changes[name] = None
+        counts = name in COUNT_METRICS
+        if number_in(value, 0, MAX_METRIC, integer=counts) is None:
+            changes[name] = MAX_COUNT if counts else MAX_METRIC
+            kind = "a count: an integer" if counts else "a measurement: a number"
             problems.append(
-                f"the agent reported metrics.{name} = {value!r}, which is not a valid {'count' if counts else 'measurement'}; it is ignored"
+                f"metrics.{name} = {shown_number(value)} is out of bounds ({kind} from 0 to 1e15); "
+                f"it counts as 1e15"
             )
     if changes:
         metrics = msgspec.structs.replace(metrics, **changes)
@@ -221,7 +240,7 @@ class ToolCallPayload(Message, kw_only=True):
     tool: str
     input: Any = None
     output: Any = None
-    duration_ms: float | None = None
+    duration_ms: Measure | None = None
     status: str | None = None
     error: str | None = None
 
@@ -234,8 +253,8 @@ class LLMRequestPayload(Message, kw_only=True):
     model: str | None = None
     input_tokens: int | None = None
     output_tokens: int | None = None
-    duration_ms: float | None = None
-    temperature: float | None = None
+    duration_ms: Measure | None = None
+    temperature: Measure | None = None
     stop_reason: str | None = None
 
 
@@ -264,7 +283,7 @@ class ArtifactCreatedPayload(Message, kw_only=True):
     artifact_type: str | None = None
     path: str | None = None
     name: str | None = None
-    size_bytes: int | None = None
+    size_bytes: Count | None = None
 
 
 class ErrorPayload(Message, kw_only=True):
@@ -275,7 +294,7 @@ class ErrorPayload(Message, kw_only=True):
     error_type: str | None = None
     message: str | None = None
     recoverable: bool | None = None
-    retry_after_ms: float | None = None
+    retry_after_ms: Measure | None = None
 
 
 class ProgressPayload(Message, kw_only=True):
@@ -283,13 +302,13 @@ class ProgressPayload(Message, kw_only=True):
     ``percentage`` (0-100) and a ``message``."""
 
     current_step: int | None = None
-    total_steps: int | None = None
-    percentage: float | None = None
+    total_steps: Count | None = None
+    percentage: Percentage | None = None
     message: str | None = None
 
 
-Sequence = Annotated[int, msgspec.Meta(ge=0)]
-"""An event's ``sequence``: 0 or more, increasing through a run's events (an event that
+Sequence = Annotated[int, msgspec.Meta(ge=0, le=MAX_COUNT)]
+"""An event's ``sequence``: 0 to 10^15, increasing through a run's events (an event that
 does not increase it is counted out of order)."""
 
 
@@ -421,6 +440,39 @@ _EVENT_BY_PAYLOAD: dict[type[Any], type[Any]] = {
     ErrorPayload: ErrorEvent,
     ProgressPayload: ProgressEvent,
 }
+
+
+# --- numbers in events ----------------------------------------------------------------------
+
+_COUNTED: dict[type[Any], tuple[str, ...]] = {
+    LLMRequestEvent: ("input_tokens", "output_tokens"),
+    ProgressEvent: ("current_step",),
+}
+"""The numbers of events that ATP adds up or holds against a limit (a run's tokens, its steps),
+by event type. Their types take any integer, so that an event with one out of bounds reaches
+the trace, which fails the run (:class:`atp.core.trace.TraceLimitExceeded`): dropped as invalid,
+the event would let a budget or ``max_steps`` pass. The other numbers of events are bounded
+where they are decoded (:data:`Count`, :data:`Measure`, :data:`Percentage`, :data:`Sequence`):
+an event with one out of bounds is not valid."""
+
+
+def numbers_out_of_bounds(events: collections.abc.Sequence[Event]) -> tuple[int, str] | None:
+    """The first of ``events`` with a number ATP adds up (:data:`_COUNTED`) out of bounds (an
+    integer from 0 to :data:`MAX_METRIC`), and what is wrong with it (the event's sequence and
+    type, the field, the value); ``None`` when there is none. :class:`atp.core.trace.TraceSummary`
+    makes the same check where it adds the numbers up."""
+    for index, event in enumerate(events):
+        fields = _COUNTED.get(event.__class__)
+        if fields is None:
+            continue
+        for name in fields:
+            value = getattr(event.payload, name)
+            if value is not None and (value.__class__ is not int or number_in(value, 0, MAX_METRIC) is None):
+                return index, (
+                    f"event {shown_number(event.sequence)} ({event.event_type}): payload.{name} = "
+                    f"{shown_number(value)} is out of bounds (a count: an integer from 0 to 1e15)"
+                )
+    return None
 
 
 # --- encoding and decoding -----------------------------------------------------------------

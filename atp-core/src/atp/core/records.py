@@ -7,7 +7,7 @@ the document reporters render. Data only: nothing here reads, writes or computes
 
 from datetime import datetime, timezone
 from statistics import fmean
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import msgspec
 
@@ -19,6 +19,18 @@ from atp.core.trace import TraceSummary
 
 RESULTS_FORMAT = "atp-results"
 RESULTS_FORMAT_VERSION = "1.3"
+
+MAX_RUNS_PER_TEST = 10_000
+"""The most runs one test may plan: what ``--runs``, a suite's ``runs`` and an adaptive
+``max_runs`` allow. A run directory read back that plans more is refused (naming the field)."""
+MAX_TESTS = 1_000_000
+"""The most tests one run may plan: far more than a suite file (at most 4 MiB) can hold."""
+MAX_SHARDS = 10_000
+"""The most shards a suite may be split into (``--shard=K/N``)."""
+
+RunCount = Annotated[int, msgspec.Meta(ge=1, le=MAX_RUNS_PER_TEST)]
+"""A number of runs, or a run's number, within what a plan may hold."""
+ShardCount = Annotated[int, msgspec.Meta(ge=1, le=MAX_SHARDS)]
 
 Outcome = Literal["passed", "failed", "error"]
 TestStatus = Literal["passed", "failed", "skipped", "error"]
@@ -159,7 +171,7 @@ class PlannedTest(msgspec.Struct, kw_only=True):
     name: str
     description: str | None = None
     tags: list[str] = msgspec.field(default_factory=list)
-    runs: int = 1
+    runs: RunCount = 1
     """The runs planned; under an adaptive plan, its ``max_runs``."""
     skip: str | None = None
     pass_rule: PassRule = ALL_RUNS
@@ -169,7 +181,7 @@ class PlannedTest(msgspec.Struct, kw_only=True):
     quarantined: bool = False
     """The suite's ``quarantine:`` names the test: its failures are reported, but do not fail
     the run."""
-    run_numbers: list[int] | None = None
+    run_numbers: Annotated[list[RunCount], msgspec.Meta(max_length=MAX_RUNS_PER_TEST)] | None = None
     """The numbers of the runs this run directory makes, when not all of ``1..runs``: a
     shard's share (``atp test --shard``)."""
 
@@ -204,12 +216,12 @@ BUDGET_EXCEEDED = "BUDGET_EXCEEDED"
 class Shard(msgspec.Struct, kw_only=True, omit_defaults=True):
     """One of ``count`` parts of a suite's runs (``atp test --shard=index/count``)."""
 
-    index: int
+    index: ShardCount
     """1-based."""
-    count: int
+    count: ShardCount
     basis: str | None = None
     """The run (its id) whose durations balanced the shares; ``None``: shared by count."""
-    order: list[str] = msgspec.field(default_factory=list)
+    order: Annotated[list[str], msgspec.Meta(max_length=MAX_TESTS)] = msgspec.field(default_factory=list)
     """Every selected test's id, in the suite's order: the order of the merged results."""
 
 
@@ -244,7 +256,9 @@ class RunHeader(msgspec.Struct, kw_only=True):
     """What stopped the run before every planned run ran: ``SIGINT``, ``SIGTERM``,
     ``fail-fast`` or ``storage`` (the run directory could not take more)."""
     deselected: int = 0
-    tests: list[PlannedTest] = msgspec.field(default_factory=list)
+    tests: Annotated[list[PlannedTest], msgspec.Meta(max_length=MAX_TESTS)] = msgspec.field(
+        default_factory=list
+    )
     plugin_failures: list[PluginFailure] = msgspec.field(default_factory=list)
     suite_fingerprint: str | None = None
     baseline: BaselineRef | None = None
@@ -253,7 +267,9 @@ class RunHeader(msgspec.Struct, kw_only=True):
     budget: Budget | None = None
     resumed_at: list[datetime] = msgspec.field(default_factory=list)
     """When ``atp test --resume`` went on with this run (one entry per resume)."""
-    merged_from: list[str] = msgspec.field(default_factory=list)
+    merged_from: Annotated[list[str], msgspec.Meta(max_length=MAX_SHARDS)] = msgspec.field(
+        default_factory=list
+    )
     """The run ids of the shards ``atp merge`` combined into this run directory."""
 
 

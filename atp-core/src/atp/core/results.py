@@ -27,6 +27,9 @@ from atp.core.aggregate import test_statistics as test_statistics
 from atp.core.aggregate import unchecked_reason as unchecked_reason
 from atp.core.records import ALL_RUNS as ALL_RUNS
 from atp.core.records import BUDGET_EXCEEDED as BUDGET_EXCEEDED
+from atp.core.records import MAX_RUNS_PER_TEST as MAX_RUNS_PER_TEST
+from atp.core.records import MAX_SHARDS as MAX_SHARDS
+from atp.core.records import MAX_TESTS as MAX_TESTS
 from atp.core.records import RESULTS_FORMAT as RESULTS_FORMAT
 from atp.core.records import RESULTS_FORMAT_VERSION as RESULTS_FORMAT_VERSION
 from atp.core.records import STOPPED_BY as STOPPED_BY

@@ -3,7 +3,10 @@
 A run directory keeps every finished run the moment it finishes, so a run killed half-way
 (SIGKILL, a lost CI machine, Ctrl-C, a spent budget) can be resumed: the runs its directory
 holds are done, only the others are made, appended to the same directory, and the results read
-back are those of one run that was never interrupted. A suite changed since (a test's
+back are those of one run that was never interrupted. The directory is read as untrusted input
+(:mod:`atp.core.readback`): its plan within the bounds ``atp test`` accepts, and a result line
+that is damaged, outside the plan or one of two for the same run is taken away, its run made
+again. A suite changed since (a test's
 fingerprint, the suite or the agent) is refused unless forced: results of two different suites
 would be mixed.
 """
@@ -86,8 +89,8 @@ def check_resumable(
 
 
 def done_runs(results: list[RunResult], header: RunHeader) -> dict[str, list[RunResult]]:
-    """The runs a directory holds, by test, in stored order: each planned run number once (a
-    number stored twice counts once; the first stays)."""
+    """The runs a directory holds, by test, in stored order: each planned run number once (read
+    back, a run stored twice is not counted at all: :func:`atp.core.readback.read_results`)."""
     planned = {p.id: p for p in header.tests}
     done: dict[str, list[RunResult]] = {}
     seen: set[tuple[str, int]] = set()
@@ -134,7 +137,7 @@ def reopen(
         header = store.read_header()
         tests = {t.id: t for t in suite.tests}
         check_resumable(header, suite.name, agent, tests, force=force)
-        store.repair()
+        store.repair(header)
     except BaseException:
         store.close()
         raise
@@ -146,5 +149,5 @@ def reopen(
         header.suite_fingerprint = suite_fingerprint(tests[i] for i in selection if i in tests)
     for planned in header.tests:
         planned.quarantined = planned.id in quarantine
-    done = done_runs(store.read_results(), header)
+    done = done_runs(store.read_results(header), header)
     return Reopened(store, header, [tests[p.id] for p in header.tests if p.id in tests], done)

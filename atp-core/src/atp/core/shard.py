@@ -19,7 +19,7 @@ from statistics import fmean
 
 from atp.core.adaptive import Adaptive
 from atp.core.errors import ConfigError
-from atp.core.results import RunStore, stored_runs
+from atp.core.results import MAX_SHARDS, RunStore, stored_runs
 from atp.core.suite import Test
 
 _SPEC = re.compile(r"\s*([0-9]+)\s*/\s*([0-9]+)\s*\Z")
@@ -31,8 +31,8 @@ def parse_shard(value: str) -> tuple[int, int]:
     if match is None:
         raise ConfigError(f"--shard takes K/N, like 2/3 (the second of three shares), not {value!r}")
     index, count = int(match.group(1)), int(match.group(2))
-    if not 1 <= index <= count or count > 10_000:
-        raise ConfigError(f"--shard {value}: K must be from 1 to N (and N at most 10000)")
+    if not 1 <= index <= count or count > MAX_SHARDS:
+        raise ConfigError(f"--shard {value}: K must be from 1 to N (and N at most {MAX_SHARDS})")
     return index, count
 
 

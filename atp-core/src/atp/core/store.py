@@ -10,8 +10,10 @@ A run directory (``.atp/runs/<run-id>/``) holds:
 - ``events/<test>.<run>.jsonl`` and ``logs/<test>.<run>.log``: each run's events and agent log.
 
 Every finished run is on disk before anything else looks at it, so an interrupted or crashed
-``atp test`` loses no finished result. What is read back is untrusted: a damaged line is left
-out and named in :attr:`RunStore.problems`.
+``atp test`` loses no finished result. What is read back is untrusted (an agent can write into
+the directory): it is read as :mod:`atp.core.readback` says (bounded, matched against the plan,
+each run once, without following links, masked again), and what is wrong is named in
+:attr:`RunStore.problems`.
 """
 
 import contextlib
@@ -23,12 +25,12 @@ import time
 import zlib
 from collections.abc import Iterator
 from datetime import datetime, timezone
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import msgspec
 
-from atp.core import files
+from atp.core import files, readback
 from atp.core.aggregate import build_suite_results
 from atp.core.baseline import Baseline, encode_baseline, read_baseline
 from atp.core.errors import AtpError, StorageError
@@ -49,8 +51,6 @@ MAX_STEM_CHARS = 80
 _encoder = msgspec.json.Encoder()
 _header_decoder = msgspec.json.Decoder(RunHeader)
 _result_decoder = msgspec.json.Decoder(RunResult)
-_line_decoder = msgspec.json.Decoder(dict[str, Any])
-_lines_decoder = msgspec.json.Decoder(list[dict[str, Any]])
 
 
 class _Started(msgspec.Struct):
@@ -88,8 +88,8 @@ def stored_runs(root: Path) -> list[tuple[Path, RunHeader]]:
         try:
             if not (path / HEADER_FILE).is_file():
                 continue
-            header = _header_decoder.decode(files.read_bytes(path / HEADER_FILE))
-        except (OSError, msgspec.MsgspecError, UnicodeDecodeError, RecursionError):
+            header = readback.read_header(path, HEADER_FILE)
+        except (OSError, AtpError):
             continue
         found.append((path, header))
     found.sort(key=lambda item: (_utc(item[1].started_at), item[0].name), reverse=True)
@@ -139,11 +139,15 @@ class RunStore:
 
     def __init__(self, directory: Path, masker: Masker | None = None) -> None:
         self.directory = directory
-        self._masker = masker if masker else None
+        self.masker = masker if masker else None
+        """The run's secrets: what is written is masked with them, and what is read back again."""
         self._results_fd: int | None = None
         self._lock_fd: int | None = None
+        self._own: dict[tuple[str, int], bytes] | None = None
+        """The digests of the result lines this process wrote or kept (see
+        :func:`atp.core.readback.read_results`); ``None`` when it writes none."""
         self.problems: list[str] = []
-        """What reading found damaged (filled by :meth:`read_results` and :meth:`event_lines`)."""
+        """What reading found wrong (filled by :meth:`read_results`, :meth:`event_lines`, :meth:`log`)."""
 
     @classmethod
     def create(
@@ -155,6 +159,7 @@ class RunStore:
         except OSError as exc:
             raise _storage_error("create the run directory", directory, exc) from None
         store = cls(directory, masker)
+        store._own = {}
         store.lock()
         if baseline is not None:  # kept with the run, so that 'atp report' compares alike
             try:
@@ -173,34 +178,25 @@ class RunStore:
         store.repair()
         return store
 
-    def repair(self) -> None:
-        """Take away the damaged result lines (one cut short when ATP was killed mid-write, one
-        changed by hand), each named in :attr:`problems`: their runs are made again. A last
-        line that lacks its newline gets it, so that the next result starts a line."""
+    def repair(self, header: RunHeader | None = None) -> None:
+        """Take away the result lines a resumed run cannot count (one cut short when ATP was
+        killed mid-write, one changed by hand, a run the plan does not hold, every line of a run
+        stored twice), each named in :attr:`problems`: their runs are made again. A last line
+        that lacks its newline gets it, so that the next result starts a line. The lines kept
+        are this process's from then on (:func:`atp.core.readback.read_results`)."""
         path = self.directory / RESULTS_FILE
-        try:
-            data = files.read_bytes(path)
-        except FileNotFoundError:
-            return
-        except OSError as exc:
-            raise _storage_error("read", path, exc) from None
-        store = self
-        kept: list[bytes] = []
-        for number, line in enumerate(data.splitlines(keepends=True), 1):
-            if not line.strip():
-                continue
-            try:
-                _result_decoder.decode(line)
-            except (msgspec.MsgspecError, UnicodeDecodeError, RecursionError):
-                how = "was cut short" if not line.endswith(b"\n") else "is not a run result"
-                store.problems.append(f"{path}:{number} {how}; it is taken away and its run made again")
-                continue
-            kept.append(line if line.endswith(b"\n") else line + b"\n")
-        if store.problems or (data and not data.endswith(b"\n")):
+        kept, changed = readback.repaired_lines(
+            self.directory, RESULTS_FILE, header or self.read_header(), self.problems
+        )
+        if changed:
             try:
                 files.write_atomic(path, b"".join(kept))
             except OSError as exc:
                 raise _storage_error("repair", path, exc) from None
+        self._own = {}
+        for line in kept:
+            run = _result_decoder.decode(line)
+            self._own[(run.test_id, run.run_number)] = readback.digest(line)
 
     def lock(self) -> None:
         """Hold the directory's lock while this process writes it; an AtpError when another
@@ -243,7 +239,7 @@ class RunStore:
     def open(cls, directory: Path, masker: Masker | None = None) -> "RunStore":
         header = directory / HEADER_FILE
         try:
-            mode = header.stat().st_mode
+            mode = header.lstat().st_mode
         except OSError:
             raise AtpError(f"{directory} is not an ATP run directory (it has no {HEADER_FILE})") from None
         if not stat.S_ISREG(mode):
@@ -261,8 +257,8 @@ class RunStore:
         heads: dict[Path, _Started] = {}
         for path in candidates:
             try:
-                heads[path] = _started_decoder.decode(files.read_bytes(path / HEADER_FILE))
-            except (OSError, msgspec.MsgspecError):
+                heads[path] = _started_decoder.decode(readback.header_bytes(path, HEADER_FILE))
+            except (OSError, msgspec.MsgspecError, UnicodeDecodeError, RecursionError):
                 continue
         merged = {run_id for head in heads.values() for run_id in head.merged_from}
         for path, head in heads.items():
@@ -286,8 +282,8 @@ class RunStore:
     def _encode(self, value: Any, decoder: msgspec.json.Decoder[Any]) -> bytes:
         """``value`` masked and encoded, checked to decode back: ATP never writes a line it
         cannot read."""
-        if self._masker is not None:
-            value = self._masker.value(value)
+        if self.masker is not None:
+            value = self.masker.value(value)
         data = _encoder.encode(value)
         decoder.decode(data)
         return data
@@ -295,6 +291,8 @@ class RunStore:
     def write_header(self, header: RunHeader) -> None:
         target = self.directory / HEADER_FILE
         data = self._encode(header, _header_decoder) + b"\n"
+        if len(data) > readback.MAX_HEADER_BYTES:  # ATP writes no header it would refuse to read
+            raise StorageError(f"cannot write {target}: the header would be larger than a run's may be")
         try:
             files.write_atomic(target, data)
         except OSError as exc:
@@ -312,6 +310,8 @@ class RunStore:
             if self._results_fd is None:
                 self._results_fd = files.open_append(path)
             line = data + b"\n"
+            if self._own is not None:  # before the write: a reader may look at once
+                self._own[(result.test_id, result.run_number)] = readback.digest(line)
             end = os.lseek(self._results_fd, 0, os.SEEK_END)
             done = 0
             try:
@@ -344,34 +344,19 @@ class RunStore:
     # --- reading ---
 
     def read_header(self) -> RunHeader:
-        path = self.directory / HEADER_FILE
-        try:
-            return _header_decoder.decode(files.read_bytes(path))
-        except OSError as exc:
-            raise AtpError(f"cannot read {path}: {files.reason(exc)}") from None
-        except (msgspec.MsgspecError, UnicodeDecodeError, RecursionError) as exc:
-            raise AtpError(f"cannot read {path}: {exc}") from None
+        """The run's header, checked to plan within the bounds (:mod:`atp.core.readback`)."""
+        return readback.read_header(self.directory, HEADER_FILE)
 
-    def read_results(self) -> list[RunResult]:
-        """Every readable result; a damaged line (cut short when ATP was killed mid-write, or
-        changed by hand) is skipped and recorded in :attr:`problems`."""
-        path = self.directory / RESULTS_FILE
-        results = []
-        try:
-            with files.open_read(path) as handle:
-                for number, line in enumerate(handle, 1):
-                    if not line.strip():
-                        continue
-                    try:
-                        results.append(_result_decoder.decode(line))
-                    except (msgspec.MsgspecError, UnicodeDecodeError, RecursionError) as exc:
-                        how = "is not a run result" if line.endswith(b"\n") else "was cut short"
-                        self.problems.append(f"{path}:{number} {how} ({exc}); that run is not counted")
-        except FileNotFoundError:
-            return []
-        except OSError as exc:
-            raise AtpError(f"cannot read {path}: {files.reason(exc)}") from None
-        return results
+    def read_results(self, header: RunHeader | None = None) -> list[RunResult]:
+        """The results that count (of ``header``'s plan, by default the directory's), in the
+        order they were stored, masked; what does not count (a damaged line, a run the plan does
+        not hold, a run stored twice, a line this process did not write when it writes the
+        directory) is named in :attr:`problems` (:func:`atp.core.readback.read_results`)."""
+        if header is None:
+            header = self.read_header()
+        return readback.read_results(
+            self.directory, RESULTS_FILE, header, self.problems, own=self._own, masker=self.masker
+        )
 
     def baseline(self) -> Baseline | None:
         """The baseline the run was compared with (``baseline.json``), if any."""
@@ -388,49 +373,30 @@ class RunStore:
         """The results the directory holds, compared with ``baseline`` (by default, the one
         the run was made with)."""
         self.problems = []
-        runs = self.read_results()
         header = self.read_header()
+        runs = self.read_results(header)
         if baseline is None:
             baseline = self.baseline()
         return build_suite_results(header, runs, self.problems, baseline)
 
     def events(self, run: RunResult) -> Iterator[Event]:
-        """The events of a run, read back from its events file (damaged lines skipped)."""
-        if run.events_file is None:
+        """The events of a run, read back from its events file (damaged lines skipped), masked;
+        none when the file is not a regular file in the ``events`` folder."""
+        name = run.events_file
+        if name is None or PurePosixPath(name).parts[:1] != ("events",):
             return iter(())
-        return read_events(self.directory / run.events_file)
+        return read_events(self.directory / name, self.masker, root=self.directory)
 
     def event_lines(self, run: RunResult) -> list[bytes]:
-        """A run's events as the JSON lines stored, each checked to be an event; a damaged
-        line is left out and recorded in :attr:`problems`."""
+        """A run's events as the JSON lines stored, each checked to be a JSON object, masked; a
+        damaged line, or a file that cannot be read, is named in :attr:`problems`."""
         if run.events_file is None:
             return []
-        path = self.directory / run.events_file
-        try:
-            lines = [line.strip() for line in files.read_bytes(path).splitlines() if line.strip()]
-        except OSError as exc:
-            self.problems.append(f"cannot read {path}: {files.reason(exc)}")
-            return []
-        try:
-            _lines_decoder.decode(b"[" + b",".join(lines) + b"]")
-        except (msgspec.MsgspecError, UnicodeDecodeError, RecursionError):
-            kept = []
-            for number, line in enumerate(lines, 1):
-                try:
-                    _line_decoder.decode(line)
-                except (msgspec.MsgspecError, UnicodeDecodeError, RecursionError) as exc:
-                    self.problems.append(f"{path}: event {number} is damaged ({exc}); left out")
-                else:
-                    kept.append(line)
-            lines = kept
-        return lines
+        return readback.event_lines(self.directory, run.events_file, self.masker, self.problems)
 
     def log(self, run: RunResult) -> str:
+        """A run's agent log (its end, when long), masked; ``""`` when it cannot be read (named
+        in :attr:`problems`)."""
         if run.log_file is None:
             return ""
-        path = self.directory / run.log_file
-        try:
-            return files.read_bytes(path).decode("utf-8", "replace")
-        except OSError as exc:
-            self.problems.append(f"cannot read {path}: {files.reason(exc)}")
-            return ""
+        return readback.log_text(self.directory, run.log_file, self.masker, self.problems)

@@ -47,7 +47,7 @@ from atp.core.protocol import (
     Task,
     TimeoutSeconds,
 )
-from atp.core.results import ALL_RUNS, PassRule
+from atp.core.results import ALL_RUNS, MAX_RUNS_PER_TEST, PassRule
 from atp.core.service import Service, ServiceConfigError, ServiceUse
 from atp.core.yamlfile import PathPart, YamlDocument
 
@@ -59,10 +59,10 @@ MAX_BUDGET_USD = 1_000_000.0
 
 Weight = Annotated[float, msgspec.Meta(ge=0, le=MAX_WEIGHT)]
 WEIGHT_FIELDS = ("quality_weight", "completeness_weight", "efficiency_weight", "cost_weight")
-RunsCount = Annotated[int, msgspec.Meta(ge=1, le=10000)]
+RunsCount = Annotated[int, msgspec.Meta(ge=1, le=MAX_RUNS_PER_TEST)]
 RunsSpec = RunsCount | Literal["auto"]
 """``runs_per_test``: a number of runs, or ``auto`` (run until the score is known well enough)."""
-AdaptiveRuns = Annotated[int, msgspec.Meta(ge=2, le=10000)]
+AdaptiveRuns = Annotated[int, msgspec.Meta(ge=2, le=MAX_RUNS_PER_TEST)]
 Points = Annotated[float, msgspec.Meta(gt=0, le=100)]
 NonEmpty = Annotated[str, msgspec.Meta(min_length=1)]
 

@@ -29,6 +29,7 @@ from typing import IO, Any, Protocol
 import msgspec
 
 from atp.core import files
+from atp.core.bounds import MAX_COUNT
 from atp.core.errors import AgentError, ProtocolError, StorageError
 from atp.core.protocol import (
     ErrorEvent,
@@ -41,6 +42,7 @@ from atp.core.protocol import (
     decode_event,
     encode,
     make_event,
+    numbers_out_of_bounds,
 )
 from atp.core.secrets import Masker
 
@@ -79,7 +81,19 @@ class EventSink(Protocol):
 
 
 class TraceLimitExceeded(AgentError):
-    """The agent sent more events (or more bytes of events) than a run may hold."""
+    """The agent sent more events (or more bytes of events) than a run may hold, or an event
+    with a number beyond its bound (:func:`atp.core.protocol.numbers_out_of_bounds`): the run
+    fails with this reason, and the events before it are kept."""
+
+
+class EventOutOfBounds(TraceLimitExceeded):
+    """:meth:`TraceSummary.add` met an event with a number beyond its bound: the events before
+    it (``index`` of them, the last with sequence ``last_sequence``) are folded in."""
+
+    def __init__(self, message: str, *, index: int, last_sequence: int) -> None:
+        super().__init__(message)
+        self.index = index
+        self.last_sequence = last_sequence
 
 
 class TraceSummary(msgspec.Struct, omit_defaults=True):
@@ -101,49 +115,77 @@ class TraceSummary(msgspec.Struct, omit_defaults=True):
         return sum(self.tool_calls.values())
 
     def add(self, events: Sequence[Event], last_sequence: int) -> int:
-        """Fold events in; returns the last sequence number seen. The hot path: one loop with
-        local names, dispatch on the event's class, dictionary and integer work only."""
+        """Fold events in; returns the last sequence number seen. The numbers it adds up (tokens,
+        steps) are checked against their bounds first (as
+        :func:`atp.core.protocol.numbers_out_of_bounds` does): at the first event with one beyond
+        them, :class:`EventOutOfBounds` is raised, the events before it folded in, it and those
+        after it not. The hot path: one loop with local names, dispatch on the event's class,
+        dictionary and integer work only."""
         per_class: dict[type[Any], int] = {}
         tool_calls = self.tool_calls
         out_of_order = 0
+        high = MAX_COUNT
+        bad: Event | None = None
         for event in events:
             cls = event.__class__
-            per_class[cls] = per_class.get(cls, 0) + 1
-            sequence = event.sequence
-            if sequence <= last_sequence:
-                out_of_order += 1
-            last_sequence = sequence
             if cls is ToolCallEvent:
                 tool = event.payload.tool  # type: ignore[union-attr]
                 tool_calls[tool] = tool_calls.get(tool, 0) + 1
             elif cls is LLMRequestEvent:
-                payload = event.payload
-                tokens = payload.input_tokens  # type: ignore[union-attr]
-                if tokens is not None and tokens > 0:
-                    self.input_tokens += tokens
-                tokens = payload.output_tokens  # type: ignore[union-attr]
-                if tokens is not None and tokens > 0:
-                    self.output_tokens += tokens
+                payload: Any = event.payload
+                sent, received = payload.input_tokens, payload.output_tokens
+                if (sent is not None and (sent.__class__ is not int or not 0 <= sent <= high)) or (
+                    received is not None and (received.__class__ is not int or not 0 <= received <= high)
+                ):
+                    bad = event
+                    break
+                if sent:
+                    self.input_tokens += sent
+                if received:
+                    self.output_tokens += received
             elif cls is ErrorEvent:
                 if event.payload.recoverable is not True:  # type: ignore[union-attr]
                     self.unrecoverable_errors += 1
             elif cls is ProgressEvent:
                 step = event.payload.current_step  # type: ignore[union-attr]
-                if step is not None and step > self.max_step:
-                    self.max_step = step
+                if step is not None:
+                    if step.__class__ is not int or not 0 <= step <= high:
+                        bad = event
+                        break
+                    if step > self.max_step:
+                        self.max_step = step
             elif cls is UnknownEvent:
                 name = event.event_type
                 self.by_type[name] = self.by_type.get(name, 0) + 1
+            per_class[cls] = per_class.get(cls, 0) + 1
+            sequence = event.sequence
+            if sequence <= last_sequence:
+                out_of_order += 1
+            last_sequence = sequence
+        folded = self._fold(per_class, out_of_order)
+        if bad is not None:
+            found = numbers_out_of_bounds((bad,))
+            problem = found[1] if found is not None else "a number is out of bounds"
+            raise EventOutOfBounds(problem, index=folded, last_sequence=last_sequence)
+        return last_sequence
+
+    def _fold(self, per_class: dict[type[Any], int], out_of_order: int) -> int:
+        """The counts of one :meth:`add` folded in; returns how many events they are."""
         by_type = self.by_type
         for cls, count in per_class.items():
             if cls is not UnknownEvent:
                 name = cls.event_type
                 by_type[name] = by_type.get(name, 0) + count
+        if max(self.input_tokens, self.output_tokens, self.max_step) > MAX_COUNT:  # a sum of many
+            self.input_tokens = min(self.input_tokens, MAX_COUNT)
+            self.output_tokens = min(self.output_tokens, MAX_COUNT)
+            self.max_step = min(self.max_step, MAX_COUNT)
+        folded = sum(per_class.values())
         self.llm_calls += per_class.get(LLMRequestEvent, 0)
         self.errors += per_class.get(ErrorEvent, 0)
-        self.events += len(events)
+        self.events += folded
         self.out_of_order += out_of_order
-        return last_sequence
+        return folded
 
     def metrics(self, wall_time_seconds: float | None = None) -> Metrics:
         """The metrics the trace shows, for a run whose agent sent no response."""
@@ -183,20 +225,31 @@ def encode_text(value: str) -> bytes:
     return msgspec.json.encode(value)
 
 
-def read_events(path: Path) -> Iterator[Event]:
-    """The events of an events file, in the order they arrived; a damaged line (the end of a
-    file cut short when ATP was killed) is skipped."""
+MAX_EVENT_LINE_BYTES = 1024 * 1024 * 1024
+"""The longest events file line read back (an agent's ``max_line_bytes`` is at most 1 GiB)."""
+
+
+def read_events(path: Path, masker: Masker | None = None, *, root: Path | None = None) -> Iterator[Event]:
+    """The events of an events file, in the order they arrived, masked again with ``masker``
+    (the file is in a run directory an agent can write to); a damaged line (the end of a file
+    cut short when ATP was killed, or edited to hold a number out of bounds), or one longer than
+    :data:`MAX_EVENT_LINE_BYTES`, is skipped. The file is opened without following a link
+    below ``root`` (by default, its folder; :func:`atp.core.files.open_inside`): none are read
+    when it is not a regular file there."""
+    root = path.parent if root is None else root
     try:
-        handle = files.open_read(path)
-    except OSError:
+        handle = files.open_inside(root, path.relative_to(root).as_posix())
+    except (OSError, ValueError):
         return
     with handle:
-        for line in handle:
-            if line.strip():
+        for line in files.lines(handle, MAX_EVENT_LINE_BYTES):
+            if line is not None and line.strip():
                 try:
-                    yield decode_event(line)
+                    event = decode_event(line)
                 except ProtocolError:
                     continue
+                if numbers_out_of_bounds((event,)) is None:
+                    yield masker.value(event) if masker and not masker.clean_json(line) else event
 
 
 class RunTrace:
@@ -269,23 +322,40 @@ class RunTrace:
             raise TraceLimitExceeded(
                 f"agent flooded ATP with events: more than {self._max_events} in one run"
             )
-        masker = self.masker
-        if raw is not None and masker is not None and not masker.clean_json(raw):
-            raw = None  # a secret may be in there, in some spelling: mask the decoded events
-        if raw is None:
-            if masker is not None:
-                data = b"\n".join(encode(masker.value(event)) for event in events) + b"\n"
-            else:
-                data = b"\n".join(encode(event) for event in events) + b"\n"
-        else:
-            data = raw if raw.endswith(b"\n") else raw + b"\n"
+        data = self._data(events, raw)
         self._event_bytes += len(data)
         if self._event_bytes > self._max_event_bytes:
             raise TraceLimitExceeded(
                 f"agent flooded ATP with events: more than {self._max_event_bytes} bytes of events in one run"
             )
-        self._last_sequence = self.summary.add(events, self._last_sequence)
+        try:
+            self._last_sequence = self.summary.add(events, self._last_sequence)
+        except EventOutOfBounds as bad:  # the events before it are kept, written as the rest
+            self._event_bytes -= len(data)
+            self._last_sequence = bad.last_sequence
+            events = events[: bad.index]
+            if events:
+                data = self._data(events, None)
+                self._event_bytes += len(data)
+                self._write_event_data(data)
+                self._announce(events)
+            raise TraceLimitExceeded(f"the agent sent an event with a number out of bounds: {bad}") from None
         self._write_event_data(data)
+        self._announce(events)
+
+    def _data(self, events: Sequence[Event], raw: bytes | None) -> bytes:
+        """The lines of ``events`` for the events file: ``raw`` when it can be written as it is,
+        else the events encoded again (masked)."""
+        masker = self.masker
+        if raw is not None and masker is not None and not masker.clean_json(raw):
+            raw = None  # a secret may be in there, in some spelling: mask the decoded events
+        if raw is not None:
+            return raw if raw.endswith(b"\n") else raw + b"\n"
+        if masker is not None:
+            return b"\n".join(encode(masker.value(event)) for event in events) + b"\n"
+        return b"\n".join(encode(event) for event in events) + b"\n"
+
+    def _announce(self, events: Sequence[Event]) -> None:
         on_event = self._on_event
         if on_event is not None:
             for event in events:
@@ -320,7 +390,8 @@ class RunTrace:
         counted in the summary, numbered apart from the agent's events (see the module). A
         tool call makes its tool one the service answers (:meth:`serve_tools`). Returns the
         event, or ``None`` when it was not kept: the run has ended, or the run's event limits
-        are reached (warned about once)."""
+        are reached (warned about once; it is still counted in the summary, so that a limit
+        on tool calls or a forbidden tool holds however many events came first)."""
         if self._closed or self.storage_error is not None:
             return None
         event = make_event(self.task_id, self._recorded, payload)
@@ -333,8 +404,9 @@ class RunTrace:
                 self._record_refused = True
                 self.warn(
                     f"the run reached its event limits; what service {by!r} observed after that "
-                    f"is not recorded"
+                    f"is counted but not recorded"
                 )
+            self.summary.add((event,), -1)
             return None
         self._recorded += 1
         self._event_bytes += len(data)
@@ -427,7 +499,7 @@ class RunTrace:
         path = self._events_path
         if path is None or self._events_file is None:
             return Trace(self.summary, tuple)
-        return Trace(self.summary, lambda: read_events(path))
+        return Trace(self.summary, lambda: read_events(path, self.masker))
 
     @staticmethod
     def _open(path: Path | None) -> IO[bytes] | None:

@@ -25,12 +25,16 @@ import anyio
 import anyio.from_thread
 import msgspec
 
+from atp.core import files
 from atp.core.adapter import Adapter
 from atp.core.errors import AdapterError, ConfigError
 from atp.core.executor import Job, Shipped
 from atp.core.results import RunResult
 from atp.core.suite import test_fingerprint
 from atp.core.tree import remove_tree
+
+_MARGIN = 64 * 1024
+"""Bytes a run's events or log file may hold beyond its limit (the line saying it was cut)."""
 
 
 class WorkerSession:
@@ -118,8 +122,8 @@ class WorkerSession:
                 raise AdapterError(f"the run was stopped on {self.where}", retryable=False)
             return Shipped(
                 result=self._encode(result),
-                events=_read(folder / result.events_file) if result.events_file else None,
-                log=_read(folder / result.log_file) if result.log_file else None,
+                events=_read(folder, result.events_file, self.runner.options.max_event_bytes),
+                log=_read(folder, result.log_file, self.runner.options.max_log_bytes, end=True),
                 where=self.where,
                 fault=self._masked(fault.reason) if fault is not None else None,
                 retry_after=fault.retry_after if fault is not None else None,
@@ -175,8 +179,12 @@ class WorkerSession:
             await self.runner.end()
 
 
-def _read(path: Path) -> bytes | None:
+def _read(folder: Path, relative: str | None, limit: int, *, end: bool = False) -> bytes | None:
+    """A run's events or log file, as its trace bounded it (a line of margin), opened without
+    following a link (the agent may have put one in its place); ``None`` when there is none."""
+    if relative is None:
+        return None
     try:
-        return path.read_bytes()
-    except FileNotFoundError:
+        return files.read_inside(folder, relative, limit + _MARGIN, end=end)[0]
+    except OSError:
         return None

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from atp.cli.app import config_option, plugins, plugins_for, warn_problems
+from atp.cli.app import BoundedFloat, config_option, plugins, plugins_for, warn_problems
 from atp.core.text import printable
 
 if TYPE_CHECKING:
@@ -124,7 +124,7 @@ def _show_keys(title: str, struct: type) -> None:
 )
 @click.option(
     "--timeout",
-    type=click.FloatRange(0, 3600, min_open=True),
+    type=BoundedFloat(0, 3600, low_open=True),
     default=CHECK_SECONDS,
     metavar="SECONDS",
     help=f"With --check: how long each agent may take to start and report (default {CHECK_SECONDS:g}).",

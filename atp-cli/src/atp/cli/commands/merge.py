@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from atp.cli.app import config_option, debug_option, plugins_for, verbosity_options
-from atp.cli.rendering import merge_and_report
+from atp.cli.rendering import merge_and_report, run_masker
 
 __all__ = ["merge_and_report", "merge_command"]
 
@@ -61,5 +61,5 @@ def merge_command(
     config = load_config(config_path)
     loaded = plugins_for(config)
     return merge_and_report(
-        run_dirs, run_root or config.run_dir, loaded, outputs, output_file, verbose, quiet
+        run_dirs, run_root or config.run_dir, loaded, outputs, output_file, verbose, quiet, run_masker(config)
     )

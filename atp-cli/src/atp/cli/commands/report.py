@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from atp.cli.app import config_option, debug_option, plugins_for, verbosity_options
-from atp.cli.rendering import merge_and_report, report_run_dir, report_store, reporters_for
+from atp.cli.rendering import merge_and_report, report_run_dir, report_store, reporters_for, run_masker
 
 __all__ = ["report_command", "report_store", "reporters_for"]
 
@@ -63,7 +63,10 @@ def report_command(
         )
     config = load_config(config_path)
     loaded = plugins_for(config)
+    masker = run_masker(config)
     if merge:
-        return merge_and_report(run_dirs, config.run_dir, loaded, outputs, output_file, verbose, quiet)
+        return merge_and_report(
+            run_dirs, config.run_dir, loaded, outputs, output_file, verbose, quiet, masker
+        )
     run_dir = run_dirs[0] if run_dirs else RunStore.latest(config.run_dir)
-    return report_run_dir(run_dir, loaded, outputs, output_file, verbose, quiet)
+    return report_run_dir(run_dir, loaded, outputs, output_file, verbose, quiet, masker)

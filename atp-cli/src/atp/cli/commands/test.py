@@ -6,7 +6,14 @@ from pathlib import Path
 
 import click
 
-from atp.cli.app import RunsType, check_verbosity, config_option, debug_option, verbosity_options
+from atp.cli.app import (
+    BoundedFloat,
+    RunsType,
+    check_verbosity,
+    config_option,
+    debug_option,
+    verbosity_options,
+)
 from atp.cli.running import (
     JUDGE_SETTINGS,
     SEVERITY,
@@ -16,7 +23,9 @@ from atp.cli.running import (
     run_suite,
     setup_warnings,
 )
+from atp.core.bounds import MAX_COUNT
 from atp.core.errors import ConfigError
+from atp.core.limits import MAX_BUDGET_USD
 
 
 @click.command("test")
@@ -110,12 +119,12 @@ from atp.core.errors import ConfigError
 )
 @click.option(
     "--max-cost-usd",
-    type=click.FloatRange(0, min_open=True),
+    type=BoundedFloat(0, MAX_BUDGET_USD, low_open=True),
     help="Stop starting runs once the agents and evaluators have spent this much (USD).",
 )
 @click.option(
     "--max-tokens",
-    type=click.IntRange(1),
+    type=click.IntRange(1, MAX_COUNT),
     help="Stop starting runs once the agents and evaluators have spent this many tokens.",
 )
 @click.option(

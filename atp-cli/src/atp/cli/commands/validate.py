@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from atp.cli.app import config_option, debug_option, plugins_for
+from atp.cli.app import BoundedFloat, config_option, debug_option, plugins_for
 from atp.core.validation import (
     CHECKS,
     CLOSE_SECONDS,
@@ -111,7 +111,7 @@ class TextReport:
 )
 @click.option(
     "--timeout",
-    type=click.FloatRange(0, MAX_TIMEOUT, min_open=True),
+    type=BoundedFloat(0, MAX_TIMEOUT, low_open=True),
     default=DEFAULT_TIMEOUT,
     metavar="SECONDS",
     help=f"How long each probe may take (default {DEFAULT_TIMEOUT:g}).",

@@ -33,6 +33,7 @@ def view_command(run_dir: Path | None, port: int, no_open: bool, config_path: Pa
     import tempfile
 
     from atp.cli.app import plugins_for
+    from atp.cli.rendering import run_masker
     from atp.cli.viewer import RunIndex, Viewer
     from atp.core.config import load_config
     from atp.core.errors import ConfigError
@@ -54,7 +55,7 @@ def view_command(run_dir: Path | None, port: int, no_open: bool, config_path: Pa
             return target.read_bytes()
 
     try:
-        server = Viewer(RunIndex(root), render_report, port)
+        server = Viewer(RunIndex(root, run_masker(config)), render_report, port)
     except OSError as exc:
         raise ConfigError(f"cannot listen on 127.0.0.1:{port}: {exc.strerror or exc}") from None
     click.echo(f"ATP viewer of {root} on {server.url} (Ctrl-C stops it)", err=True)

@@ -103,8 +103,8 @@ class AnthropicJudge(JudgeBackend):
             text="".join(texts),
             content=content,
             tool_use_id=tool_use_id,
-            input_tokens=int(getattr(usage, "input_tokens", 0) or 0),
-            output_tokens=int(getattr(usage, "output_tokens", 0) or 0),
+            input_tokens=_reported(usage, "input_tokens"),  # (checked against bounds by the judge)
+            output_tokens=_reported(usage, "output_tokens"),
             model=getattr(message, "model", None),
         )
 
@@ -112,6 +112,14 @@ class AnthropicJudge(JudgeBackend):
         if self._client is not None:
             client, self._client = self._client, None
             await client.close()
+
+
+def _reported(usage: Any, name: str) -> Any:
+    """A count of ``usage`` as the service sent it (``0`` when it sent none): the judge checks
+    it against its bounds and names what is wrong, so it is not converted here (``int()`` of an
+    infinity raises, of -5.5 hides the sign of a fraction)."""
+    value = getattr(usage, name, None)
+    return 0 if value is None else value
 
 
 def _brief(exc: Any) -> str:

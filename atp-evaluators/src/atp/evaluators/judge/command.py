@@ -1,6 +1,8 @@
 """``atp judge``: commands of the LLM judge (added to ``atp`` by atp-evaluators' plugin).
 
-Light on purpose: Click only; the judge is imported when a command runs.
+Light on purpose: Click only; the judge is imported when a command runs. Its float options are
+``atp.cli.app.BoundedFloat``, as every ``atp`` command's (this module is imported only by
+``atp_register_commands``, when ``atp`` builds its command line).
 """
 
 from __future__ import annotations
@@ -8,6 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
+
+from atp.cli.app import BoundedFloat
 
 
 @click.group("judge")
@@ -31,7 +35,7 @@ def judge_group() -> None:
 )
 @click.option(
     "--threshold",
-    type=click.FloatRange(0.0, 1.0),
+    type=BoundedFloat(0.0, 1.0),
     help="The pass mark (default: the labels file's, else evaluators.llm_judge.threshold, 0.7).",
 )
 @click.option(
@@ -55,7 +59,7 @@ def judge_group() -> None:
 )
 @click.option(
     "--min-kappa",
-    type=click.FloatRange(-1.0, 1.0),
+    type=BoundedFloat(-1.0, 1.0),
     help="Exit 1 when Cohen's kappa is below this (or undefined).",
 )
 @click.option(

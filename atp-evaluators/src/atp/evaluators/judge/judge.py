@@ -26,6 +26,7 @@ from typing import Annotated, Any, Literal, NamedTuple
 import anyio
 import msgspec
 
+from atp.core.bounds import MAX_COUNT, number_in, shown_number
 from atp.core.errors import ConfigError
 from atp.core.secrets import Masker
 from atp.core.text import shorten
@@ -142,6 +143,30 @@ class JudgeFailed(Exception):
         super().__init__(message)
         self.spent = spent
         self.details = details
+
+
+def reply_spent(reply: JudgeReply, retries: int) -> Spent:
+    """What a reply cost: the attempts made and the tokens the service reported, each checked
+    against its bounds (an integer from 0 to 10^15). A service reporting negative (or absurd)
+    usage would cancel what the agent spent in a budget: its reply is not taken (JudgeFailed,
+    naming the field and the value) and each such count is counted as 10^15, so that a budget
+    is exceeded."""
+    problems: list[str] = []
+    counts: list[int] = []
+    for name in ("input_tokens", "output_tokens"):
+        value = getattr(reply, name)
+        if number_in(value, 0, MAX_COUNT, integer=True) is None:
+            problems.append(f"usage.{name} = {shown_number(value)}")
+            value = MAX_COUNT
+        counts.append(value)
+    spent = Spent(calls=retries + 1, input_tokens=counts[0], output_tokens=counts[1], retries=retries)
+    if problems:
+        raise JudgeFailed(
+            f"the judge's service reported {', '.join(problems)}: out of bounds (a count of tokens is "
+            f"an integer from 0 to 1e15); it counts as 1e15 tokens",
+            spent,
+        )
+    return spent
 
 
 def shown(reply: JudgeReply, masker: Masker | None = None) -> str:
@@ -348,12 +373,7 @@ class Judge:
             try:
                 async with self.limiter():
                     reply = await self._send_once(backend, call, limit)
-                return reply, Spent(
-                    calls=retries + 1,
-                    input_tokens=reply.input_tokens,
-                    output_tokens=reply.output_tokens,
-                    retries=retries,
-                )
+                return reply, reply_spent(reply, retries)
             except TransientJudgeError as exc:
                 errors.append(str(exc))
                 unreachable = unreachable and exc.unreachable
