@@ -568,3 +568,14 @@ def test_a_judge_that_cannot_be_reached_is_not_waited_for_again(tmp_path: Path) 
     )
     assert time.monotonic() - began < 4  # one round of backoff (0.5 s + 1 s), not two
     assert ctx.usage["llm_eval/claude-sonnet-4-6"].calls == 3
+
+
+def test_a_redirect_is_not_followed_so_the_prompt_stays_where_it_was_sent(tmp_path: Path) -> None:
+    """(issue 26) The judge's SDK follows redirects by default: a judge endpoint answering 307
+    would have the prompt (the agent's output) and the key's headers posted elsewhere."""
+    with JudgeServer() as elsewhere, JudgeServer() as server:
+        server.default = lambda body: (307, {"location": f"{elsewhere.url}/v1/messages"}, {})
+        with pytest.raises(CannotEvaluate) as raised:
+            judge(evaluator(server, tmp_path, max_retries=0), {"criteria": "relevance"})
+        assert elsewhere.requests == [] and len(server.requests) == 1
+        says(str(raised.value), "307")

@@ -252,8 +252,7 @@ class NothingToResume(ConfigError):
 def check_resume_options(options: Options) -> None:
     """``--resume`` goes on with the run's own selection; ``--force`` needs ``--resume``; a
     budget is a number."""
-    from atp.core.bounds import MAX_COUNT, number_in, shown_number
-    from atp.core.limits import MAX_BUDGET_USD
+    from atp.core.bounds import MAX_BUDGET_USD, MAX_COUNT, number_in, shown_number
 
     cost, tokens = options.max_cost_usd, options.max_tokens
     if cost is not None and number_in(cost, 0, MAX_BUDGET_USD, low_open=True) is None:

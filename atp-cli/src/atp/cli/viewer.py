@@ -6,6 +6,11 @@ no script. A run's report is the ``html`` reporter's file, rendered on request (
 a plugin: without it, the page says how to install it). The server answers GET and HEAD only,
 and only requests whose ``Host`` is the loopback address it listens on (a web page elsewhere
 cannot reach it through a DNS name that resolves to 127.0.0.1).
+
+Reports are bounded per request: at most :data:`MAX_RENDERS` are rendered at once (a request
+past them waits up to :data:`RENDER_WAIT_SECONDS`, then is told the viewer is busy), and a
+rendered report is kept (up to :data:`MAX_CACHED_BYTES` in all) until its run directory
+changes, so a report asked for again, or by several tabs at once, is not read again.
 """
 
 from __future__ import annotations
@@ -31,6 +36,12 @@ META_POLICY = (
 """The pages of the viewer run no script and fetch nothing but themselves."""
 PAGE_POLICY = f"{META_POLICY}; {FRAMING_POLICY}"
 CHART_WIDTH, CHART_HEIGHT = 360, 90
+MAX_RENDERS = 2
+"""Reports rendered at once (each reads a run's events and logs)."""
+RENDER_WAIT_SECONDS = 30.0
+"""How long a request waits for a render to end before it is answered 503."""
+MAX_CACHED_BYTES = 64 * 1024 * 1024
+"""The rendered reports kept, in all (the oldest go first); a larger report is not kept."""
 
 ReportRenderer = Callable[[RunStore, SuiteResults], bytes]
 """Renders one run's HTML report (the ``html`` reporter), or raises :class:`LookupError` when
@@ -269,11 +280,55 @@ class Viewer(ThreadingHTTPServer):
     def __init__(self, index: RunIndex, render_report: ReportRenderer, port: int = 0) -> None:
         self.index = index
         self.render_report = render_report
+        self.reports = ReportCache(render_report)
         super().__init__(("127.0.0.1", port), _Handler)
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.server_address[1]}/"
+
+
+class ReportCache:
+    """Rendered reports by run, each valid while its run directory's files are unchanged; at
+    most :data:`MAX_RENDERS` made at once (:class:`TimeoutError` past
+    :data:`RENDER_WAIT_SECONDS` of waiting)."""
+
+    def __init__(self, render: ReportRenderer) -> None:
+        self.render = render
+        self._renders = threading.BoundedSemaphore(MAX_RENDERS)
+        self._lock = threading.Lock()
+        self._kept: dict[tuple[object, ...], bytes] = {}
+
+    def get(self, run: Run, masker: Masker | None) -> bytes:
+        key = _state(run.directory)
+        with self._lock:
+            data = self._kept.get(key)
+        if data is not None:
+            return data
+        if not self._renders.acquire(timeout=RENDER_WAIT_SECONDS):
+            raise TimeoutError
+        try:
+            data = self.render(RunStore.open(run.directory, masker), run.results)
+        finally:
+            self._renders.release()
+        if len(data) <= MAX_CACHED_BYTES // 4:
+            with self._lock:
+                self._kept[key] = data
+                while sum(map(len, self._kept.values())) > MAX_CACHED_BYTES:
+                    del self._kept[next(iter(self._kept))]
+        return data
+
+
+def _state(directory: Path) -> tuple[object, ...]:
+    """What tells a run directory's report apart from an older one: its files' sizes and times."""
+    state: list[object] = [str(directory)]
+    for name in (HEADER_FILE, RESULTS_FILE):
+        try:
+            found = (directory / name).stat()
+            state += [found.st_size, found.st_mtime_ns]
+        except OSError:
+            state += [None, None]
+    return tuple(state)
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -331,9 +386,15 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(404, message_page("No such run", f"There is no run {unquote(run_id)!r}."), head=head)
             return
         try:
-            data = self.server.render_report(
-                RunStore.open(run.directory, self.server.index.masker), run.results
+            data = self.server.reports.get(run, self.server.index.masker)
+        except TimeoutError:
+            self._send(
+                503,
+                message_page("Busy", f"{MAX_RENDERS} reports are being made; ask again in a moment."),
+                {"Retry-After": "5"},
+                head=head,
             )
+            return
         except LookupError as exc:
             self._send(501, message_page("No HTML reporter", str(exc)), head=head)
             return

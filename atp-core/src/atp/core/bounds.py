@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["MAX_COUNT", "number_in", "shown_bound", "shown_number"]
+__all__ = ["MAX_BUDGET_USD", "MAX_COUNT", "number_in", "shown_bound", "shown_number"]
 
 MAX_COUNT = 10**15
 """The largest count or measurement a number from outside may be (an agent's tokens, steps or
 dollars, a judge's tokens): 10^15. An out-of-bounds value counts as this much wherever a limit
 adds it up, so that no limit passes on it."""
+MAX_BUDGET_USD = 1e9
+"""The largest ``max_cost_usd`` a budget may have (the config's, ``--max-cost-usd``)."""
 
 _SHOWN_CHARS = 40
 

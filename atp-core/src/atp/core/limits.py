@@ -29,8 +29,6 @@ _UNITS = {
     "h": 3600.0, "hour": 3600.0,
 }  # fmt: skip
 
-MAX_BUDGET_USD = 1e9
-"""The largest ``max_cost_usd`` a budget may have (the config's, ``--max-cost-usd``)."""
 MAX_RATE = 1_000_000
 """The most runs a rate limit may allow in its unit of time."""
 

@@ -23,9 +23,8 @@ from atp.cli.running import (
     run_suite,
     setup_warnings,
 )
-from atp.core.bounds import MAX_COUNT
+from atp.core.bounds import MAX_BUDGET_USD, MAX_COUNT
 from atp.core.errors import ConfigError
-from atp.core.limits import MAX_BUDGET_USD
 
 
 @click.command("test")

@@ -51,6 +51,9 @@ class AnthropicJudge(JudgeBackend):
                 base_url=self.settings.base_url,
                 max_retries=0,
                 timeout=self.settings.request_timeout_seconds,
+                # (the SDK follows redirects by default: a redirect would carry the prompt, the
+                # agent's output included, and the key's headers to wherever it points)
+                http_client=self._sdk.DefaultAsyncHttpxClient(follow_redirects=False),
             )
         return self._client
 
