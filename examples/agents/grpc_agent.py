@@ -12,7 +12,7 @@ request's workspace when it names one) and the list as structured data. It imple
 The company is ``input_data.company``, or the one the description names ("the competitors of
 Slack"); a task that names none completes with a report saying so. When the request's
 ``context.tools_endpoint`` is set, the search goes to the tool server (``POST
-{tools_endpoint}/tools/web_search`` with ``{"task_id", "input"}``, answered with ``{"status",
+{tools_endpoint}/web_search`` with ``{"task_id", "input"}``, answered with ``{"status",
 "output", "duration_ms"}``); otherwise the agent looks its answers up in a table.
 
 A request it cannot take is refused gracefully: one that is not an ATP Request at all (not
@@ -310,7 +310,7 @@ def call_tool(
 ) -> tuple[str, Any, str | None]:
     """Call ``tool`` on the tool server (the ATP Tool Protocol): its status, output and error."""
     body = json.dumps({"task_id": task_id, "input": tool_input}).encode()
-    url = f"{endpoint.rstrip('/')}/tools/{tool}"
+    url = f"{endpoint.rstrip('/')}/{tool}"
     request = urllib.request.Request(
         url, data=body, headers={"Content-Type": "application/json"}, method="POST"
     )

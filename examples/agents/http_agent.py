@@ -6,7 +6,7 @@ message, sent with ``event: response``) and ``GET /health``.
 It "researches" a company's competitors, as examples/agents/research_agent.py does over
 stdin/stdout: the company is ``input_data.company``, or the one the description names ("the
 competitors of Slack"). When the request has ``context.tools_endpoint`` it searches through the
-tool server (``POST {tools_endpoint}/tools/web_search`` with ``{"task_id", "input"}``, answered
+tool server (``POST {tools_endpoint}/web_search`` with ``{"task_id", "input"}``, answered
 with ``{"status", "output", "duration_ms"}``), so a suite can mock the search
 (docs/tool-mocking.md); otherwise it looks the answer up in a table. It answers with a markdown
 report (a file artifact with inline content) and the list as structured data.
@@ -125,7 +125,7 @@ async def work(request: dict[str, Any]) -> AsyncIterator[dict[str, Any]]:
         query = {"query": f"{company} competitors"}
         started = time.monotonic()
         async with httpx.AsyncClient(timeout=30) as client:
-            answer = await client.post(f"{tools}/tools/web_search", json={"task_id": task_id, "input": query})
+            answer = await client.post(f"{tools}/web_search", json={"task_id": task_id, "input": query})
         tool_calls += 1
         result = answer.json()
         output = result.get("output") or {}

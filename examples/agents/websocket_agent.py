@@ -7,7 +7,7 @@ ATP Events, one message each, as it works, and ends with the ATP Response as its
 It "researches" a company's competitors: the company is ``input_data.company``, or the one the
 description names ("the competitors of Slack"). When the request has
 ``context.tools_endpoint`` it searches through the tool server (``POST
-{tools_endpoint}/tools/web_search`` with ``{"task_id", "input"}``, answered with ``{"status",
+{tools_endpoint}/web_search`` with ``{"task_id", "input"}``, answered with ``{"status",
 "output", "duration_ms"}``), so a suite can mock the search (docs/tool-mocking.md); otherwise
 it looks the answer up in a table. It answers with a markdown report (a file artifact with
 inline content) and the list as structured data; a task that names no company completes with
@@ -93,7 +93,7 @@ def search(tools_endpoint: str, task_id: str, query: dict[str, Any]) -> dict[str
     """One call of the tool server's ``web_search`` (blocking: run it in a thread)."""
     body = json.dumps({"task_id": task_id, "input": query}).encode()
     call = urllib.request.Request(
-        f"{tools_endpoint.rstrip('/')}/tools/web_search",
+        f"{tools_endpoint.rstrip('/')}/web_search",
         data=body,
         headers={"Content-Type": "application/json"},
         method="POST",

@@ -119,7 +119,7 @@ def main():
         except OSError as exc:
             probe = f"refused: {exc}"
         call = urllib.request.Request(
-            f"{endpoint}/tools/lookup",
+            f"{endpoint}/lookup",
             data=json.dumps({"task_id": task_id, "input": {}}).encode(),
             headers={"Content-Type": "application/json"},
             method="POST",

@@ -5,9 +5,10 @@ The task's ``input_data``::
     {"calls": [{"tool": "web_search", "input": {"q": "x"}}, ...],   # made in order
      "report_events": false,   # also emit a tool_call event of its own per call (on stderr)
      "raw_bodies": {"tool_name": "text"},   # send this text as the body instead (malformed JSON)
-     "task_id": "other"}       # put this task_id in the bodies instead of the request's
+     "task_id": "other",       # put this task_id in the bodies instead of the request's
+     "older_spelling": false}  # call {tools_endpoint}/tools/<tool>, as agents written before issue 27 do
 
-Each call is ``POST {context.tools_endpoint}/tools/<tool>`` with ``{"task_id", "input"}``; the
+Each call is ``POST {context.tools_endpoint}/<tool>`` with ``{"task_id", "input"}``; the
 structured artifact ``calls`` lists what came back: ``{tool, http_status, body}`` per call
 (``body`` decoded when it is JSON, else the text). Standard library only.
 """
@@ -20,9 +21,10 @@ import urllib.request
 from datetime import datetime, timezone
 
 
-def call(endpoint: str, tool: str, body: bytes) -> dict:
+def call(endpoint: str, tool: str, body: bytes, older_spelling: bool = False) -> dict:
+    url = f"{endpoint}/tools/{tool}" if older_spelling else f"{endpoint}/{tool}"
     request = urllib.request.Request(
-        f"{endpoint}/tools/{tool}", data=body, method="POST", headers={"Content-Type": "application/json"}
+        url, data=body, method="POST", headers={"Content-Type": "application/json"}
     )
     try:
         with urllib.request.urlopen(request, timeout=30) as reply:
@@ -66,7 +68,7 @@ def main() -> None:
                 ).encode()
             )
             started = time.perf_counter()
-            got = call(endpoint, tool, body)
+            got = call(endpoint, tool, body, bool(data.get("older_spelling")))
             results.append(got)
             if data.get("report_events"):
                 answer = got["body"] if isinstance(got["body"], dict) else {}

@@ -13,6 +13,7 @@ from tests.conftest import AGENTS, ATP, PYTHON, write
 from tests.facts import one_error
 
 CALLER = [PYTHON, str(AGENTS / "tool_caller.py")]
+SPEC_AGENT = [PYTHON, str(AGENTS / "spec_tool_agent.py")]
 
 
 def atp(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -20,8 +21,10 @@ def atp(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run([ATP, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
 
 
-def suite(tmp_path: Path, body: str) -> Path:
-    head = f"test_suite: tools-e2e\nagents:\n  - name: caller\n    type: cli\n    command: {json.dumps(CALLER)}\n"
+def suite(tmp_path: Path, body: str, agent: list[str] = CALLER) -> Path:
+    head = (
+        f"test_suite: tools-e2e\nagents:\n  - name: caller\n    type: cli\n    command: {json.dumps(agent)}\n"
+    )
     return write(tmp_path / "suite.yaml", head + body)
 
 
@@ -118,6 +121,90 @@ def test_assertions_count_the_calls_the_tool_server_recorded(tmp_path: Path) -> 
     assert calendar["http_status"] == 200 and web_search["http_status"] == 404
     assert web_search["body"]["error_code"] == "TOOL_NOT_FOUND"
     assert web_search["body"]["error_details"] == {"tool": "web_search", "available_tools": ["calendar"]}
+
+
+SPEC_SUITE = """
+tests:
+  - id: competitor_search
+    tools:
+      - name: web_search
+        responses:
+          - match: {input: {query: Slack competitors}}
+            output: {results: [{title: Microsoft Teams}, {title: Discord}]}
+      - name: file_write
+        output: {written: true}
+    task:
+      description: find the competitors of Slack and write them down
+      input_data:
+        web_search: {query: Slack competitors}
+        file_write: {path: report.md}
+    constraints:
+      allowed_tools: [web_search, file_write]
+    assertions:
+      - type: must_use_tools
+        config: {tools: [web_search, file_write]}
+      - type: max_tool_calls
+        config: {limit: 2}
+      - type: tool_called_with
+        config: {tool: web_search, input: {query: Slack competitors}}
+      - type: contains
+        config: {name: results, pattern: Microsoft Teams}
+"""
+
+
+def test_an_agent_written_from_the_protocol_alone_gets_its_tool_answers(tmp_path: Path) -> None:
+    """(issue 27) The agent reads ``context.tools_endpoint`` and calls ``POST
+    {tools_endpoint}/<name>`` with ``{"task_id", "input"}``, as the Tool Protocol appendix shows:
+    ATP's tool server answers it, records the calls, and the run passes."""
+    path = suite(tmp_path, SPEC_SUITE, agent=SPEC_AGENT)
+    result = atp(
+        "test", f"--suite={path}", "-v", "--output=console", "--output=json:results.json", cwd=tmp_path
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "  ✓ competitor_search" in result.stdout and "warning" not in result.stdout
+    [test] = results_of(tmp_path)["tests"]
+    assert test["status"] == "passed" and test["score"] == 100.0
+    [run] = test["runs"]
+    assert run["status"] == "completed" and run["outcome"] == "passed", run["error"]
+    assert all(check["passed"] for check in run["checks"]) and len(run["checks"]) == 4
+    assert run["trace"]["tool_calls"] == {"web_search": 1, "file_write": 1}
+    [artifact] = [a for a in run["artifacts"] if a.get("name") == "results"]
+    assert artifact["data"] == {
+        "web_search": {"results": [{"title": "Microsoft Teams"}, {"title": "Discord"}]},
+        "file_write": {"written": True},
+    }
+    calls = [(e["recorded_by"], e["payload"]["tool"], e["payload"]["status"]) for e in run["events"]]
+    assert calls == [("tools", "web_search", "success"), ("tools", "file_write", "success")]
+
+
+def test_an_agent_of_the_older_spelling_still_gets_its_tool_answers(tmp_path: Path) -> None:
+    """(issue 27) An agent written when ATP's endpoint did not end in ``/tools`` calls
+    ``{tools_endpoint}/tools/<name>``: still answered and recorded, without a warning."""
+    path = suite(
+        tmp_path,
+        """
+tests:
+  - id: older_spelling
+    tools: [{name: lookup, output: {name: one}}, {name: tools, output: {listed: true}}]
+    task:
+      description: call lookup, and a tool named tools, the older way
+      input_data: {older_spelling: true, calls: [{tool: lookup, input: {id: 1}}, {tool: tools}]}
+    assertions:
+      - type: must_use_tools
+        config: {tools: [lookup, tools]}
+""",
+    )
+    result = atp(
+        "test", f"--suite={path}", "-v", "--output=console", "--output=json:results.json", cwd=tmp_path
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "warning" not in result.stdout
+    [run] = runs_of(results_of(tmp_path), "older_spelling")
+    [artifact] = [a for a in run["artifacts"] if a.get("name") == "calls"]
+    assert artifact["data"]["endpoint"].endswith("/tools")
+    answers = [(c["tool"], c["http_status"], c["body"].get("output")) for c in calls_of(run)]
+    assert answers == [("lookup", 200, {"name": "one"}), ("tools", 200, {"listed": True})]
+    assert run["trace"]["tool_calls"] == {"lookup": 1, "tools": 1}
 
 
 REPORTING_AGENT = """

@@ -341,6 +341,7 @@ def test_the_mock_tool_server_is_reachable_from_a_container(
     [run] = results(tmp_path)["tests"][0]["runs"]
     data = run["artifacts"][0]["data"]
     assert not data["endpoint"].startswith("http://127.0.0.1")  # the gateway of the container's network
+    assert data["endpoint"].endswith("/tools")  # the path kept: a tool is at {tools_endpoint}/<name>
     [call] = data["calls"]
     assert call["http_status"] == 200 and call["body"]["output"] == {"name": "one"}
     assert [e["payload"]["tool"] for e in run["events"] if e["event_type"] == "tool_call"] == ["lookup"]

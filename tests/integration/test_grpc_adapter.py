@@ -183,7 +183,7 @@ def test_the_agent_calls_the_mock_tools_over_http(agent: Server) -> None:
     tools = ThreadingHTTPServer(("127.0.0.1", 0), Tools)
     threading.Thread(target=tools.serve_forever, daemon=True).start()
     try:
-        task = request(tools_endpoint=f"http://127.0.0.1:{tools.server_address[1]}")
+        task = request(tools_endpoint=f"http://127.0.0.1:{tools.server_address[1]}/tools")
 
         async def body(adapter: GrpcAdapter) -> Any:
             sink = Sink()

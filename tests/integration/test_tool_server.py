@@ -96,8 +96,10 @@ def test_fixed_output_is_answered_and_recorded(tmp_path: Path) -> None:
         async with run_of(config) as run, httpx.AsyncClient() as client:
             context = run.request.context
             assert context.workspace_path == "/tmp/workspace" and context.environment == {"MODE": "test"}
+            # the protocol's spelling: the endpoint ends in /tools, a tool is at {tools_endpoint}/<name>
             assert run.endpoint.startswith(f"http://127.0.0.1:{server._port}/runs/")
-            reply = await client.post(f"{run.endpoint}/tools/web_search", json=run.body({"q": "acme"}))
+            assert run.endpoint.endswith("/tools")
+            reply = await client.post(f"{run.endpoint}/web_search", json=run.body({"q": "acme"}))
             assert reply.status_code == 200
             body = reply.json()
             assert body["status"] == "success" and body["output"] == {"results": [{"title": "Acme"}]}
@@ -112,6 +114,46 @@ def test_fixed_output_is_answered_and_recorded(tmp_path: Path) -> None:
         assert payload["output"] == {"results": [{"title": "Acme"}]} and payload["status"] == "success"
         [event] = list(read_events(run.path))  # ATP reads its recordings back as events
         assert isinstance(event, ToolCallEvent) and event.payload.tool == "web_search"
+
+    serve(tmp_path, scenario)
+
+
+def test_a_tool_is_called_at_the_endpoint_and_name_or_the_older_spelling(tmp_path: Path) -> None:
+    """(issue 27) ``{tools_endpoint}/<name>`` as the protocol writes it, and the older
+    ``{tools_endpoint}/tools/<name>`` of agents written before the endpoint ended in ``/tools``;
+    a tool named ``tools`` is no ambiguity (a name has no ``/``); any other path is no tool's."""
+    config = tools({"name": "web_search", "output": "found"}, {"name": "tools", "output": "listed"})
+
+    async def scenario(server: ToolServer, run_of: Any) -> None:
+        async with run_of(config) as run, httpx.AsyncClient() as client:
+
+            async def call(path: str) -> httpx.Response:
+                return await client.post(run.endpoint + path, json=run.body())
+
+            found = [
+                await call(path) for path in ("/web_search", "/tools/web_search", "/tools", "/tools/tools")
+            ]
+            wrong = [
+                await call(path)
+                for path in ("", "/", "/tools/", "/web_search/", "/tools/tools/web_search", "/a/web_search")
+            ]
+            base = run.endpoint.removesuffix("/tools")
+            beside = [await client.post(base + path, json=run.body()) for path in ("", "/web_search", "/x/y")]
+        assert [(r.status_code, r.json()["output"]) for r in found] == [
+            (200, "found"),
+            (200, "found"),
+            (200, "listed"),
+            (200, "listed"),
+        ]
+        for reply in wrong + beside:
+            assert reply.status_code == 404, reply.request.url
+            assert reply.json()["error_code"] == "INVALID_REQUEST"
+            assert reply.json()["error"] == "a tool is called at {tools_endpoint}/<name>"
+        assert run.trace.summary.tool_calls == {"web_search": 2, "tools": 2}  # no path that is no tool's
+        assert [w for w in run.trace.warnings if "no tool's address" in w] == [  # once per run
+            f"the agent asked the tool server for {run.endpoint.split(str(server._port), 1)[1]!r}, "
+            "which is no tool's address"
+        ]
 
     serve(tmp_path, scenario)
 
@@ -145,7 +187,7 @@ def test_responses_are_chosen_by_input_then_the_default(tmp_path: Path) -> None:
         async with run_of(config) as run, httpx.AsyncClient() as client:
 
             async def call(tool: str, tool_input: Any) -> httpx.Response:
-                return await client.post(f"{run.endpoint}/tools/{tool}", json=run.body(tool_input))
+                return await client.post(f"{run.endpoint}/{tool}", json=run.body(tool_input))
 
             assert (await call("lookup", {"id": 1, "extra": "ignored"})).json()["output"] == {"name": "one"}
             assert (await call("lookup", {"id": 1.0})).json()["output"] == {"name": "one"}  # numbers by value
@@ -188,10 +230,9 @@ def test_a_sequence_answers_per_call_and_its_last_answer_repeats(tmp_path: Path)
     async def scenario(server: ToolServer, run_of: Any) -> None:
         async with run_of(config) as run, httpx.AsyncClient() as client:
             replies = [
-                await client.post(f"{run.endpoint}/tools/flaky_api", json=run.body({"n": n}))
-                for n in range(4)
+                await client.post(f"{run.endpoint}/flaky_api", json=run.body({"n": n})) for n in range(4)
             ]
-            fixed = await client.post(f"{run.endpoint}/tools/timeouts", json=run.body())
+            fixed = await client.post(f"{run.endpoint}/timeouts", json=run.body())
         assert [r.status_code for r in replies] == [503, 200, 200, 200]
         first = replies[0].json()
         assert first["status"] == "error" and first["error_code"] == "TOOL_ERROR" and first["error"] == "busy"
@@ -281,7 +322,7 @@ def test_a_proxy_calls_the_real_tool_and_records_what_came_back(tmp_path: Path, 
         async with run_of(config) as run, httpx.AsyncClient() as client:
 
             async def call(tool: str) -> httpx.Response:
-                return await client.post(f"{run.endpoint}/tools/{tool}", json=run.body({"city": "Oslo"}))
+                return await client.post(f"{run.endpoint}/{tool}", json=run.body({"city": "Oslo"}))
 
             weather, plain, busy, garbage, down = [
                 await call(t) for t in ("weather", "plain", "busy", "garbage", "down")
@@ -310,10 +351,10 @@ def test_unknown_and_disallowed_tools_are_tool_not_found_and_recorded(tmp_path: 
 
     async def scenario(server: ToolServer, run_of: Any) -> None:
         async with run_of(config) as run, httpx.AsyncClient() as client:
-            unknown = await client.post(f"{run.endpoint}/tools/database_query", json=run.body({"sql": "x"}))
+            unknown = await client.post(f"{run.endpoint}/database_query", json=run.body({"sql": "x"}))
         async with run_of(config, allowed=["web_search"]) as limited, httpx.AsyncClient() as client:
-            disallowed = await client.post(f"{limited.endpoint}/tools/file_write", json=limited.body())
-            allowed = await client.post(f"{limited.endpoint}/tools/web_search", json=limited.body())
+            disallowed = await client.post(f"{limited.endpoint}/file_write", json=limited.body())
+            allowed = await client.post(f"{limited.endpoint}/web_search", json=limited.body())
         assert unknown.status_code == 404
         assert unknown.json()["error_code"] == "TOOL_NOT_FOUND" and unknown.json()["status"] == "error"
         assert unknown.json()["error_details"] == {
@@ -338,7 +379,7 @@ def test_malformed_bodies_and_methods_are_invalid_requests_and_recorded(tmp_path
 
     async def scenario(server: ToolServer, run_of: Any) -> None:
         async with run_of(config) as run, httpx.AsyncClient() as client:
-            url = f"{run.endpoint}/tools/web_search"
+            url = f"{run.endpoint}/web_search"
             broken = await client.post(url, content=b'{"task_id": "x", "input": {')
             not_object = await client.post(url, content=b"[1, 2]")
             wrong_method = await client.get(url)
@@ -363,9 +404,7 @@ def test_a_wrong_task_id_is_answered_and_warned_about(tmp_path: Path) -> None:
     async def scenario(server: ToolServer, run_of: Any) -> None:
         async with run_of(tools({"name": "t", "output": "ok"})) as run, httpx.AsyncClient() as client:
             for _ in range(2):
-                reply = await client.post(
-                    f"{run.endpoint}/tools/t", json={"task_id": "someone-else", "input": {}}
-                )
+                reply = await client.post(f"{run.endpoint}/t", json={"task_id": "someone-else", "input": {}})
                 assert reply.status_code == 200
         warnings = [w for w in run.trace.warnings if "task_id" in w]
         assert len(warnings) == 1 and "'someone-else'" in warnings[0] and run.request.task_id in warnings[0]
@@ -384,7 +423,7 @@ def test_parallel_runs_have_separate_addresses_and_recordings(tmp_path: Path) ->
 
             async def calls(run: Run, tool: str) -> list[Any]:
                 return [
-                    (await client.post(f"{run.endpoint}/tools/{tool}", json=run.body())).json()["output"]
+                    (await client.post(f"{run.endpoint}/{tool}", json=run.body())).json()["output"]
                     for _ in range(3)
                 ]
 
@@ -396,7 +435,7 @@ def test_parallel_runs_have_separate_addresses_and_recordings(tmp_path: Path) ->
 
                 group.start_soon(both, first, "a")
                 group.start_soon(both, second, "b")
-            crossed = await client.post(f"{first.endpoint}/tools/b", json=first.body())
+            crossed = await client.post(f"{first.endpoint}/b", json=first.body())
         assert results == {"a": [1, 2, 2], "b": [10, 20, 20]}  # each run has its own sequence
         assert crossed.status_code == 404  # b is not a tool of the first run
         assert first.trace.summary.tool_calls == {"a": 3, "b": 1}
@@ -412,7 +451,7 @@ def test_the_address_of_an_ended_run_answers_404_and_its_connections_are_closed(
         host, port = "127.0.0.1", server._port
         reader, writer = await asyncio.open_connection(host, port)
         async with run_of(tools({"name": "t", "output": "ok"})) as run:
-            path = run.endpoint.split(str(port), 1)[1] + "/tools/t"
+            path = run.endpoint.split(str(port), 1)[1] + "/t"
             body = json.dumps(run.body()).encode()
             head = f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
             for _ in range(2):  # keep-alive: two calls on one connection
@@ -423,7 +462,7 @@ def test_the_address_of_an_ended_run_answers_404_and_its_connections_are_closed(
         assert await asyncio.wait_for(reader.read(), 5) == b""  # closed when the run ended
         writer.close()
         async with httpx.AsyncClient() as client:
-            stale = await client.post(f"{run.endpoint}/tools/t", json=run.body())
+            stale = await client.post(f"{run.endpoint}/t", json=run.body())
             guessed = await client.post(f"http://{host}:{port}/runs/not-a-token/tools/t", json=run.body())
         assert stale.status_code == 404 and stale.json()["error_code"] == "TOOL_NOT_FOUND"
         assert guessed.status_code == 404
@@ -446,7 +485,7 @@ def test_a_stuck_or_oversized_client_does_not_hold_up_other_runs(tmp_path: Path)
     async def scenario(server: ToolServer, run_of: Any) -> None:
         port = server._port
         async with run_of(tools({"name": "t", "output": "ok", "delay_ms": 0})) as run:
-            path = run.endpoint.split(str(port), 1)[1] + "/tools/t"
+            path = run.endpoint.split(str(port), 1)[1] + "/t"
             # a client that sends half its headers and then nothing
             _, stuck = await asyncio.open_connection("127.0.0.1", port)
             stuck.write(f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Le".encode())
@@ -457,7 +496,7 @@ def test_a_stuck_or_oversized_client_does_not_hold_up_other_runs(tmp_path: Path)
             )
             async with httpx.AsyncClient() as client:
                 with anyio.fail_after(5):
-                    reply = await client.post(f"{run.endpoint}/tools/t", json=run.body())
+                    reply = await client.post(f"{run.endpoint}/t", json=run.body())
             assert reply.status_code == 200
             status_line = await asyncio.wait_for(big_reader.readline(), 5)
             assert status_line.startswith(b"HTTP/1.1 413")
@@ -480,7 +519,7 @@ def test_recorded_calls_are_masked(tmp_path: Path) -> None:
             run_of(tools({"name": "login", "output": {"token": secret}})) as run,
             httpx.AsyncClient() as client,
         ):
-            reply = await client.post(f"{run.endpoint}/tools/login", json=run.body({"password": secret}))
+            reply = await client.post(f"{run.endpoint}/login", json=run.body({"password": secret}))
             assert reply.json()["output"] == {"token": secret}  # the agent gets the tool's answer
         text = run.path.read_text()
         assert secret not in text and text.count("***") == 2
@@ -510,9 +549,9 @@ def test_delay_ms_holds_the_answer(tmp_path: Path) -> None:
 
     async def scenario(server: ToolServer, run_of: Any) -> None:
         async with run_of(config) as run, httpx.AsyncClient() as client:
-            slow = (await client.post(f"{run.endpoint}/tools/slow", json=run.body())).json()
-            quick = (await client.post(f"{run.endpoint}/tools/mixed", json=run.body())).json()
-            later = (await client.post(f"{run.endpoint}/tools/mixed", json=run.body())).json()
+            slow = (await client.post(f"{run.endpoint}/slow", json=run.body())).json()
+            quick = (await client.post(f"{run.endpoint}/mixed", json=run.body())).json()
+            later = (await client.post(f"{run.endpoint}/mixed", json=run.body())).json()
         assert slow["output"] == "late" and slow["duration_ms"] >= 300
         assert quick["duration_ms"] < 250 <= later["duration_ms"]
         assert [line["payload"]["duration_ms"] >= 250 for line in run.recorded()] == [True, False, True]
@@ -527,7 +566,7 @@ def test_a_proxied_tools_time_limit_bounds_the_whole_call(tmp_path: Path, real_t
     async def scenario(server: ToolServer, run_of: Any) -> None:
         async with run_of(config) as run, httpx.AsyncClient() as client:
             started = time.monotonic()
-            answer = await client.post(f"{run.endpoint}/tools/drip", json=run.body({}))
+            answer = await client.post(f"{run.endpoint}/drip", json=run.body({}))
             took = time.monotonic() - started
         assert answer.json()["error_code"] == "TIMEOUT" and took < 2.5, (answer.json(), took)
 
@@ -554,7 +593,7 @@ def test_one_runs_idle_connections_do_not_keep_another_runs_calls_out(
                 held.append(writer)
                 statuses.append(await _call(reader, writer, greedy, port))
             async with httpx.AsyncClient() as client:
-                answer = await client.post(f"{fair.endpoint}/tools/t", json=fair.body())
+                answer = await client.post(f"{fair.endpoint}/t", json=fair.body())
             for writer in [*held, *(w for _, w in idle)]:
                 writer.close()
         assert statuses == [200] * 5 + [429]
@@ -566,7 +605,7 @@ def test_one_runs_idle_connections_do_not_keep_another_runs_calls_out(
 
 async def _call(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, run: Any, port: int) -> int:
     """One call of tool ``t`` of ``run`` on a connection kept open; the answer's status."""
-    path = run.endpoint.split(str(port), 1)[1] + "/tools/t"
+    path = run.endpoint.split(str(port), 1)[1] + "/t"
     body = json.dumps(run.body()).encode()
     head = f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
     writer.write(head.encode() + body)

@@ -34,13 +34,18 @@ there); a list fits a list of the same length, item by item; a number fits an eq
 (``1`` fits ``1.0``), and anything else only an equal value of its own type (``true`` is not
 ``1``, ``"1"`` is not ``1``; quote dates, which YAML reads as dates).
 
-The wire, per the Tool Protocol: ``POST {tools_endpoint}/tools/<name>`` with the JSON body
-``{"task_id": "...", "input": {...}}``; the answer is ``200 {"status": "success", "output":
-..., "duration_ms": 12.5}`` or, with the HTTP status of the error, ``{"status": "error",
-"error": "...", "error_code": "TOOL_ERROR", "error_details": {...}, "duration_ms": ...}``. A
-tool the test does not declare, or one outside the request's ``constraints.allowed_tools``, is
-answered ``404 TOOL_NOT_FOUND`` with ``error_details: {tool, available_tools}``; a body that is
-not a JSON object, ``400 INVALID_REQUEST``; another method than POST, ``405 INVALID_REQUEST``.
+The wire, per the Tool Protocol: ``POST {tools_endpoint}/<name>``, the run's endpoint ending in
+``/tools`` as the protocol's ``http://test-harness:8080/tools`` does (a call is ``POST
+/runs/<token>/tools/<name>``), with the JSON body ``{"task_id": "...", "input": {...}}``. The
+older spelling ``{tools_endpoint}/tools/<name>`` (``/runs/<token>/tools/tools/<name>``), of
+agents written when ATP's endpoint did not end in ``/tools``, is served the same (see
+:func:`tool_segment`). The answer is ``200 {"status": "success", "output": ..., "duration_ms":
+12.5}`` or, with the HTTP status of the error, ``{"status": "error", "error": "...",
+"error_code": "TOOL_ERROR", "error_details": {...}, "duration_ms": ...}``. A tool the test does
+not declare, or one outside the request's ``constraints.allowed_tools``, is answered ``404
+TOOL_NOT_FOUND`` with ``error_details: {tool, available_tools}``; a body that is not a JSON
+object, ``400 INVALID_REQUEST``; another method than POST, ``405 INVALID_REQUEST``; a path that
+is no tool's address, ``404 INVALID_REQUEST`` and a warning on the run.
 A ``task_id`` in the body other than the run's is a warning on the run (the call is answered).
 
 Every call to a tool address is recorded in the run's trace as a ``tool_call`` event (tool,
@@ -51,7 +56,7 @@ out, so no call is counted twice.
 
 One HTTP/1.1 server (keep-alive, on asyncio, HTTP parsed by h11) per ``atp test``, started on
 first use, bound to 127.0.0.1 on a port the OS chooses. Each run has its own address,
-``http://127.0.0.1:PORT/runs/<token>`` with an unguessable token: parallel runs have separate
+``http://127.0.0.1:PORT/runs/<token>/tools`` with an unguessable token: parallel runs have separate
 recordings, and the address of a run that ended answers 404. When the run ends, its connections
 are closed and the calls in progress abandoned. Settings (module constants):
 :data:`MAX_BODY_BYTES`, :data:`MAX_HEADER_BYTES`, :data:`READ_TIMEOUT_SECONDS`,
@@ -275,7 +280,7 @@ class ToolServer(Service):
         recorder.serve_tools(run.tools)
         self._runs[token] = run
         try:
-            yield with_context(request, tools_endpoint=f"{self.base_url}/runs/{token}")
+            yield with_context(request, tools_endpoint=f"{self.base_url}/runs/{token}/tools")
         finally:
             del self._runs[token]
             run.close()
@@ -380,13 +385,14 @@ class ToolServer(Service):
             return 429, _error_body("INVALID_REQUEST", f"at most {MAX_RUN_CONNECTIONS} connections per run")
         run.connections.add(connection)
         connection.runs.add(run)
-        if len(parts) != 5 or parts[3] != b"tools" or not parts[4]:
+        segment = tool_segment(parts)
+        if segment is None:
             run.warn_once(
                 "path",
                 f"the agent asked the tool server for {shorten_path(path, run.masker)}, which is no tool's address",
             )
-            return 404, _error_body("INVALID_REQUEST", "a tool is called at {tools_endpoint}/tools/<name>")
-        name = unquote(parts[4].decode("ascii", "replace"))
+            return 404, _error_body("INVALID_REQUEST", "a tool is called at {tools_endpoint}/<name>")
+        name = unquote(segment.decode("ascii", "replace"))
         shown = shorten(name, 200, run.masker)
         if request.method != b"POST":
             answer = _error(
@@ -600,6 +606,21 @@ def _error_body(code: str, message: str, details: dict[str, Any] | None = None) 
     if details is not None:
         body["error_details"] = details
     return body
+
+
+def tool_segment(parts: list[bytes]) -> bytes | None:
+    """The tool's name (still percent-encoded) in the segments of a path of a run,
+    ``["", "runs", token, ...]``, or ``None`` when the path is no tool's address. A tool is
+    called at ``/runs/<token>/tools/<name>`` (``{tools_endpoint}/<name>``, the protocol's
+    spelling) or at ``/runs/<token>/tools/tools/<name>`` (``{tools_endpoint}/tools/<name>``, the
+    older one). Unambiguous: a name has no ``/``, so ``/runs/<token>/tools/tools`` calls the tool
+    named ``tools``, and a path of six segments is always the older spelling."""
+    rest = parts[3:]
+    if len(rest) == 2 and rest[0] == b"tools" and rest[1]:  # {tools_endpoint}/<name>
+        return rest[1]
+    if len(rest) == 3 and rest[:2] == [b"tools", b"tools"] and rest[2]:  # {tools_endpoint}/tools/<name>
+        return rest[2]
+    return None
 
 
 def shorten_path(path: bytes | str, masker: Masker | None) -> str:
