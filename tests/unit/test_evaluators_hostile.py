@@ -32,7 +32,7 @@ from atp.core.protocol import (
 from atp.core.results import Check
 from atp.core.testing import make_test, response, run_evaluator
 from atp.core.trace import Trace
-from atp.evaluators import artifact, behavior
+from atp.evaluators import artifact, behavior, reading
 from tests.facts import says
 
 MiB = 1024 * 1024
@@ -298,13 +298,13 @@ def test_text_of_and_data_of_are_async_and_read_on_a_worker_thread(
     assert inspect.iscoroutinefunction(artifact.text_of) and inspect.iscoroutinefunction(artifact.data_of)
     (tmp_path / "d.json").write_text('{"n": 1}')
     threads: list[threading.Thread] = []
-    read_file = artifact._read_file
+    read_content = reading.read_content
 
-    def spy(*args: Any) -> artifact.Content:
+    def spy(*args: Any) -> Any:
         threads.append(threading.current_thread())
-        return read_file(*args)
+        return read_content(*args)
 
-    monkeypatch.setattr(artifact, "_read_file", spy)
+    monkeypatch.setattr(reading, "read_content", spy)
 
     async def go() -> tuple[artifact.Content, tuple[Any, str | None]]:
         ctx = ctx_for(refs("d.json"), agent_dir=tmp_path)

@@ -118,3 +118,22 @@ def test_the_in_process_adapters_call_agent_code_through_the_isolation_helpers_o
     assert not direct, "agent code called outside call_agent/await_agent:\n" + "\n".join(direct)
     used = {name for path in IN_PROCESS for _, name in calls(path)} & ISOLATION_HELPERS
     assert used == ISOLATION_HELPERS
+
+
+ARTIFACT_HELPERS = ROOT / "atp-core/src/atp/core/artifacts.py"
+DECODING = {"base64.b64decode", "b64decode", "base64.standard_b64decode", "binascii.a2b_base64", "a2b_base64"}
+
+
+def test_artifact_content_is_decoded_by_the_artifact_helpers_only() -> None:
+    """Issue 27: an artifact's inline content is decoded (base64 for a binary ``content_type``)
+    and checked against its ``size_bytes`` and ``content_hash`` in one place, atp.core.artifacts;
+    evaluators and adapters use it (``content_of``, ``inline_content``, ``encode_content``)."""
+    found = [
+        f"{path.relative_to(ROOT)}:{line} calls {name}"
+        for path in SOURCES
+        if path != ARTIFACT_HELPERS
+        for line, name in calls(path)
+        if name in DECODING
+    ]
+    assert not found, "base64 decoded outside atp.core.artifacts:\n" + "\n".join(found)
+    assert {name for _, name in calls(ARTIFACT_HELPERS)} & DECODING

@@ -78,6 +78,7 @@ from atp.adapters.term_sdk_agent import HISTORY_ENTRIES, MAX_BODY_BYTES, TOOL, T
 from atp.adapters.term_sdk_settings import AGENT_PORT, TermSdkSettings
 from atp.adapters.workspace import remove_tree, with_workspace_files
 from atp.core.adapter import Adapter, Health
+from atp.core.artifacts import encode_content
 from atp.core.errors import AdapterError, AgentError
 from atp.core.plugins import require
 from atp.core.protocol import ATPRequest, ATPResponse, FileArtifact
@@ -98,7 +99,8 @@ __all__ = [
 _INSTALL = "atp-adapters"
 _FEATURE = "the term-sdk adapter"
 INLINE_BYTES = 1024 * 1024
-"""A text file of the temporary folder up to this size has its content kept in its artifact."""
+"""A text file of the temporary folder up to this size has its content kept in its artifact
+(a file listed with a binary ``content_type``: in base64, as ATP Protocol 1.0 says)."""
 INLINE_BUDGET = 8 * 1024 * 1024
 """The most content kept that way in one run."""
 _T = TypeVar("_T")
@@ -339,28 +341,27 @@ def _artifacts(
     left_out: list[str] = []
     for artifact in response.artifacts:
         if isinstance(artifact, FileArtifact) and artifact.content is None:
-            text = None
-            size = artifact.size_bytes or 0
-            if size <= min(INLINE_BYTES, budget):
-                text = _text(folder / artifact.path)
-            if text is None:
+            found = _content(folder / artifact.path, artifact.content_type, min(INLINE_BYTES, budget))
+            if found is None:
                 left_out.append(artifact.path)
             else:
-                budget -= size
-                artifact = msgspec.structs.replace(artifact, content=text)
+                budget -= found[1]
+                artifact = msgspec.structs.replace(artifact, content=found[0])
         artifacts.append(artifact)
     if left_out:
         shown = ", ".join(left_out[:5]) + (f" and {len(left_out) - 5} more" if len(left_out) > 5 else "")
         warnings.append(
             f"the agent's temporary folder is removed after the run: the content of {shown} is not kept "
-            f"(not UTF-8 text, or over {INLINE_BYTES // 1024} KiB, or past {INLINE_BUDGET // (1024 * 1024)} MiB "
+            f"(not UTF-8 text nor of a binary content_type, or over {INLINE_BYTES // 1024} KiB, or past {INLINE_BUDGET // (1024 * 1024)} MiB "
             "in the run), only its size and hash"
         )
     return msgspec.structs.replace(response, artifacts=artifacts), warnings
 
 
-def _text(path: Path) -> str | None:
-    """The UTF-8 text of the regular file ``path`` (not through a link), or ``None``."""
+def _content(path: Path, content_type: str | None, limit: int) -> tuple[str, int] | None:
+    """The content of the regular file ``path`` (not through a link) of at most ``limit``
+    bytes as an artifact's inline content (base64 for a binary ``content_type``, else its UTF-8
+    text: :func:`atp.core.artifacts.encode_content`), and its size; or ``None``."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
     except OSError:
@@ -371,11 +372,11 @@ def _text(path: Path) -> str | None:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             return None
         data = b""
-        while len(data) <= INLINE_BYTES and (piece := os.read(fd, INLINE_BYTES + 1 - len(data))):
+        while len(data) <= limit and (piece := os.read(fd, limit + 1 - len(data))):
             data += piece
-        if len(data) > INLINE_BYTES:
+        if len(data) > limit:
             return None
-        return data.decode("utf-8")
+        return encode_content(data, content_type), len(data)
     except (OSError, UnicodeDecodeError):
         return None
     finally:

@@ -3,7 +3,8 @@
 An agent in a container writes into a host folder mounted at the request's workspace path: the
 files are on ATP's machine whether or not the response lists them. :func:`with_workspace_files`
 completes the response: a listed file artifact without content gets its size and SHA-256 from
-the file (read in pieces: a large file is never loaded whole), and every regular file written
+the file where the agent gave none (read in pieces: a large file is never loaded whole; what the
+agent declared is kept, and checked by the runner, :mod:`atp.core.artifacts`), and every regular file written
 during the run that the response does not list is added as an artifact with its path, size and
 hash (the files of the test's workspace fixture, untouched, are not). Hashing is bounded: a
 file over :data:`MAX_HASH_BYTES`, or past :data:`HASH_BUDGET_BYTES` hashed in the run, gets its
@@ -109,8 +110,12 @@ def with_workspace_files(response: ATPResponse, workspace: Path, since: int) -> 
                 if real not in listed and (artifact.size_bytes is None or artifact.content_hash is None):
                     found = hasher.digest(real)
                 listed.add(real)
-                if found is not None:
-                    artifact = msgspec.structs.replace(artifact, size_bytes=found[0], content_hash=found[1])
+                if found is not None:  # (only what the agent left out: what it declared is checked)
+                    artifact = msgspec.structs.replace(
+                        artifact,
+                        size_bytes=found[0] if artifact.size_bytes is None else artifact.size_bytes,
+                        content_hash=artifact.content_hash or found[1],
+                    )
         artifacts.append(artifact)
     added = left = 0
     unnamed: list[str] = []

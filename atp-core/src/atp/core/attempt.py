@@ -21,6 +21,7 @@ import anyio
 import msgspec
 
 from atp.core.adapter import Adapter
+from atp.core.artifacts import ArtifactContents, Where, verify_artifacts
 from atp.core.config import ResolvedAgent
 from atp.core.errors import AgentError, AtpError, StorageError, single_exception
 from atp.core.evaluation import Evaluation
@@ -31,7 +32,16 @@ from atp.core.limits import BudgetMeter, RateLimiter
 from atp.core.options import RunOptions
 from atp.core.plan import RunPlan
 from atp.core.plugins import Plugins, format_exception
-from atp.core.protocol import PROTOCOL_VERSION, ATPRequest, ATPResponse, Context, Event, sane_metrics
+from atp.core.protocol import (
+    PROTOCOL_VERSION,
+    ATPRequest,
+    ATPResponse,
+    Context,
+    Event,
+    FileArtifact,
+    ReferenceArtifact,
+    sane_metrics,
+)
 from atp.core.results import Check, Outcome, Retry, RunResult, events_path, log_path, utcnow, workspace_path
 from atp.core.retry import Fault, backoff, infrastructure_fault
 from atp.core.scoring import score_run
@@ -358,16 +368,19 @@ class RunMaker:
         quality: list[Check] = []
         ctx: EvalContext | None = None
         if not could_not_run:
+            where = Where(_workspace(tried.request), adapter.artifact_dir(tried.request))
+            contents, error = await self._verified(response, error, trace, where)
             ctx = EvalContext(
                 test=test,
                 request=tried.request,
                 response=response,
                 trace=trace.trace(),
-                workspace=_workspace(tried.request),
-                agent_dir=adapter.artifact_dir(tried.request),
+                workspace=where.workspace,
+                agent_dir=where.agent_dir,
                 masker=self.masker,
                 processes=self.processes,
             )
+            ctx.contents = contents
             checks, quality, evaluated = await self.evaluation.check(test, ctx)
             could_not_run = not evaluated
         score, breakdown = score_run(checks, quality, response, trace.summary, test.constraints, test.scoring)
@@ -453,6 +466,27 @@ class RunMaker:
                 error = self.masker.text(error)  # before cutting: a cut must not split a secret
             error = shorten(error, MAX_ERROR_CHARS)
         return response, error, could_not_run
+
+    async def _verified(
+        self, response: ATPResponse, error: str | None, trace: RunTrace, where: Where
+    ) -> tuple[ArtifactContents | None, str | None]:
+        """The response's file and reference artifacts checked against what the agent declared
+        of them (``size_bytes``, ``content_hash``) and their inline content decoded, on a worker
+        thread (:func:`atp.core.artifacts.verify_artifacts`): a mismatch fails the run, naming
+        both values; what could not be checked is a warning. The content found, for evaluators."""
+        if not any(isinstance(a, (FileArtifact, ReferenceArtifact)) for a in response.artifacts):
+            return None, error
+        found = await anyio.to_thread.run_sync(
+            verify_artifacts, response.artifacts, where, self.masker, abandon_on_cancel=True
+        )
+        for warning in found.warnings:
+            trace.warn(warning)
+        reason = found.reason
+        if reason is not None:
+            if self.masker is not None:
+                reason = self.masker.text(reason)  # (what it quotes is masked already; so is error)
+            error = shorten(reason if error is None else f"{reason}; {error}", MAX_ERROR_CHARS)
+        return found.contents, error
 
     def _reported(
         self, response: ATPResponse, error: str | None, trace: RunTrace

@@ -28,6 +28,7 @@ from atp.core.text import describe, shorten
 from atp.core.trace import Trace
 
 if TYPE_CHECKING:
+    from atp.core.artifacts import ArtifactContents
     from atp.core.ledger import ProcessLedger
     from atp.core.secrets import Masker
     from atp.core.suite import Test
@@ -46,6 +47,7 @@ class EvalContext:
 
     __slots__ = (
         "agent_dir",
+        "contents",
         "masker",
         "processes",
         "request",
@@ -85,6 +87,12 @@ class EvalContext:
         self.processes = processes
         """The run's process ledger (``None`` outside ``atp test``): an evaluator that starts
         processes records each in it (see :mod:`atp.core.ledger`)."""
+        self.contents: ArtifactContents | None = None
+        """The content of the response's file artifacts as the runner found and checked it
+        (:func:`atp.core.artifacts.verify_artifacts`: inline base64 content decoded, the files
+        it hashed kept); set by the runner, ``None`` outside ``atp test``. An artifact it holds
+        nothing for is read as :mod:`atp.core.artifacts` says
+        (``atp.evaluators.reading.content_of`` does both)."""
         self.usage: dict[str, Usage] = {}
         """What evaluators spent on this run (:meth:`add_usage`); it goes into the run's
         result as ``evaluation_usage``, apart from the agent's metrics."""

@@ -121,9 +121,10 @@ class ATPRequest(Message, kw_only=True):
 
 class FileArtifact(Message, tag_field="type", tag="file", kw_only=True):
     """A file the agent produced (``type: file``). ``path`` is relative to the workspace (or
-    the agent's working folder); ``content`` is the file's content inline, as text (the spec
-    says base64 for a binary file); without it, evaluators read the file. ``content_type`` is
-    a MIME type, ``size_bytes`` its size, ``content_hash`` ``sha256:<hex>``."""
+    the agent's working folder); ``content`` is the file's content inline: its text, or base64
+    when ``content_type`` (a MIME type) is binary, as the spec says; without it, evaluators read
+    the file. ``size_bytes`` is its size in bytes, ``content_hash`` ``sha256:<hex>`` of them;
+    the runner checks both (:mod:`atp.core.artifacts` has the rule)."""
 
     path: str
     content_type: str | None = None

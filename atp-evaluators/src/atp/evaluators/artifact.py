@@ -21,8 +21,9 @@ excerpt is cut from text whose secrets are masked first.
 
 This module holds the four evaluators; the work behind them has modules of its own (their
 public names can be imported from here too): :mod:`~atp.evaluators.paths` (artifact paths),
-:mod:`~atp.evaluators.reading` (reading a file), :mod:`~atp.evaluators.offload` (the worker
-thread), :mod:`~atp.evaluators.evidence` (previews and excerpts), :mod:`~atp.evaluators.patterns`
+:mod:`~atp.evaluators.reading` (an artifact's content: as the runner checked it, base64
+decoded, or the file read), :mod:`~atp.evaluators.offload` (the worker thread),
+:mod:`~atp.evaluators.evidence` (previews and excerpts), :mod:`~atp.evaluators.patterns`
 (regular expressions with a time limit), :mod:`~atp.evaluators.schema_support` (jsonschema) and
 :mod:`~atp.evaluators.markdown` (headings).
 """
@@ -57,8 +58,7 @@ from atp.evaluators.markdown import headings
 from atp.evaluators.offload import INLINE_CHARS, off_loop, small_data
 from atp.evaluators.paths import norm, resolve
 from atp.evaluators.patterns import REGEX_TIMEOUT_SECONDS, RegexSettings, compile_regex, regex_timeout
-from atp.evaluators.reading import MAX_READ_BYTES, Content
-from atp.evaluators.reading import read_file as _read_file  # (the name text_of reads files by)
+from atp.evaluators.reading import MAX_READ_BYTES, Content, as_text, content_of
 from atp.evaluators.schema_support import (
     MESSAGE_CHARS,
     explained,
@@ -170,15 +170,16 @@ def _dumps(data: Any) -> str:
 
 
 async def text_of(artifact: Artifact, ctx: EvalContext) -> Content:
-    """An artifact's content as text: inline content, structured data as JSON, or the file
-    itself when it is a regular file ATP may read (see :func:`resolve`); the file is read
-    on a worker thread, at most :data:`MAX_READ_BYTES` of it."""
+    """An artifact's content as text: structured data as JSON; a file's content as the runner
+    found and checked it (inline content, decoded; or the file itself when it is a regular
+    file ATP may read, see :func:`resolve`, at most :data:`MAX_READ_BYTES` of it, read on a
+    worker thread). A binary artifact (its ``content_type`` says so) is text when its bytes
+    are UTF-8; otherwise it has none, and the note says it is binary
+    (:func:`atp.evaluators.reading.content_of`, :func:`atp.evaluators.reading.as_text`)."""
     if isinstance(artifact, StructuredArtifact):
         size = 0 if small_data(artifact.data) else -1
         return Content(await off_loop(size, _dumps, artifact.data))
-    if isinstance(artifact, FileArtifact) and artifact.content is not None:
-        return Content(artifact.content)
-    return await off_loop(-1, _read_file, artifact.path, ctx)
+    return as_text(artifact, await content_of(artifact, ctx), ctx)
 
 
 async def data_of(artifact: Artifact, ctx: EvalContext) -> tuple[Any, str | None]:

@@ -1,19 +1,20 @@
-"""Reading the file an artifact names, so that nothing an agent put there can stall ATP: a
-regular file only (never a FIFO, a device or a directory), only where the agent may put it
-(:func:`~atp.evaluators.paths.resolve`), at most :data:`MAX_READ_BYTES` of it. Blocking: the
-evaluators call :func:`read_file` on a worker thread."""
+"""The content of an artifact for evaluators: what the runner found and checked
+(:attr:`~atp.core.evaluator.EvalContext.contents`), else found the same way here
+(:mod:`atp.core.artifacts`): inline content decoded (base64 for a binary ``content_type``), a
+file read only when it is a regular file (never a FIFO, a device or a directory), only where
+the agent may put it (:func:`~atp.evaluators.paths.resolve`), at most :data:`MAX_READ_BYTES`
+of it, on a worker thread."""
 
-import os
-import stat
-from collections.abc import Callable
 from typing import NamedTuple
 
+from atp.core.artifacts import MAX_READ_BYTES, ArtifactContent, inline_content, is_binary, read_artifact
 from atp.core.evaluator import EvalContext
+from atp.core.protocol import FileArtifact, ReferenceArtifact
 from atp.core.text import shorten
-from atp.evaluators.paths import resolve
+from atp.evaluators.offload import off_loop
+from atp.evaluators.paths import where
 
-MAX_READ_BYTES = 16 * 1024 * 1024
-"""A file artifact is read up to this many bytes; the rest of a larger file is not looked at."""
+__all__ = ["MAX_READ_BYTES", "Content", "as_text", "content_of", "read_content", "read_file"]
 
 
 class Content(NamedTuple):
@@ -25,73 +26,39 @@ class Content(NamedTuple):
     """Why there is no text; or, with text, that only the first part of a larger file was read."""
 
 
-_KINDS: tuple[tuple[Callable[[int], bool], str], ...] = (
-    (stat.S_ISDIR, "a directory"),
-    (stat.S_ISFIFO, "a FIFO"),
-    (stat.S_ISCHR, "a character device"),
-    (stat.S_ISBLK, "a block device"),
-    (stat.S_ISSOCK, "a socket"),
-    (stat.S_ISLNK, "a symbolic link"),
-)
-
-
-def _not_regular(shown: str, mode: int) -> Content:
-    kind = next((name for test, name in _KINDS if test(mode)), "a special file")
-    return Content(None, f"{shown} is {kind}, not a regular file; ATP reads only regular files")
-
-
-def _mib(size: int) -> str:
-    return f"{size / (1024 * 1024):g} MiB"
-
-
-def _read_at_most(fd: int, limit: int) -> bytes:
-    """Up to ``limit`` bytes of the open file ``fd``, read in chunks of 1 MiB at most."""
-    chunks: list[bytes] = []
-    left = limit
-    while left > 0:
-        chunk = os.read(fd, min(left, 1024 * 1024))
-        if not chunk:
-            break
-        chunks.append(chunk)
-        left -= len(chunk)
-    return b"".join(chunks)
-
-
 def read_file(path: str, ctx: EvalContext) -> Content:
-    """A file artifact's content, read from the file (blocking: runs on a worker thread).
+    """A file artifact's content as text, read from the file (blocking: runs on a worker
+    thread; see :func:`atp.core.artifacts.read_artifact`)."""
+    found = read_artifact(path, None, where(ctx), ctx.masker)
+    return Content(found.text, found.note)
 
-    Only a regular file is read. Its type is checked before opening (a device is never
-    opened) and again on the open descriptor (the path may have changed in between); the
-    open does not wait for a FIFO's writer (``O_NONBLOCK``) nor follow a last symbolic link
-    put in place of a checked path inside a workspace.
-    """
-    shown = shorten(path, masker=ctx.masker)
-    where, problem = resolve(path, ctx)
-    if where is None:
-        return Content(None, problem)
-    follow = ctx.workspace is None
-    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0)
-    if not follow:
-        flags |= getattr(os, "O_NOFOLLOW", 0)
-    try:
-        before = os.stat(where, follow_symlinks=follow)
-        if not stat.S_ISREG(before.st_mode):
-            return _not_regular(shown, before.st_mode)
-        fd = os.open(where, flags)
-    except OSError as exc:
-        return Content(None, f"{shown} cannot be read: {exc.strerror or exc}")
-    try:
-        opened = os.fstat(fd)
-        if not stat.S_ISREG(opened.st_mode):
-            return _not_regular(shown, opened.st_mode)
-        data = _read_at_most(fd, MAX_READ_BYTES + 1)
-    except OSError as exc:
-        return Content(None, f"{shown} cannot be read: {exc.strerror or exc}")
-    finally:
-        os.close(fd)
-    note = None
-    if len(data) > MAX_READ_BYTES:
-        data = data[:MAX_READ_BYTES]
-        cap = _mib(MAX_READ_BYTES)
-        note = f"{shown} is larger than {cap}; ATP read only its first {cap}"
-    return Content(data.decode("utf-8", "replace"), note)
+
+def read_content(artifact: FileArtifact | ReferenceArtifact, ctx: EvalContext) -> ArtifactContent:
+    """The content of the file ``artifact`` names (blocking: runs on a worker thread)."""
+    return read_artifact(artifact.path, artifact.content_type, where(ctx), ctx.masker)
+
+
+async def content_of(artifact: FileArtifact | ReferenceArtifact, ctx: EvalContext) -> ArtifactContent:
+    """The content of a file or reference artifact: what the runner found and checked, else
+    its inline content decoded, else the file it names, read on a worker thread."""
+    known = ctx.contents.of(artifact) if ctx.contents is not None else None
+    if known is not None:
+        return known
+    if isinstance(artifact, FileArtifact) and artifact.content is not None:
+        size = len(artifact.content) if is_binary(artifact.content_type) else 0  # (text: nothing to do)
+        return await off_loop(size, inline_content, artifact, ctx.masker)
+    return await off_loop(-1, read_content, artifact, ctx)
+
+
+def as_text(artifact: FileArtifact | ReferenceArtifact, found: ArtifactContent, ctx: EvalContext) -> Content:
+    """What evaluators that look at text see of ``found``: its text (a binary artifact's bytes
+    when they are UTF-8); the bytes of a binary artifact that are not UTF-8 are no text, and
+    the note says so."""
+    if found.text is not None or found.data is None:
+        return Content(found.text, found.note)
+    size = f", {found.size:,} bytes" if found.size is not None else ""
+    return Content(
+        None,
+        f"{shorten(artifact.path, masker=ctx.masker)} is binary (content_type "
+        f"{shorten(str(artifact.content_type), 80, ctx.masker)}{size}, not UTF-8 text); ATP reads no text in it",
+    )

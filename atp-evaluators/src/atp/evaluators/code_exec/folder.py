@@ -41,6 +41,7 @@ from typing import NamedTuple
 
 import anyio
 
+from atp.core.artifacts import inline_content, is_binary
 from atp.core.evaluator import EvalContext
 from atp.core.protocol import Artifact, FileArtifact, ReferenceArtifact
 from atp.core.secrets import Masker
@@ -103,8 +104,8 @@ class Placement(NamedTuple):
 
     dest: str
     """The relative path in the folder."""
-    content: str | None = None
-    """Inline content to write there."""
+    content: str | bytes | None = None
+    """Inline content to write there (a binary artifact's: its bytes, decoded from base64)."""
     source: Path | None = None
     """A file to copy there. Neither: it is in the workspace copy already (checked)."""
     follow: bool = True
@@ -191,8 +192,8 @@ class _Copier:
         finally:
             os.close(fd)
 
-    def write(self, dest: Path, text: str, mode: int = 0o644) -> None:
-        data = text.encode("utf-8")
+    def write(self, dest: Path, text: str | bytes, mode: int = 0o644) -> None:
+        data = text if isinstance(text, bytes) else text.encode("utf-8")
         self.count(files=1, size=len(data))
         out = _create(dest, mode)
         try:
@@ -380,7 +381,6 @@ def plan_placements(
         if stop is not None and stop.is_set():
             raise _Stopped
         path = artifact.path
-        inline = isinstance(artifact, FileArtifact) and artifact.content is not None
         try:
             dest = relative_path(_inside_workspace(path, workspace), "artifact path", ctx.masker)
         except ValueError as exc:
@@ -388,8 +388,8 @@ def plan_placements(
             raise FolderError(
                 f"{exc}; ATP places the agent's files in {where} by their relative paths"
             ) from None
-        if inline:
-            found.append(Placement(dest, content=artifact.content))  # type: ignore[union-attr]
+        if isinstance(artifact, FileArtifact) and artifact.content is not None:
+            found.append(Placement(dest, content=_inline(artifact, ctx)))
             continue
         source, problem = resolve(path, ctx)
         if source is None:
@@ -401,6 +401,19 @@ def plan_placements(
         else:
             found.append(Placement(dest, source=source, follow=False))
     return found
+
+
+def _inline(artifact: FileArtifact, ctx: EvalContext) -> str | bytes:
+    """What a file artifact sent inline holds: its text, or the bytes of a binary one (decoded
+    from base64, as :mod:`atp.core.artifacts` says); FolderError when they are not base64."""
+    if not is_binary(artifact.content_type):
+        return artifact.content or ""
+    found = ctx.contents.of(artifact) if ctx.contents is not None else None
+    if found is None:
+        found = inline_content(artifact, ctx.masker)
+    if found.data is None:
+        raise FolderError(found.note or f"{describe(artifact, ctx.masker)} has no content ATP can read")
+    return found.data
 
 
 def _count_artifacts(count: int) -> None:

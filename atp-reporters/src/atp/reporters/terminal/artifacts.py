@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import msgspec
 
+from atp.core.artifacts import is_binary
 from atp.core.protocol import Artifact, FileArtifact, StructuredArtifact
 from atp.core.results import RunResult
 from atp.core.text import printable as safe
@@ -54,6 +55,9 @@ def describe_artifact(artifact: Artifact) -> tuple[str, str, str | None]:
     if artifact.content_type:
         about.append(shown(artifact.content_type, limit=80))
     content = artifact.content if isinstance(artifact, FileArtifact) else None
+    if content is not None and is_binary(artifact.content_type):  # base64: nothing to read
+        about.append(f"binary, {plural(len(content), 'char')} of base64")
+        return shown(artifact.path), ", ".join(about), None
     if content is not None:
         about.append(plural(len(content), "char"))
     elif artifact.size_bytes is not None:
