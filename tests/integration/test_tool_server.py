@@ -612,3 +612,24 @@ async def _call(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, run:
     status_line = await reader.readline()
     await _skip_answer(reader)
     return int(status_line.split()[1])
+
+
+def test_what_the_tool_server_quotes_of_a_call_holds_no_piece_of_a_secret_at_its_cut(tmp_path: Path) -> None:
+    """(issue 26, kind 1) A task id, a tool name and a path the agent sent, quoted in the run's
+    warnings and recordings, are masked before they are cut: a secret straddling the cut shows
+    no part of itself."""
+    secret = "sk-live-TOOLSERVER-0123456789abcdef"
+    masker = Masker([secret])
+    straddling = "x" * 190 + secret  # the quotes are cut at 200 characters
+
+    async def scenario(server: ToolServer, run_of: Any) -> None:
+        async with run_of(tools({"name": "t", "output": "ok"})) as run, httpx.AsyncClient() as client:
+            await client.post(f"{run.endpoint}/t", json={"task_id": straddling, "input": {}})
+            await client.post(f"{run.endpoint}/{straddling}", json=run.body())
+            await client.post(f"{run.endpoint}/a/b/{straddling}", json=run.body())
+        shown = "\n".join(run.trace.warnings) + run.path.read_text()
+        assert len(run.trace.warnings) >= 2, run.trace.warnings
+        pieces = [secret[i : i + 6] for i in range(len(secret) - 5)]
+        assert not [piece for piece in pieces if piece in shown], shown
+
+    serve(tmp_path, scenario, masker)
