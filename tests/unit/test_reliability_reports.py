@@ -386,7 +386,7 @@ def test_json_has_the_new_fields(tmp_path: Path) -> None:
     results, store = suite(tmp_path)
     data = json.loads(bytes(formatted(results, store)))
     jsonschema.Draft202012Validator(results_schema()).validate(data)
-    assert data["format_version"] == "1.3" and data["stopped_by"] == "budget"
+    assert data["format_version"] == "1.4" and data["stopped_by"] == "budget"
     assert {k: data["summary"][k] for k in ("flaky", "quarantined", "retries")} == {
         "flaky": 1,
         "quarantined": 1,

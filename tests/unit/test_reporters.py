@@ -192,7 +192,7 @@ def test_json_report_is_valid_and_includes_events(tmp_path: Path) -> None:
     JsonReporter(ReportOptions(output_file=target)).report(results, store)
     data = json.loads(target.read_text())
     jsonschema.Draft202012Validator(results_schema()).validate(data)
-    assert data["format"] == "atp-results" and data["format_version"] == "1.3"
+    assert data["format"] == "atp-results" and data["format_version"] == "1.4"
     assert data["summary"] == {
         "total": 3,
         "passed": 1,
@@ -206,6 +206,7 @@ def test_json_report_is_valid_and_includes_events(tmp_path: Path) -> None:
         "flaky": 0,
         "quarantined": 0,
         "retries": 0,
+        "error_codes": {},
     }
     first, second, _ = data["tests"]
     assert first["runs"][0]["events"][0]["payload"] == {"percentage": 5}

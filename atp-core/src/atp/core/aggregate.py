@@ -17,6 +17,7 @@ from atp.core.baseline import (
     compare,
     sequential_alpha,
 )
+from atp.core.error_codes import count_codes
 from atp.core.records import (
     ALL_RUNS,
     BUDGET_EXCEEDED,
@@ -107,6 +108,7 @@ def test_statistics(runs: list[RunResult]) -> TestStatistics:
         metrics={name: describe(metrics[name]) for name in METRIC_NAMES if name in metrics},
         pass_at_k={k: pass_at_k(n, passed, k) for k in ks},
         pass_hat_k={k: pass_hat_k(n, passed, k) for k in ks},
+        error_codes=count_codes(r.error_code for r in runs if r.outcome != "passed"),
     )
 
 
@@ -321,6 +323,7 @@ def _summary(header: RunHeader, tests: list[TestResult], runs: list[RunResult]) 
         flaky=sum(t.flaky for t in tests),
         quarantined=sum(t.quarantined and t.status in ("failed", "error") for t in tests),
         retries=sum(len(r.retries) for r in runs),
+        error_codes=count_codes(r.error_code for r in runs if r.outcome != "passed"),
     )
 
 

@@ -15,12 +15,11 @@ import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import anyio
-import msgspec
 
 from atp.core.adapter import Adapter
+from atp.core.answer import MAX_ERROR_CHARS, NOTHING, Tried, expectation_check, read_answer
 from atp.core.artifacts import ArtifactContents, Where, verify_artifacts
 from atp.core.config import ResolvedAgent
 from atp.core.errors import AgentError, AtpError, StorageError, single_exception
@@ -40,15 +39,15 @@ from atp.core.protocol import (
     Event,
     FileArtifact,
     ReferenceArtifact,
-    sane_metrics,
 )
 from atp.core.results import Check, Outcome, Retry, RunResult, events_path, log_path, utcnow, workspace_path
 from atp.core.retry import Fault, backoff, infrastructure_fault
+from atp.core.run_limits import RunLimits, canceller
 from atp.core.scoring import score_run
 from atp.core.secrets import Masker
 from atp.core.service_runs import Entered, ServiceFailed, Services
 from atp.core.suite import Test
-from atp.core.text import as_text, describe, printable, shorten
+from atp.core.text import as_text, printable, shorten
 from atp.core.trace import RunTrace
 from atp.core.tree import copy_tree, remove_tree
 
@@ -62,13 +61,8 @@ __all__ = [
     "after_retries",
 ]
 
-MAX_ERROR_CHARS = 4000
-"""An agent's error text is kept up to this many characters."""
 MAX_TRACEBACK_CHARS = 8000
 """A plugin's traceback is kept up to this many characters."""
-
-_NOTHING: Any = object()
-"""What an adapter's ``execute`` returned before it returned."""
 
 
 class NotStarted(Exception):
@@ -96,31 +90,6 @@ class Gate:
 
     def spent(self) -> bool:
         return self.budget is not None and self.budget.exceeded
-
-
-class Tried:
-    """One attempt at a run: its request and trace, what came back or why nothing did."""
-
-    __slots__ = (
-        "could_not_run", "duration", "entered", "error", "events_file", "fault", "log_file",
-        "plugin_traceback", "request", "returned", "started_at", "timed_out", "timeout", "trace",
-    )  # fmt: skip
-
-    def __init__(self, request: ATPRequest, events_file: str, log_file: str) -> None:
-        self.request = request
-        self.events_file = events_file
-        self.log_file = log_file
-        self.trace: RunTrace | None = None
-        self.returned: Any = _NOTHING
-        self.error: str | None = None
-        self.could_not_run = False
-        self.timed_out = False
-        self.timeout = 0.0
-        self.plugin_traceback: str | None = None
-        self.entered: Entered | None = None
-        self.fault: Fault | None = None
-        self.duration = 0.0
-        self.started_at = utcnow()
 
 
 def after_retries(error: str, retries: list[Retry]) -> str:
@@ -301,6 +270,8 @@ class RunMaker:
         entered: Entered | None = None
         try:
             with anyio.move_on_after(tried.timeout) as scope:
+                tried.limits = RunLimits.of(test.constraints, canceller(scope))
+                trace.watch(tried.limits)
                 if test.services:
                     entered = tried.entered = Entered()
                     request = await self.services.enter(test, request, trace, entered)
@@ -308,7 +279,8 @@ class RunMaker:
                 if announce:
                     self.notify("atp_run_started", test=test, run_number=run_number, request=request)
                 tried.returned = await adapter.execute(request, trace)
-            tried.timed_out = scope.cancelled_caught and tried.returned is _NOTHING
+            passed = tried.limits is not None and tried.limits.passed is not None
+            tried.timed_out = scope.cancelled_caught and tried.returned is NOTHING and not passed
         except Exception as raised:
             if trace.storage_error is not None:
                 raise trace.storage_error from None
@@ -355,6 +327,9 @@ class RunMaker:
     def _adapter_owner(self) -> str:
         return self.plugins.owner("adapter", self.agent.type)
 
+    def _adapter_named(self) -> str:
+        return f"adapter {self.agent.type!r} of {self._adapter_owner()}"
+
     # --- the result --------------------------------------------------------------------
 
     async def finish(
@@ -363,7 +338,8 @@ class RunMaker:
         """The result of a run's last attempt: the response checked, evaluated and scored."""
         trace = tried.trace
         assert trace is not None, "every attempt has a trace"
-        response, error, could_not_run = self._response(tried)
+        answer = read_answer(tried, test, self.masker, self._adapter_named)
+        response, error, could_not_run = answer.response, answer.error, answer.could_not_run
         checks: list[Check] = []
         quality: list[Check] = []
         ctx: EvalContext | None = None
@@ -383,12 +359,16 @@ class RunMaker:
             ctx.contents = contents
             checks, quality, evaluated = await self.evaluation.check(test, ctx)
             could_not_run = not evaluated
-        score, breakdown = score_run(checks, quality, response, trace.summary, test.constraints, test.scoring)
+            if test.expect is not None:
+                checks.insert(0, expectation_check(test.expect, answer, self.masker))
+        score, breakdown = score_run(
+            checks, quality, response, trace.summary, test.constraints, test.scoring, expected=answer.expected
+        )
         outcome: Outcome
         if could_not_run:
             outcome = "error"
         elif (
-            response.status == "completed"
+            (response.status == "completed" or answer.expected)
             and error is None
             and all(c.passed or c.skipped is not None for c in checks)
         ):
@@ -408,6 +388,9 @@ class RunMaker:
             checks=checks,
             metrics=response.metrics,
             error=error,
+            error_code=answer.code,
+            error_details=answer.details,
+            trace_id=answer.trace_id,
             warnings=trace.warnings,
             trace=trace.summary,
             events_file=tried.events_file if trace.events_written else None,
@@ -420,52 +403,6 @@ class RunMaker:
             traceback=tried.plugin_traceback,
             retries=retries,
         )
-
-    def _response(self, tried: Tried) -> tuple[ATPResponse, str | None, bool]:
-        """The attempt's response checked against its request (one made up when nothing, or
-        nothing usable, came back), the run's error, and whether the run could not be made."""
-        trace = tried.trace
-        assert trace is not None
-        task_id = tried.request.task_id
-        error, could_not_run = tried.error, tried.could_not_run
-        response: ATPResponse | None = None
-        if isinstance(tried.returned, ATPResponse):
-            response = tried.returned
-        elif tried.returned is not _NOTHING:
-            error = (
-                f"adapter {self.agent.type!r} of {self._adapter_owner()} "
-                f"returned {describe(tried.returned)}, not an ATPResponse"
-            )
-            could_not_run = True
-        if response is not None and response.task_id != task_id:
-            error = (
-                f"agent answered with task_id {response.task_id!r}, but the request's task_id was {task_id!r}"
-            )
-            response = None
-        if tried.timed_out:
-            error = f"timed out after {tried.timeout:g} s; the agent was stopped"
-            entered = tried.entered
-            if entered is not None and entered.pending is not None:
-                error = (
-                    f"timed out after {tried.timeout:g} s while service {entered.pending!r} was getting ready"
-                )
-                could_not_run = True
-        if response is None:
-            response = ATPResponse(
-                version=PROTOCOL_VERSION,
-                task_id=task_id,
-                status="timeout" if tried.timed_out else "failed",
-                artifacts=[],
-                metrics=trace.summary.metrics(round(tried.duration, 6)),
-                error=error,
-            )
-        else:
-            response, error = self._reported(response, error, trace)
-        if error is not None:
-            if self.masker is not None:
-                error = self.masker.text(error)  # before cutting: a cut must not split a secret
-            error = shorten(error, MAX_ERROR_CHARS)
-        return response, error, could_not_run
 
     async def _verified(
         self, response: ATPResponse, error: str | None, trace: RunTrace, where: Where
@@ -487,25 +424,6 @@ class RunMaker:
                 reason = self.masker.text(reason)  # (what it quotes is masked already; so is error)
             error = shorten(reason if error is None else f"{reason}; {error}", MAX_ERROR_CHARS)
         return found.contents, error
-
-    def _reported(
-        self, response: ATPResponse, error: str | None, trace: RunTrace
-    ) -> tuple[ATPResponse, str | None]:
-        """An agent's own response: its status read, its metrics checked against their bounds
-        (a value out of them fails the run, and counts as the most a metric can be)."""
-        metrics, problems = sane_metrics(response.metrics)
-        if problems:
-            response = msgspec.structs.replace(response, metrics=metrics)
-        if response.status != "completed":
-            error = response.error or f"agent reported status {response.status!r}"
-        elif response.error:
-            trace.warn(
-                f"the agent reported status 'completed' with an error: {shorten(response.error, masker=self.masker)}"
-            )
-        if problems:
-            bounds = f"the agent reported metrics out of bounds: {'; '.join(problems)}"
-            error = bounds if error is None else f"{bounds}; {error}"  # (the agent's may be cut)
-        return response, error
 
 
 def remove_paths(*paths: Path) -> None:

@@ -249,11 +249,14 @@ class ToolCallPayload(Message, kw_only=True):
 class LLMRequestPayload(Message, kw_only=True):
     """A call to an LLM (``llm_request``): the ``model``, tokens sent and received,
     ``duration_ms`` in milliseconds, the ``temperature`` and why it stopped (``stop_reason``,
-    ``end_turn`` say). Its tokens add up to the trace's token counts."""
+    ``end_turn`` say). Its tokens add up to the trace's token counts. ``cost_usd``, what the call
+    cost in US dollars, is ATP's extension of the payload: the costs add up to the trace's, which
+    ``constraints.budget_usd`` is held to while the agent runs."""
 
     model: str | None = None
     input_tokens: int | None = None
     output_tokens: int | None = None
+    cost_usd: float | None = None
     duration_ms: Measure | None = None
     temperature: Measure | None = None
     stop_reason: str | None = None
@@ -449,6 +452,9 @@ _COUNTED: dict[type[Any], tuple[str, ...]] = {
     LLMRequestEvent: ("input_tokens", "output_tokens"),
     ProgressEvent: ("current_step",),
 }
+_MEASURED: dict[type[Any], tuple[str, ...]] = {LLMRequestEvent: ("cost_usd",)}
+"""The measurements of events that ATP adds up (a run's cost): any number, checked as
+:data:`_COUNTED`'s are, but need not be integers."""
 """The numbers of events that ATP adds up or holds against a limit (a run's tokens, its steps),
 by event type. Their types take any integer, so that an event with one out of bounds reaches
 the trace, which fails the run (:class:`atp.core.trace.TraceLimitExceeded`): dropped as invalid,
@@ -463,6 +469,15 @@ def numbers_out_of_bounds(events: collections.abc.Sequence[Event]) -> tuple[int,
     type, the field, the value); ``None`` when there is none. :class:`atp.core.trace.TraceSummary`
     makes the same check where it adds the numbers up."""
     for index, event in enumerate(events):
+        for name in _MEASURED.get(event.__class__, ()):
+            value = getattr(event.payload, name)
+            if value is not None and (
+                value.__class__ not in (int, float) or number_in(value, 0, MAX_METRIC) is None
+            ):
+                return index, (
+                    f"event {shown_number(event.sequence)} ({event.event_type}): payload.{name} = "
+                    f"{shown_number(value)} is out of bounds (a measurement: a number from 0 to 1e15)"
+                )
         fields = _COUNTED.get(event.__class__)
         if fields is None:
             continue

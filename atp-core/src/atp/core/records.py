@@ -18,7 +18,7 @@ from atp.core.stats import Stats
 from atp.core.trace import TraceSummary
 
 RESULTS_FORMAT = "atp-results"
-RESULTS_FORMAT_VERSION = "1.3"
+RESULTS_FORMAT_VERSION = "1.4"
 
 MAX_RUNS_PER_TEST = 10_000
 """The most runs one test may plan: what ``--runs``, a suite's ``runs`` and an adaptive
@@ -108,6 +108,13 @@ class RunResult(msgspec.Struct, kw_only=True):
     checks: list[Check] = msgspec.field(default_factory=list)
     metrics: Metrics = msgspec.field(default_factory=Metrics)
     error: str | None = None
+    error_code: str | None = None
+    """The agent's ``error_code`` (``TOOL_NOT_FOUND``, ...; :mod:`atp.core.error_codes`), or the
+    code of what ATP stopped the run for (``TIMEOUT``, ``MAX_STEPS_EXCEEDED``, ...)."""
+    error_details: dict[str, Any] | None = None
+    """The agent's ``error_details``, bounded."""
+    trace_id: str | None = None
+    """The agent's ``trace_id``: where its own full trace is."""
     warnings: list[str] = msgspec.field(default_factory=list)
     trace: TraceSummary = msgspec.field(default_factory=TraceSummary)
     events_file: str | None = None
@@ -291,6 +298,8 @@ class TestStatistics(msgspec.Struct, kw_only=True, omit_defaults=True):
     """The chance that at least one of k runs passes, for k in 1, 3, 5, 10, ... and n."""
     pass_hat_k: dict[int, float] = msgspec.field(default_factory=dict)
     """The chance that all of k runs pass (pass^k)."""
+    error_codes: dict[str, int] = msgspec.field(default_factory=dict)
+    """The runs that did not pass, by their ``error_code`` (those with one)."""
 
 
 class SuiteStatistics(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -365,6 +374,9 @@ class Summary(msgspec.Struct, kw_only=True):
     """Quarantined tests that failed or were errors: reported, not failing the run."""
     retries: int = 0
     """Attempts made again after faults of the infrastructure, over every run."""
+    error_codes: dict[str, int] = msgspec.field(default_factory=dict)
+    """The runs that did not pass, over every test, by their ``error_code`` (those with one;
+    at most 50 codes, the rest under ``(other codes)``)."""
 
     @property
     def ok(self) -> bool:

@@ -12,7 +12,7 @@
 A component applies only when its inputs are known (checks exist, a limit and a measurement are
 both there); the weights of those that apply are renormalised. A run with nothing to score
 scores 100 when it completed. A run whose agent did not complete (failed, timeout, cancelled)
-scores 0.
+scores 0, unless that is the answer its test expects (``expect:``).
 """
 
 from __future__ import annotations
@@ -100,11 +100,14 @@ def score_run(
     trace: TraceSummary,
     constraints: Constraints,
     weights: ScoringWeights,
+    *,
+    expected: bool = False,
 ) -> tuple[float, dict[str, float]]:
-    """The run's score and its breakdown by component."""
+    """The run's score and its breakdown by component; ``expected``: the agent's status is the
+    one the test expects (``expect:``), and is scored as a completed run's."""
     parts = components(checks, quality_checks, response, trace, constraints, weights)
     parts = {name: value for name, value in parts.items() if math.isfinite(value)}
-    if response.status not in SCORED_STATUSES:
+    if response.status not in SCORED_STATUSES and not expected:
         return 0.0, parts
     score = composite(parts, weights)
     return (score if math.isfinite(score) else 0.0), parts

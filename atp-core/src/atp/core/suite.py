@@ -37,6 +37,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 
 from atp.core.adaptive import Adaptive
+from atp.core.error_codes import Expectation
 from atp.core.errors import ConfigError, PluginFailed, SuiteError
 from atp.core.evaluator import Evaluator
 from atp.core.protocol import (
@@ -154,6 +155,7 @@ class TestSpec(RunsSettings, kw_only=True):
     constraints: ConstraintsSpec | None = None
     assertions: list[AssertionSpec] = msgspec.field(default_factory=list)
     scoring: ScoringSpec | None = None
+    expect: Expectation | None = None
     skip: bool | str | None = None
 
 
@@ -228,6 +230,8 @@ class Test(msgspec.Struct, frozen=True, kw_only=True):
     services: tuple[ServiceUse, ...] = ()
     """The services ATP runs next to the agent for this test's runs (the defaults' applied), in
     the order the suite names them."""
+    expect: Expectation | None = None
+    """The answer the test expects instead of ``completed`` (:mod:`atp.core.error_codes`)."""
 
     @property
     def timeout_seconds(self) -> int:
@@ -566,6 +570,7 @@ def _resolve_test(
         **_runs(doc, index, test, defaults, fallback),
         skip=(skip if isinstance(skip, str) else "skipped in the suite") if skip else None,
         workspace_fixture=fixture,
+        expect=test.expect,
     )
 
 
@@ -618,6 +623,8 @@ def test_fingerprint(test: Test) -> str:
         [(a.type, a.config, a.name, a.critical) for a in test.assertions],
         test.scoring,
     ]
+    if test.expect is not None:  # (only when set: the fingerprints of other tests stay as they were)
+        content.append(test.expect)
     return hashlib.sha256(msgspec.json.encode(content)).hexdigest()[:16]
 
 

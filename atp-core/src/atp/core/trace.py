@@ -109,6 +109,8 @@ class TraceSummary(msgspec.Struct, omit_defaults=True):
     unrecoverable_errors: int = 0
     max_step: int = 0
     out_of_order: int = 0
+    cost_usd: float = 0.0
+    """What the ``llm_request`` events say their calls cost (their ``cost_usd``), added up."""
 
     @property
     def tool_call_count(self) -> int:
@@ -133,9 +135,11 @@ class TraceSummary(msgspec.Struct, omit_defaults=True):
                 tool_calls[tool] = tool_calls.get(tool, 0) + 1
             elif cls is LLMRequestEvent:
                 payload: Any = event.payload
-                sent, received = payload.input_tokens, payload.output_tokens
-                if (sent is not None and (sent.__class__ is not int or not 0 <= sent <= high)) or (
-                    received is not None and (received.__class__ is not int or not 0 <= received <= high)
+                sent, received, cost = payload.input_tokens, payload.output_tokens, payload.cost_usd
+                if (
+                    (sent is not None and (sent.__class__ is not int or not 0 <= sent <= high))
+                    or (received is not None and (received.__class__ is not int or not 0 <= received <= high))
+                    or (cost is not None and (cost.__class__ not in (int, float) or not 0 <= cost <= high))
                 ):
                     bad = event
                     break
@@ -143,6 +147,8 @@ class TraceSummary(msgspec.Struct, omit_defaults=True):
                     self.input_tokens += sent
                 if received:
                     self.output_tokens += received
+                if cost:
+                    self.cost_usd = min(self.cost_usd + cost, high)
             elif cls is ErrorEvent:
                 if event.payload.recoverable is not True:  # type: ignore[union-attr]
                     self.unrecoverable_errors += 1
@@ -198,6 +204,7 @@ class TraceSummary(msgspec.Struct, omit_defaults=True):
             tool_calls=self.tool_call_count,
             llm_calls=self.llm_calls,
             wall_time_seconds=wall_time_seconds,
+            cost_usd=self.cost_usd or None,
         )
 
 
@@ -296,6 +303,7 @@ class RunTrace:
         self._recorded = 0
         self._record_refused = False
         self._closed = False
+        self._watch: Callable[[TraceSummary], None] | None = None
 
     # --- EventSink -----------------------------------------------------------------------
 
@@ -342,6 +350,14 @@ class RunTrace:
             raise TraceLimitExceeded(f"the agent sent an event with a number out of bounds: {bad}") from None
         self._write_event_data(data)
         self._announce(events)
+        if self._watch is not None:
+            self._watch(self.summary)
+
+    def watch(self, check: Callable[[TraceSummary], None] | None) -> None:
+        """Have ``check`` see the summary each time events were added to it (the agent's, or
+        ATP's own record): how a run's limits are held to while the agent runs
+        (:class:`atp.core.run_limits.RunLimits`)."""
+        self._watch = check
 
     def _data(self, events: Sequence[Event], raw: bytes | None) -> bytes:
         """The lines of ``events`` for the events file: ``raw`` when it can be written as it is,
@@ -407,6 +423,8 @@ class RunTrace:
                     f"is counted but not recorded"
                 )
             self.summary.add((event,), -1)
+            if self._watch is not None:
+                self._watch(self.summary)
             return None
         self._recorded += 1
         self._event_bytes += len(data)
@@ -414,6 +432,8 @@ class RunTrace:
         self._write_event_data(data)
         if self._on_event is not None:
             self._on_event(event)
+        if self._watch is not None:
+            self._watch(self.summary)
         return event
 
     def _write_event_data(self, data: bytes) -> None:

@@ -114,7 +114,8 @@ def _log_tail(run: RunResult) -> list[str]:
 
 def _run_head(test: TestResult, run: RunResult) -> str:
     where = f"run {run.run_number}" if test.planned_runs > 1 or len(test.runs) > 1 else "the run"
-    return f"{where}: {run.outcome}, status {run.status}, score {_figure(run.score)}"
+    code = f", error_code {run.error_code}" if run.error_code else ""
+    return f"{where}: {run.outcome}, status {run.status}{code}, score {_figure(run.score)}"
 
 
 def failure_text(test: TestResult) -> tuple[str, str]:
@@ -191,6 +192,8 @@ def error_text(test: TestResult, errored: list[RunResult]) -> tuple[str, str, st
     message = first.error or (
         f"{unmade[0].name}: {unmade[0].message}" if unmade else f"the run ended with status {first.status}"
     )
+    if first.error_code:
+        message = f"{first.error_code}: {message}"
     if len(test.runs) > 1:
         message = f"{len(errored)} of {len(test.runs)} runs errored: {message}"
     lines: list[str] = []
@@ -220,6 +223,9 @@ def test_properties(test: TestResult) -> list[tuple[str, str]]:
         if stats.score.ci_95 is not None:
             low, high = stats.score.ci_95
             found.append((f"{test.id}.ci_95", f"{_figure(low)}..{_figure(high)}"))
+        if stats.error_codes:
+            counted = ", ".join(f"{code} {count}" for code, count in stats.error_codes.items())
+            found.append((f"{test.id}.error_codes", counted))
     if test.baseline is not None:
         verdict = test.baseline.verdict_holm or test.baseline.verdict
         found.append((f"{test.id}.baseline", verdict))
@@ -253,6 +259,8 @@ def suite_properties(results: SuiteResults) -> list[tuple[str, str]]:
         found.append(("atp.score", _figure(stats.score.mean)))
     if results.baseline is not None:
         found.append(("atp.baseline", results.baseline.file or "yes"))
+    for code, count in results.summary.error_codes.items():
+        found.append((f"atp.error_codes.{code}", str(count)))
     budget = results.budget
     if budget is not None:
         if budget.max_cost_usd is not None:

@@ -527,6 +527,11 @@
       held.forEach(function (t, i) { list.push(i ? ", " : "", testButton(t.id), " (" + String(t.status) + ")"); });
       app.appendChild(el("div", "notice warn quarantined", "Quarantined: ", list, ". Their failures are reported but do not fail the run" + (s.quarantined ? " (" + plural(s.quarantined, "failure") + " here)." : ".")));
     }
+    var codes = s.error_codes && typeof s.error_codes === "object" ? Object.keys(s.error_codes) : [];
+    if (codes.length) {
+      var counted = codes.map(function (code) { return code + " " + String(s.error_codes[code]); }).join(", ");
+      app.appendChild(el("div", "notice bad error-codes", "Error codes of the runs that did not pass: " + counted + "."));
+    }
     var flaky = R.tests.filter(function (t) { return t.flaky === true; });
     if (flaky.length) {
       var names = [];
@@ -675,7 +680,7 @@
   function firstFailure(test) {
     var runs = test.runs || [];
     for (var i = 0; i < runs.length; i++) {
-      if (runs[i].error) return String(runs[i].error);
+      if (runs[i].error) return (runs[i].error_code ? String(runs[i].error_code) + ": " : "") + String(runs[i].error);
       var checks = runs[i].checks || [];
       for (var j = 0; j < checks.length; j++) {
         if (!checks[j].passed && !checks[j].skipped) return checks[j].name + ": " + checks[j].message;
@@ -690,6 +695,7 @@
     if (test.quarantined === true) parts.push("quarantined");
     (test.runs || []).forEach(function (run) {
       if (run.error) parts.push(run.error);
+      if (run.error_code) parts.push(String(run.error_code));
       (run.checks || []).forEach(function (c) {
         if (!c.passed) parts.push(c.name, c.message);
         if (c.skipped) parts.push("skipped");
@@ -1013,6 +1019,7 @@
       el("span", null, "score " + fixed(run.score, 1)),
       el("span", "muted", seconds(run.duration_seconds)),
       el("span", "muted", "response: " + run.status),
+      run.error_code ? el("span", "badge error-code", String(run.error_code)) : null,
       Array.isArray(run.retries) && run.retries.length ? el("span", "badge flag-retries", run.retries.length === 1 ? "1 retry" : run.retries.length + " retries") : null
     ];
     var details = lazyDetails("run", summary, function (d) { d.appendChild(renderRunBody(run, view)); }, open);
@@ -1026,10 +1033,15 @@
       facts([
         ["Started", when(run.started_at)],
         ["Task id", run.task_id],
-        ["Response status", run.status]
+        ["Response status", run.status],
+        ["Error code", run.error_code],
+        ["Agent's trace", run.trace_id]
       ])
     );
     if (run.error) body.appendChild(el("div", "notice bad run-error", String(run.error)));
+    if (run.error_details && typeof run.error_details === "object") {
+      body.appendChild(lazyDetails(null, "error details", function (d) { d.appendChild(clipped(JSON.stringify(run.error_details, null, 2), 20000)); }));
+    }
     var retried = renderRetries(run.retries);
     if (retried) body.appendChild(retried);
     (run.warnings || []).forEach(function (w) { body.appendChild(el("div", "notice warn", String(w))); });

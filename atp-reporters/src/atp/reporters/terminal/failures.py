@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 
+from atp.core.error_codes import words
 from atp.core.results import Check, RunResult, TestResult
 from atp.core.text import printable as safe
 from atp.core.text import shown
@@ -48,7 +49,8 @@ def run_failures(run: RunResult) -> list[tuple[tuple[str, ...], str]]:
     if run.outcome == "passed":
         return items
     if run.error:
-        items.append((("error", run.status, run.error), f"{safe(run.status)}: {safe(run.error)}"))
+        said = f"{safe(run.status)}{safe(words(run.error_code))}: {safe(run.error)}"
+        items.append((("error", run.status, run.error_code or "", run.error), said))
     failed = run.failed_checks
     follow_on = follow_on_checks(run)
     if len(follow_on) > 1:

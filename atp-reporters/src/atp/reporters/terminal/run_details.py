@@ -4,8 +4,12 @@ the end of the agent's log."""
 
 from __future__ import annotations
 
+import msgspec
+
+from atp.core.error_codes import words
 from atp.core.results import RunResult
 from atp.core.text import printable as safe
+from atp.core.text import shown
 from atp.reporters.terminal.artifacts import response_lines
 from atp.reporters.terminal.failures import retry_lines
 from atp.reporters.terminal.style import Style
@@ -17,7 +21,13 @@ def run_lines(run: RunResult, prefix: str, style: Style) -> list[str]:
     lines: list[str] = []
     if run.error:
         color = "yellow" if run.outcome == "passed" else "red"
-        lines.append(style.paint(f"    - {prefix}{safe(run.status)}: {safe(run.error)}", color))
+        said = f"{safe(run.status)}{safe(words(run.error_code))}: {safe(run.error)}"
+        lines.append(style.paint(f"    - {prefix}{said}", color))
+    if run.error_details:
+        details = shown(msgspec.json.encode(run.error_details).decode())
+        lines.append(style.paint(f"    {prefix}error details: {details}", "dim"))
+    if run.trace_id:
+        lines.append(style.paint(f"    {prefix}the agent's trace: {safe(run.trace_id)}", "dim"))
     lines.extend(retry_lines(run, prefix, style))
     for item in run.checks:
         if item.skipped is not None:

@@ -1,6 +1,7 @@
 """The end of the console report: the ``Summary:`` line and the lists under it.
 
-Under the summary: the flaky tests, the quarantined ones, the retries, the budget (what was
+Under the summary: the flaky tests, the quarantined ones, the runs that did not pass by their
+error code, the retries, the budget (what was
 spent of it and, when it stopped the run, the tests it left out) and the shard these results
 are of; then the checks that were not made, by reason, and what the evaluators spent.
 """
@@ -53,8 +54,8 @@ def _counted(text: str, count: int, quarantined: int, style: Style) -> str:
 
 
 def reliability_lines(results: SuiteResults, style: Style) -> list[str]:
-    """Under the summary: the flaky tests, the quarantined ones with their statuses, the
-    retries, the budget and the shard."""
+    """Under the summary: the flaky tests, the quarantined ones with their statuses, the error
+    codes of the runs that did not pass, the retries, the budget and the shard."""
     lines = []
     flaky = [safe(t.id) for t in results.tests if t.flaky]
     if flaky:
@@ -65,6 +66,13 @@ def reliability_lines(results: SuiteResults, style: Style) -> list[str]:
     if quarantined:
         note = "their failures are reported but do not fail the run"
         lines.append(style.paint(f"Quarantined: {id_list(quarantined)}; {note}", "yellow"))
+    codes = results.summary.error_codes
+    if codes:
+        counted = ", ".join(f"{safe(code)} {count}" for code, count in codes.items())
+        runs = sum(codes.values())
+        lines.append(
+            style.paint(f"Error codes: {counted} (of the {plural(runs, 'run')} that did not pass)", "red")
+        )
     retried = [run for test in results.tests for run in test.runs if run.retries]
     if retried:
         total = sum(len(run.retries) for run in retried)
