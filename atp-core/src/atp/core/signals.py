@@ -14,6 +14,8 @@ import signal
 import threading
 from collections.abc import Callable
 
+from atp.core.portability import lacking
+
 __all__ = ["watch_signals"]
 
 
@@ -26,7 +28,12 @@ async def watch_signals(first: Callable[[int], None], again: Callable[[int], Non
         return
     try:
         receiver = anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM)
-    except (NotImplementedError, ValueError, AttributeError):  # pragma: no cover - not POSIX
+    except (NotImplementedError, ValueError, AttributeError):  # not POSIX (Windows)
+        lacking(
+            "delivery of Ctrl-C and SIGTERM to the event loop",
+            "Ctrl-C interrupts ATP at once: the runs in flight are not wound down and their agents "
+            "may be left running, though every finished run is kept on disk",
+        )
         return
     seen = False
     with receiver as signals:
