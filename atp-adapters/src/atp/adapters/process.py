@@ -53,6 +53,7 @@ from atp.adapters.process_tree import (
     Stopped,
 )
 from atp.core.ledger import TOKEN_VARIABLE, ProcessLedger, new_token
+from atp.core.portability import KILL, kill_group
 
 __all__ = [
     "F_SETPIPE_SZ",
@@ -336,6 +337,12 @@ class AgentProcess:
         a caller that starts many. ``owner`` (the adapter) is who may :meth:`abort_all` it;
         ``ledger`` (the adapter's :attr:`~atp.core.adapter.Adapter.processes`) records it while
         it lives."""
+        if os.name != "posix":
+            raise OSError(
+                errno.ENOSYS,
+                "an agent process is run over non-blocking stdin/stdout pipes, which need a POSIX "
+                f"system (Linux, macOS); this is {sys.platform} (see docs/platforms.md)",
+            )
         trees = _tree_support()
         token = new_token()
         first = next(iter(env), b"")
@@ -469,8 +476,11 @@ class AgentProcess:
         if self.popen.returncode is not None and _trees and not self._tree.group_alive():
             return  # (none alive, or none found)
         try:
-            os.killpg(self.pid, sig)
+            if not kill_group(self.pid, sig) and self.popen.poll() is None:
+                self.popen.send_signal(sig)  # no process groups here: the agent alone
         except (ProcessLookupError, PermissionError):
+            pass
+        except ValueError:  # pragma: no cover - a signal Windows has no means to send
             pass
 
     def kill(self) -> None:
@@ -478,7 +488,7 @@ class AgentProcess:
         self._aborted = True
         if _trees and not self._closed:
             self._tree.find()
-        self._signal_all(signal.SIGKILL)
+        self._signal_all(KILL)
 
     async def stop(self, grace_seconds: float) -> Stopped:
         """:meth:`terminate`, then close the pipes. Returns what :meth:`terminate` returns."""
@@ -517,7 +527,7 @@ class AgentProcess:
                         await anyio.sleep(POLL_SECONDS)
                 unfinished = await self._kill_all(trees)
             else:  # nothing runs: what the group may still hold (without process trees)
-                self._signal_all(signal.SIGKILL)
+                self._signal_all(KILL)
             if self.popen.poll() is None:
                 await self.wait()
             await tree.reap()
@@ -548,9 +558,9 @@ class AgentProcess:
                     unfinished = bool(new)
                     break
                 await anyio.sleep(0 if new else POLL_SECONDS / 10)
-        self._signal_all(signal.SIGKILL)
+        self._signal_all(KILL)
         if unfinished:  # what started since, once more
-            tree.send(tree.find(), signal.SIGKILL)
+            tree.send(tree.find(), KILL)
         return unfinished
 
     def close(self) -> None:

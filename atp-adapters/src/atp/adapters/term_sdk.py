@@ -81,6 +81,7 @@ from atp.core.adapter import Adapter, Health
 from atp.core.artifacts import encode_content
 from atp.core.errors import AdapterError, AgentError
 from atp.core.plugins import require
+from atp.core.portability import RAW_FLAGS
 from atp.core.protocol import ATPRequest, ATPResponse, FileArtifact
 from atp.core.trace import EventSink
 
@@ -363,7 +364,7 @@ def _content(path: Path, content_type: str | None, limit: int) -> tuple[str, int
     bytes as an artifact's inline content (base64 for a binary ``content_type``, else its UTF-8
     text: :func:`atp.core.artifacts.encode_content`), and its size; or ``None``."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
+        fd = os.open(path, os.O_RDONLY | RAW_FLAGS | getattr(os, "O_NOFOLLOW", 0))
     except OSError:
         return None
     try:

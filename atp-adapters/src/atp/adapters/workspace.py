@@ -33,6 +33,7 @@ from pathlib import Path
 
 import msgspec
 
+from atp.core.portability import RAW_FLAGS
 from atp.core.protocol import ATPResponse, FileArtifact
 from atp.core.tree import MAX_DEPTH as MAX_DEPTH
 from atp.core.tree import TOO_DEEP, UNREADABLE, walk_files
@@ -67,7 +68,7 @@ class _Hasher:
         """The size and ``sha256:<hex>`` (``None`` past the bounds) of a regular file (not
         through a link) changed at or after ``since`` (nanoseconds), or ``None``."""
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
+            fd = os.open(path, os.O_RDONLY | RAW_FLAGS | getattr(os, "O_NOFOLLOW", 0))
         except OSError:
             return None
         try:

@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from atp.core.bounds import MAX_COUNT, number_in, shown_number
 from atp.core.files import kind, open_inside, reason
+from atp.core.portability import RAW_FLAGS
 from atp.core.protocol import Artifact, FileArtifact, ReferenceArtifact
 from atp.core.text import describe, shorten
 
@@ -353,7 +354,7 @@ def _open(path: str, where: Where, masker: Masker | None) -> tuple[int, int] | s
             with open_inside(root, real.relative_to(root).as_posix()) as handle:
                 fd = os.dup(handle.fileno())
         else:
-            fd = os.open(real, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
+            fd = os.open(real, os.O_RDONLY | RAW_FLAGS | getattr(os, "O_NOCTTY", 0))
     except OSError as exc:
         return f"{shown} cannot be read: {reason(exc)}"
     try:

@@ -19,7 +19,9 @@ from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 from typing import BinaryIO
 
-_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
+from atp.core.portability import RAW_FLAGS
+
+_NONBLOCK = RAW_FLAGS
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _DIRECTORY = getattr(os, "O_DIRECTORY", 0)
@@ -52,7 +54,8 @@ def _regular(fd: int, path: Path) -> int:
     if not stat.S_ISREG(mode):
         os.close(fd)
         raise OSError(errno.EINVAL, f"it is {kind(mode)}, not a regular file", str(path))
-    os.set_blocking(fd, True)
+    if hasattr(os, "set_blocking"):  # (Windows before Python 3.12 has none, and no FIFOs either)
+        os.set_blocking(fd, True)
     return fd
 
 
@@ -109,7 +112,10 @@ def write_atomic(path: Path, data: bytes | bytearray, *, durable: bool = False) 
     fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".partial")
     try:
         try:
-            os.fchmod(fd, mode)
+            if hasattr(os, "fchmod"):
+                os.fchmod(fd, mode)
+            else:  # Windows before Python 3.13: only the read-only bit, by path
+                os.chmod(temporary, mode)
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view) :]

@@ -55,6 +55,7 @@ from pathlib import Path
 from typing import Any
 
 from atp.core import files
+from atp.core.portability import KILL, kill_group
 
 LEDGER_FILE = "processes.jsonl"
 TOKEN_VARIABLE = "ATP_AGENT_TOKEN"
@@ -283,6 +284,8 @@ def _alive(pid: int, start: int | None) -> bool:
     is unknown, whether any process has that pid)."""
     if start is not None:
         return _runs(pid, start)
+    if os.name != "posix":  # no probe without a signal (Windows takes 0 as CTRL_C_EVENT): alive
+        return True
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -315,12 +318,12 @@ def _kill_same(pid: int, start: int, token: str) -> bool:
         if not _proven(pid, start, token):
             return False
         with contextlib.suppress(OSError):
-            os.killpg(pid, signal.SIGKILL)  # its group, while its pid still names it
+            kill_group(pid, KILL)  # its group, while its pid still names it
         try:
             if pidfd is not None:
                 signal.pidfd_send_signal(pidfd, signal.SIGKILL)
             else:
-                os.kill(pid, signal.SIGKILL)
+                os.kill(pid, KILL)
         except OSError:
             return False
         return True
@@ -583,7 +586,7 @@ def _stop(ledgers: list[_Abandoned], live: set[str]) -> dict[Path, int]:
                     runs.update(dict.fromkeys(set(tree.pidfds) - before, path))
                 continue
             try:
-                os.kill(pid, signal.SIGKILL)
+                os.kill(pid, KILL)
             except OSError:
                 continue
             killed[path] += 1

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import ClassVar, TextIO
 
 from atp.core.errors import AtpError
+from atp.core.portability import RAW_FLAGS
 from atp.core.results import RunStore, SuiteResults
 
 
@@ -89,14 +90,15 @@ def write_file(target: Path, data: bytes | bytearray) -> None:
 def _write_into(target: Path, data: bytes | bytearray, append: bool = False) -> None:
     """Write into a file that is not a regular one (a device, a FIFO) as it is; with
     ``append``, at the end of whatever it is."""
-    flags = os.O_WRONLY | os.O_NONBLOCK | (os.O_APPEND if append else 0)
+    flags = os.O_WRONLY | RAW_FLAGS | (os.O_APPEND if append else 0)
     try:
         fd = os.open(target, flags)  # a FIFO nobody reads: ENXIO, at once
     except OSError as exc:
         why = "it is a FIFO no process reads" if exc.errno == errno.ENXIO else exc.strerror or str(exc)
         raise AtpError(f"cannot write {target}: {why}") from None
     try:
-        os.set_blocking(fd, True)
+        if hasattr(os, "set_blocking"):  # (Windows before Python 3.12: none, and no FIFOs)
+            os.set_blocking(fd, True)
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view) :]

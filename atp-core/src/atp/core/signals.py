@@ -5,14 +5,18 @@ happens to be: :func:`watch_signals` takes SIGINT and SIGTERM as messages instea
 ``first`` with the first one (stop the runs in flight, keep what finished) and ``again`` with
 every later one (stop what is still stopping at once). It watches only in the main thread (only
 it receives signals) and on platforms that deliver them to an event loop; elsewhere it returns
-at once, and the signals keep their default behaviour.
+at once, and the signals keep their default behaviour (where the platform cannot deliver them,
+after a warning: :func:`atp.core.portability.lacking`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import threading
 from collections.abc import Callable
+
+from atp.core.portability import lacking
 
 __all__ = ["watch_signals"]
 
@@ -24,12 +28,17 @@ async def watch_signals(first: Callable[[int], None], again: Callable[[int], Non
 
     if threading.current_thread() is not threading.main_thread():
         return
-    try:
-        receiver = anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM)
-    except (NotImplementedError, ValueError, AttributeError):  # pragma: no cover - not POSIX
-        return
-    seen = False
-    with receiver as signals:
+    with contextlib.ExitStack() as stack:
+        try:  # (asyncio says NotImplementedError on Windows as the handlers are added)
+            signals = stack.enter_context(anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM))
+        except (NotImplementedError, ValueError, AttributeError):  # not POSIX (Windows)
+            lacking(
+                "delivery of Ctrl-C and SIGTERM to the event loop",
+                "Ctrl-C interrupts ATP at once: the runs in flight are not wound down and their "
+                "agents may be left running, though every finished run is kept on disk",
+            )
+            return
+        seen = False
         async for signum in signals:
             if not seen:
                 seen = True

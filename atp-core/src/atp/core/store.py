@@ -30,7 +30,7 @@ from typing import Any
 
 import msgspec
 
-from atp.core import files, readback
+from atp.core import files, locking, readback
 from atp.core.aggregate import build_suite_results
 from atp.core.baseline import Baseline, encode_baseline, read_baseline
 from atp.core.errors import AtpError, StorageError
@@ -200,40 +200,23 @@ class RunStore:
 
     def lock(self) -> None:
         """Hold the directory's lock while this process writes it; an AtpError when another
-        ``atp test`` holds it (the run is still going)."""
-        import fcntl
-
+        ``atp test`` holds it (the run is still going). Every platform's (:mod:`atp.core.locking`)."""
         path = self.directory / LOCK_FILE
         try:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
-        except OSError as exc:
-            raise _storage_error("lock", path, exc) from None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            os.close(fd)
+            fd = locking.acquire(path)
+        except locking.Locked:
             raise AtpError(
                 f"{self.directory} is being written by another atp test that is still running; "
                 f"resume it once that one has ended (or stop it)"
             ) from None
+        except OSError as exc:
+            raise _storage_error("lock", path, exc) from None
         self._lock_fd = fd
 
     @staticmethod
     def in_use(directory: Path) -> bool:
         """Whether another process holds the directory's lock (its run is still going)."""
-        import fcntl
-
-        try:
-            fd = os.open(directory / LOCK_FILE, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-        except OSError:
-            return False
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except OSError:
-            return True
-        finally:
-            os.close(fd)
-        return False
+        return locking.held(directory / LOCK_FILE)
 
     @classmethod
     def open(cls, directory: Path, masker: Masker | None = None) -> "RunStore":
@@ -329,7 +312,7 @@ class RunStore:
             os.close(self._results_fd)
             self._results_fd = None
         if self._lock_fd is not None:
-            os.close(self._lock_fd)
+            locking.release(self._lock_fd)
             self._lock_fd = None
 
     def events_file(self, test_id: str, run_number: int) -> str:

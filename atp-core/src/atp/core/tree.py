@@ -87,7 +87,10 @@ def remove_tree(root: Path) -> str | None:
     could not be removed, in words, or ``None``. (Blocking: call it on a worker thread.)
 
     Each folder found is moved up to ``root`` itself before it is emptied, so that no path ever
-    grows longer than two names below ``root``, and only two folders are open at a time."""
+    grows longer than two names below ``root``, and only two folders are open at a time. Where
+    folders cannot be opened (Windows) it goes by path instead (:func:`_remove_by_paths`)."""
+    if os.open not in os.supports_dir_fd:
+        return _failures(root, _remove_by_paths(root))
     try:
         top = os.open(root, _DIRECTORY_FLAGS)
     except FileNotFoundError:
@@ -117,12 +120,72 @@ def remove_tree(root: Path) -> str | None:
         pass
     except OSError as exc:
         failed.append(f"{exc.strerror or exc}")
+    return _failures(root, failed)
+
+
+def _failures(root: Path, failed: list[str]) -> str | None:
     if not failed:
         return None
     shown = "; ".join(dict.fromkeys(failed[:5]))
     return (
         f"{root}: {len(failed)} thing{'' if len(failed) == 1 else 's'} in it could not be removed ({shown})"
     )
+
+
+def _remove_by_paths(root: Path) -> list[str]:
+    """:func:`remove_tree` where folders cannot be opened: folder by folder from an explicit
+    stack, each entry by its path, the folders last, deepest first. A link, and on Windows any
+    reparse point (a junction too), is removed, never entered; a read-only file is made writable
+    first. What could not be removed, in words."""
+    failed: list[str] = []
+    folders: list[str] = []
+    stack = [str(root)]
+    while stack:
+        folder = stack.pop()
+        try:
+            with os.scandir(folder) as entries:
+                listed = list(entries)
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            failed.append(f"{exc.strerror or exc}")
+            continue
+        folders.append(folder)
+        for entry in listed:
+            if _is_folder(entry) and not _is_reparse_point(entry):
+                stack.append(entry.path)
+            else:
+                _remove_path(entry.path, False, failed)  # (a link to a folder too: unlink removes it)
+    for folder in reversed(folders):
+        _remove_path(folder, True, failed)
+    return failed
+
+
+def _is_reparse_point(entry: os.DirEntry[str]) -> bool:
+    """Whether ``entry`` is a link of any kind: a symbolic link, or on Windows a reparse point
+    (a junction is one, and is not a symbolic link to Python)."""
+    try:
+        info = entry.stat(follow_symlinks=False)
+    except OSError:
+        return True
+    attributes = getattr(info, "st_file_attributes", 0)
+    return stat.S_ISLNK(info.st_mode) or bool(attributes & getattr(stat, "FILE_ATTRIBUTE_REPARSE_POINT", 0))
+
+
+def _remove_path(path: str, folder: bool, failed: list[str]) -> None:
+    remove = os.rmdir if folder else os.unlink
+    try:
+        try:
+            remove(path)
+        except PermissionError:  # (Windows: a read-only file or folder is not removed)
+            os.chmod(
+                path, stat.S_IWRITE | stat.S_IREAD | (stat.S_IEXEC if folder else 0), follow_symlinks=False
+            )
+            remove(path)
+    except FileNotFoundError:
+        pass
+    except (OSError, NotImplementedError) as exc:
+        failed.append(f"{getattr(exc, 'strerror', None) or exc}")
 
 
 def _names(top: int, failed: list[str]) -> list[str]:

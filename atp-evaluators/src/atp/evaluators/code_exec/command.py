@@ -34,20 +34,21 @@ files, keys): this is isolation from the network and for cleanup, not a sandbox.
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import os
+import select
 import shutil
-import signal
 import subprocess
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from select import POLLIN, poll
 from typing import NamedTuple
 
 import anyio
 
 from atp.core.ledger import TOKEN_VARIABLE, ProcessLedger, new_token
+from atp.core.portability import KILL, kill_group
 from atp.core.text import shorten
 from atp.evaluators.code_exec.config import CommandConfig
 from atp.evaluators.code_exec.folder import Folder
@@ -274,9 +275,9 @@ class _Command:
         if self.popen.returncode is not None:
             return
         with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.popen.pid, signal.SIGKILL)
+            kill_group(self.popen.pid, KILL)  # (without process groups, the command alone, below)
         with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(self.popen.pid, signal.SIGKILL)
+            os.kill(self.popen.pid, KILL)
 
     def reap(self) -> int | None:
         """Its exit code, reaping it once it has ended; ``None`` while it runs."""
@@ -296,8 +297,8 @@ class _Command:
 
 
 def _readable(fd: int) -> bool:
-    poller = poll()
-    poller.register(fd, POLLIN)
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
     return bool(poller.poll(0))
 
 
@@ -396,7 +397,13 @@ async def run_command(
     once it has ended (its leftovers, before it is reaped), and killed whatever happens when
     this is cancelled. It is recorded in ``processes`` (the run's process ledger, from
     :attr:`~atp.core.evaluator.EvalContext.processes`) while it runs; ``None``: it is recorded
-    nowhere. OSError when it cannot be started."""
+    nowhere. OSError when it cannot be started (as on a system that is not POSIX)."""
+    if os.name != "posix":
+        raise OSError(
+            errno.ENOSYS,
+            "a command is run under resource limits and its output read through a non-blocking "
+            f"pipe, which need a POSIX system (Linux, macOS); this is {sys.platform} (see docs/platforms.md)",
+        )
     isolated = _isolated_as(await isolation(), network)
     token = new_token()
     started = anyio.current_time()

@@ -43,6 +43,7 @@ import anyio
 
 from atp.core.artifacts import inline_content, is_binary
 from atp.core.evaluator import EvalContext
+from atp.core.portability import RAW_FLAGS
 from atp.core.protocol import Artifact, FileArtifact, ReferenceArtifact
 from atp.core.secrets import Masker
 from atp.core.text import shorten
@@ -167,7 +168,7 @@ class _Copier:
         """Copy the regular file ``source`` to the new file ``dest`` (keeping its permission
         bits); it is opened without blocking (never waiting on a FIFO) and, unless ``follow``,
         without following a last symbolic link."""
-        flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0)
+        flags = os.O_RDONLY | RAW_FLAGS | getattr(os, "O_NOCTTY", 0)
         if not follow:
             flags |= getattr(os, "O_NOFOLLOW", 0)
         try:
@@ -237,7 +238,11 @@ def _write_all(fd: int, data: bytes) -> None:
 
 
 def _create(path: Path, mode: int) -> int:
-    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), mode)
+    return os.open(
+        path,
+        os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0),
+        mode,
+    )
 
 
 def _relinked(link: str, workspace: tuple[Path, ...], copy: Path) -> str:

@@ -15,6 +15,7 @@ from collections.abc import Collection
 from pathlib import Path
 from typing import Any, NamedTuple, cast
 
+from atp.core.portability import RAW_FLAGS
 from atp.core.secrets import Masker
 from atp.core.text import mask, shorten
 from atp.evaluators.code_exec.folder import SHOWN_PATHS
@@ -41,7 +42,7 @@ def read_report(path: Path, limit: int) -> tuple[bytes | None, str | None]:
     """A report file the tool wrote (blocking): its bytes, or ``None`` and why not (``None``
     when there is no file); a regular file only, at most ``limit`` bytes."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
+        fd = os.open(path, os.O_RDONLY | RAW_FLAGS | getattr(os, "O_NOFOLLOW", 0))
     except FileNotFoundError:
         return None, None
     except OSError as exc:
