@@ -1,7 +1,9 @@
-"""A Messages API server on loopback for the LLM judge's tests: scripted answers (judgements
-as tool calls, text, errors with ``retry-after``), every request recorded.
+"""Model servers on loopback for the LLM judge's tests: scripted answers (judgements as tool
+calls, text, errors with ``retry-after``, bodies that are not JSON), every request recorded.
 
-The real ``anthropic`` SDK talks to it through ``base_url``.
+:class:`JudgeServer` speaks Anthropic's Messages API (the real ``anthropic`` SDK talks to it
+through ``base_url``), :class:`ChatServer` OpenAI's Chat Completions API (the real ``openai``
+SDK, ``base_url`` ending in ``/v1``).
 """
 
 from __future__ import annotations
@@ -13,8 +15,8 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-Reply = tuple[int, dict[str, str], dict[str, Any]]
-"""Status, headers, JSON body."""
+Reply = tuple[int, dict[str, str], Any]
+"""Status, headers, JSON body (bytes are sent as they are)."""
 
 
 def message(
@@ -77,9 +79,17 @@ class JudgeServer:
     """``POST /v1/messages`` answered from :attr:`script` (in order), then by :attr:`default`
     (a function of the request body)."""
 
+    path = "/v1/messages"
+
+    def not_found(self, path: str) -> Reply:
+        return error(404, "not_found_error", f"no {path}")
+
+    def first_default(self, body: dict[str, Any]) -> Reply:
+        return judgement(0.9, "fine")
+
     def __init__(self, default: Callable[[dict[str, Any]], Reply] | None = None) -> None:
         self.script: deque[Reply] = deque()
-        self.default = default or (lambda body: judgement(0.9, "fine"))
+        self.default = default or self.first_default
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
         self.times: list[float] = []
@@ -100,10 +110,10 @@ class JudgeServer:
                     server.headers.append({k.lower(): v for k, v in self.headers.items()})
                     server.times.append(time.monotonic())
                     reply = server.script.popleft() if server.script else None
-                if self.path.split("?")[0] != "/v1/messages":
-                    reply = error(404, "not_found_error", f"no {self.path}")
+                if self.path.split("?")[0] != server.path:
+                    reply = server.not_found(self.path)
                 status, headers, payload = reply if reply is not None else server.default(body)
-                data = json.dumps(payload).encode()
+                data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
                 self.send_response(status)
                 self.send_header("content-type", "application/json")
                 self.send_header("content-length", str(len(data)))
@@ -111,7 +121,10 @@ class JudgeServer:
                 for name, value in headers.items():
                     self.send_header(name, value)
                 self.end_headers()
-                self.wfile.write(data)
+                try:
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):  # a client that refused a large body
+                    pass
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
@@ -139,5 +152,101 @@ class JudgeServer:
 
     def prompt_of(self, index: int = -1) -> str:
         """The first user message's text of a recorded request."""
-        content = self.requests[index]["messages"][0]["content"]
-        return content if isinstance(content, str) else "".join(b.get("text", "") for b in content)
+        return prompt_in(self.requests[index])
+
+
+def prompt_in(body: dict[str, Any]) -> str:
+    """The first user message's text of a request's body."""
+    content = next(m for m in body["messages"] if m["role"] == "user")["content"]
+    return content if isinstance(content, str) else "".join(b.get("text", "") for b in content)
+
+
+# --- OpenAI's Chat Completions API ---------------------------------------------------------------
+
+
+def completion(
+    message: dict[str, Any], model: str = "gpt-4.1", prompt_tokens: Any = 150, completion_tokens: Any = 50
+) -> Reply:
+    """A chat completion whose one choice is ``message``."""
+    return (
+        200,
+        {},
+        {
+            "id": "chatcmpl-test",
+            "object": "chat.completion",
+            "created": 1700000000,
+            "model": model,
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": None, "refusal": None, **message},
+                    "finish_reason": "tool_calls" if message.get("tool_calls") else "stop",
+                    "logprobs": None,
+                }
+            ],
+            "usage": {
+                "prompt_tokens": prompt_tokens,
+                "completion_tokens": completion_tokens,
+                "total_tokens": 200,
+            },
+        },
+    )
+
+
+def chat_call(
+    arguments: str, name: str = "record_judgement", call_id: str = "call_test", **usage: Any
+) -> Reply:
+    """A call of a function with ``arguments`` (JSON text, or anything) as sent."""
+    return completion(
+        {
+            "tool_calls": [
+                {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+            ]
+        },
+        **usage,
+    )
+
+
+def chat_judgement(
+    score: Any,
+    explanation: str = "judged",
+    issues: list[str] | None = None,
+    strengths: list[str] | None = None,
+    **usage: Any,
+) -> Reply:
+    """A judgement as a call of the judgement function."""
+    data = {"score": score, "explanation": explanation, "issues": issues or [], "strengths": strengths or []}
+    return chat_call(json.dumps(data), **usage)
+
+
+def chat_text(answer: str) -> Reply:
+    return completion({"content": answer})
+
+
+def chat_error(
+    status: int, kind: str = "server_error", detail: str = "scripted error", retry_after: float | None = None
+) -> Reply:
+    headers = {"retry-after": f"{retry_after:g}"} if retry_after is not None else {}
+    return status, headers, {"error": {"message": detail, "type": kind, "param": None, "code": None}}
+
+
+def raw(body: bytes, status: int = 200) -> Reply:
+    """A body sent as it is (not JSON, say)."""
+    return status, {}, body
+
+
+class ChatServer(JudgeServer):
+    """``POST /v1/chat/completions`` answered from :attr:`script`, then by :attr:`default`;
+    give the SDK ``base_url=server.api``."""
+
+    path = "/v1/chat/completions"
+
+    def not_found(self, path: str) -> Reply:
+        return chat_error(404, "invalid_request_error", f"no {path}")
+
+    def first_default(self, body: dict[str, Any]) -> Reply:
+        return chat_judgement(0.9, "fine")
+
+    @property
+    def api(self) -> str:
+        return f"{self.url}/v1"

@@ -11,33 +11,23 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from atp.core.plugins import require
-from atp.evaluators.judge.backend import JudgeBackend, JudgeCall, JudgeError, JudgeReply, TransientJudgeError
-
-RETRIED_STATUSES = frozenset({408, 409, 429})
-"""Besides every 5xx (529, overloaded, among them)."""
-
-
-def retry_after(headers: Any) -> float | None:
-    """Seconds from ``retry-after-ms`` or ``retry-after`` (seconds; an HTTP date is not used)."""
-    if headers is None:
-        return None
-    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
-        value = headers.get(name)
-        if value is None:
-            continue
-        try:
-            seconds = float(value) * scale
-        except ValueError:
-            continue
-        if seconds >= 0:
-            return seconds
-    return None
+from atp.evaluators.judge.backend import (
+    RETRIED_STATUSES,
+    JudgeBackend,
+    JudgeCall,
+    JudgeError,
+    JudgeReply,
+    TransientJudgeError,
+    retry_after,
+)
 
 
 class AnthropicJudge(JudgeBackend):
     name: ClassVar[str] = "anthropic"
     key_variable: ClassVar[str | None] = "ANTHROPIC_API_KEY"
     key_secret: ClassVar[str | None] = "anthropic_api_key"
+    default_model: ClassVar[str] = "claude-sonnet-4-6"
+    base_url_variable: ClassVar[str | None] = "ANTHROPIC_BASE_URL"
 
     def __init__(self, settings: Any, api_key: str | None) -> None:
         super().__init__(settings, api_key)

@@ -267,8 +267,8 @@ async def calibrate(
     )
     return CalibrationReport(
         labels=labels.path,
-        backend=settings.backend,
-        model=settings.model,
+        backend=judge.backend_name,
+        model=judge.model,
         threshold=mark,
         samples=count,
         examples=len(labels.examples),

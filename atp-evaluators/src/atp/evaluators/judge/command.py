@@ -85,10 +85,10 @@ def calibrate_command(
 
     from atp.core.config import load_config
     from atp.core.errors import ConfigError
-    from atp.evaluators.judge.backend import find_key, load_backend
+    from atp.evaluators.judge.backend import find_key
     from atp.evaluators.judge.calibrate import calibrate, load_labels, render_text, report_json
     from atp.evaluators.judge.evaluator import SETTINGS_KEY
-    from atp.evaluators.judge.judge import Judge, JudgeSettings, read_settings
+    from atp.evaluators.judge.judge import Judge, JudgeSettings, backend_of, read_settings
 
     config = load_config(config_path)
     config.check_evaluator_settings(SETTINGS_KEY, JudgeSettings)
@@ -96,7 +96,7 @@ def calibrate_command(
     if no_judge_cache:
         settings["cache"] = False
     judge_settings = read_settings(settings)
-    backend = load_backend(judge_settings.backend)
+    backend = backend_of(judge_settings)
     key = find_key(backend, judge_settings.api_key, config.secrets, os.environ) if backend.needs_key else None
     if backend.needs_key and not key:
         raise ConfigError(

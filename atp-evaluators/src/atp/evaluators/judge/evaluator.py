@@ -12,7 +12,8 @@
 Each criterion is one check: it passes when the mean score of the samples is at least the
 threshold. Its details hold the score, each sample's score and their spread, the judge's
 explanation, issues and strengths, the model, and what the judging spent (also counted in the
-run's ``evaluation_usage``, never in the agent's metrics). Without an API key the checks are
+run's ``evaluation_usage``, never in the agent's metrics). The judge is Anthropic's or OpenAI's
+model (``evaluators.llm_judge.backend``, else chosen by the model's name). Without an API key the checks are
 skipped with the reason (``when_unavailable: fail`` makes that an error instead). A judge that
 does not answer, or answers twice with something that is not a judgement, makes the run an
 error whose check shows what came back.
@@ -95,7 +96,7 @@ def task_text(ctx: EvalContext) -> str:
 class LlmEval(Evaluator):
     name: ClassVar[str] = "llm_eval"
     summary: ClassVar[str] = (
-        "an LLM judges an artifact by a criterion (needs atp-evaluators[judge] and an API key)"
+        "an LLM judges an artifact by a criterion (needs atp-evaluators[judge] or [judge-openai] and an API key)"
     )
     category = "quality"
     Config = LlmEvalConfig
@@ -112,12 +113,12 @@ class LlmEval(Evaluator):
         """The judge's API key, wherever it is read from (an environment variable the config
         does not mention included): an error message echoing it is masked."""
         from atp.core.errors import AtpError
-        from atp.evaluators.judge.backend import find_key, load_backend
-        from atp.evaluators.judge.judge import read_settings
+        from atp.evaluators.judge.backend import find_key
+        from atp.evaluators.judge.judge import backend_of, read_settings
 
         try:
             judge_settings = read_settings(settings)
-            backend = load_backend(judge_settings.backend)
+            backend = backend_of(judge_settings)
         except AtpError:
             return []
         key = find_key(backend, judge_settings.api_key, {}, os.environ)
@@ -126,11 +127,11 @@ class LlmEval(Evaluator):
     def judge(self) -> Any:
         """The judge all this evaluator's runs share (one concurrency limit, one cache)."""
         if self._judge is None:
-            from atp.evaluators.judge.backend import find_key, load_backend
-            from atp.evaluators.judge.judge import Judge, read_settings
+            from atp.evaluators.judge.backend import find_key
+            from atp.evaluators.judge.judge import Judge, backend_of, read_settings
 
             settings = read_settings(self.settings)
-            backend = load_backend(settings.backend)
+            backend = backend_of(settings)
             key = find_key(backend, settings.api_key, self.secrets, os.environ) if backend.needs_key else None
             self._judge = Judge(settings, backend, key)
         return self._judge
@@ -157,7 +158,7 @@ class LlmEval(Evaluator):
                 )
                 if part
             )
-            reason = f"the LLM judge ({settings.backend}) has no API key ({where})"
+            reason = f"the LLM judge ({judge.backend_name}) has no API key ({where})"
             if settings.when_unavailable == "fail":
                 raise CannotEvaluate(reason)
             return [skipped(f"llm_eval:{name}", reason) for name in names]
@@ -197,7 +198,7 @@ class LlmEval(Evaluator):
                     cost_of(failed.spent.input_tokens, failed.spent.output_tokens, judge.price),
                 )
                 raise CannotEvaluate(
-                    f"{label}: {failed}", criterion=name, model=settings.model, **failed.details
+                    f"{label}: {failed}", criterion=name, model=judge.model, **failed.details
                 ) from None
             self._count(ctx, judge, judgement.spent, judgement.cost_usd)
             checks.append(
@@ -208,7 +209,7 @@ class LlmEval(Evaluator):
                     threshold,
                     [_label(a) for a in artifacts],
                     notes,
-                    settings.model,
+                    judge.model,
                     ctx.masker,
                 )
             )
@@ -217,7 +218,7 @@ class LlmEval(Evaluator):
     @staticmethod
     def _count(ctx: EvalContext, judge: Any, spent: Any, cost: float | None) -> None:
         ctx.add_usage(
-            f"llm_eval/{judge.settings.model}",
+            f"llm_eval/{judge.model}",
             calls=spent.calls,
             cached=spent.cached,
             input_tokens=spent.input_tokens,

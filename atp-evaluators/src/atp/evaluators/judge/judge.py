@@ -37,6 +37,9 @@ from atp.evaluators.judge.backend import (
     JudgeReply,
     TransientJudgeError,
     cost_of,
+    infer_backend,
+    load_backend,
+    pairing_problem,
     price_of,
 )
 from atp.evaluators.judge.cache import JudgeCache, cache_key, default_cache_dir
@@ -51,7 +54,6 @@ from atp.evaluators.judge.prompt import (
     read_text,
 )
 
-DEFAULT_MODEL = "claude-sonnet-4-6"
 MAX_WAIT_SECONDS = 60.0
 """The longest ATP waits before asking again, whatever ``retry-after`` says."""
 SHOWN_ANSWER_CHARS = 2000
@@ -68,8 +70,11 @@ class Price(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
 class JudgeSettings(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     """``evaluators.llm_judge`` in ``atp.config.yaml`` (docs/llm-judge.md)."""
 
-    backend: str = "anthropic"
-    model: str = DEFAULT_MODEL
+    backend: str | None = None
+    """``anthropic``, ``openai``, a plugin's name or ``module:Class``; without it, the model's
+    name chooses (``gpt-*``, ``o3``, ...: ``openai``; else ``anthropic``)."""
+    model: Annotated[str, msgspec.Meta(min_length=1)] | None = None
+    """Without it, the back end's default (``claude-sonnet-4-6``; ``gpt-4.1`` for ``openai``)."""
     temperature: Annotated[float, msgspec.Meta(ge=0, le=1)] | None = None
     """Sent only when set. Anthropic's Messages API as the ``anthropic`` SDK 2.x speaks it
     (version 2026-10-21) refuses every sampling parameter, ``temperature: 0`` included, so the
@@ -91,12 +96,23 @@ class JudgeSettings(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     timeout_seconds: float | None = None
     """ATP's own limit for one run's judging (checked by the kernel)."""
 
+    def __post_init__(self) -> None:
+        problem = pairing_problem(self.backend, self.model, self.base_url)
+        if problem is not None:
+            raise ValueError(problem)
+
 
 def read_settings(settings: Mapping[str, Any]) -> JudgeSettings:
     try:
         return msgspec.convert(dict(settings), JudgeSettings)
     except msgspec.ValidationError as exc:
         raise ConfigError(f"evaluators.llm_judge: {exc}") from None
+
+
+def backend_of(settings: JudgeSettings) -> type[JudgeBackend]:
+    """The back end class the settings choose: ``backend``, else the one the model's name
+    belongs to (:func:`~atp.evaluators.judge.backend.infer_backend`)."""
+    return load_backend(settings.backend or infer_backend(settings.model))
 
 
 class Spent(NamedTuple):
@@ -188,7 +204,11 @@ def read_reply(reply: JudgeReply) -> Verdict:
     if reply.tool_input is not None:
         return read_fields(reply.tool_input)
     if not reply.text.strip():
-        raise AnswerProblem("the answer is empty: no tool call and no text")
+        raise AnswerProblem(
+            f"the call of {TOOL_NAME} has no arguments"
+            if calls
+            else "the answer is empty: no tool call and no text"
+        )
     return read_text(reply.text)
 
 
@@ -213,12 +233,15 @@ class Judge:
     ) -> None:
         self.settings = settings
         self.backend_cls = backend
+        self.backend_name = settings.backend or backend.name
+        """The back end as the settings name it (a ``module:Class`` path), else its name."""
+        self.model = settings.model or backend.default_model
         self.api_key = api_key
         self.cache: JudgeCache | None = None
         if settings.cache:
             self.cache = JudgeCache(Path(settings.cache_dir) if settings.cache_dir else default_cache_dir())
         self.price = price_of(
-            settings.model,
+            self.model,
             (settings.price_per_mtok.input, settings.price_per_mtok.output)
             if settings.price_per_mtok
             else None,
@@ -299,10 +322,10 @@ class Judge:
         s = self.settings
         return cache_key(
             {
-                "backend": s.backend,
+                "backend": self.backend_name,
                 "backend_class": f"{self.backend_cls.__module__}.{self.backend_cls.__qualname__}",
-                "base_url": s.base_url,
-                "model": s.model,
+                "base_url": self.backend_cls.endpoint(s),
+                "model": self.model,
                 "temperature": s.temperature,
                 "max_tokens": s.max_tokens,
                 "system": prompt.system,
@@ -328,7 +351,7 @@ class Judge:
         answers: list[str] = []
         problems: list[str] = []
         for attempt in range(2):
-            call = JudgeCall(s.model, prompt.system, messages, JUDGEMENT_TOOL, s.temperature, s.max_tokens)
+            call = JudgeCall(self.model, prompt.system, messages, JUDGEMENT_TOOL, s.temperature, s.max_tokens)
             try:
                 reply, used = await self._send(backend, call)
             except JudgeFailed as failed:

@@ -207,8 +207,15 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 def read_text(text: str) -> Verdict:
     """A judgement from an answer in text: the JSON object alone (surrounding white space
     allowed; a Markdown code fence or prose around it is not)."""
+    return read_fields(load_json(text))
+
+
+def load_json(text: str) -> Any:
+    """The JSON value that is the whole of ``text`` (surrounding white space allowed), read
+    strictly: a key given twice, nesting too deep, prose or a fence around it raise
+    :class:`AnswerProblem` saying so."""
     try:
-        data = json.loads(text, object_pairs_hook=_no_duplicates)
+        return json.loads(text, object_pairs_hook=_no_duplicates)
     except RecursionError:
         raise AnswerProblem("the answer is JSON nested too deeply") from None
     except ValueError as exc:
@@ -216,7 +223,6 @@ def read_text(text: str) -> Verdict:
         if stripped.startswith("{") and stripped.endswith("}"):
             raise AnswerProblem(f"the answer is not valid JSON ({exc})") from None
         raise AnswerProblem("the answer is not the JSON object alone (text around it, or no JSON)") from None
-    return read_fields(data)
 
 
 def passes(score: float, threshold: float) -> bool:
