@@ -12,6 +12,8 @@ What it does is chosen by ``TERM_AGENT_MODE``, or else by the first word of the 
 - ``gaps``: runs 9 commands, its history shows only steps 3, 6 and 9;
 - ``burst``: runs 40 commands before it answers ``POST /start`` (its history holds the last 30);
 - ``echo``: writes the body of ``POST /start`` to ``start.json``, then completes;
+- ``environ``: writes ``environ.txt`` (its ``ATP_E2E_TOKEN`` and that token's SHA-256, its
+  ``REGION``, the keys of ``POST /start``), then completes;
 - ``garbage`` / ``badshape`` / ``broken``: ``GET /status`` answers text that is not JSON / JSON
   of the wrong shape / HTTP 500, every time;
 - ``reject`` / ``internal``: ``POST /start`` answers 400 / 500;
@@ -35,6 +37,7 @@ writes its pid to when it starts.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import signal
@@ -168,6 +171,13 @@ def run(mode: str, body: dict[str, object]) -> None:
             STATE.finish()
         elif mode == "burst":
             STATE.finish()  # (its 40 commands ran before POST /start answered)
+        elif mode == "environ":  # what the process got of the run's context.environment
+            token = os.environ.get("ATP_E2E_TOKEN", "")
+            with open("environ.txt", "w") as handle:
+                handle.write(f"token={token}\nsha256={hashlib.sha256(token.encode()).hexdigest()}\n")
+                handle.write(f"region={os.environ.get('REGION')}\nstart={sorted(body)}\n")
+            STATE.shell("cat environ.txt")
+            STATE.finish()
         elif mode == "echo":
             with open("start.json", "w") as handle:
                 json.dump(body, handle)

@@ -57,19 +57,21 @@ card) is masked with the agent's own secrets (its ``headers``) and the run's, th
     {"from_agent": "atp", "to_agent": "<agent_id>", "action": "<action>",
      "payload": {**payload, "<payload_key>": task.description, **task.input_data},
      "message_type": "REQUEST",
-     "context": {"task_id": "...", "constraints": {...}}}
+     "context": {"task_id": "...", "constraints": {...}, "environment": {...}}}
 
 A test may set ``task.input_data.a2a_action`` to send another action (it is not put in the
 payload). The answer ``{"success", "result", "error", "tools_used", ...}`` becomes the ATP
 response: ``result`` a structured artifact named ``result`` (a result that is not an object is
 wrapped: ``{"value": result}``; none when ``result`` is null), each name of ``tools_used`` a
 ``tool_call`` event (status ``success``), ``success: false`` the status ``failed`` with the
-answer's ``error``. Metrics: ``tool_calls`` and ``wall_time_seconds``.
+answer's ``error``. Metrics: ``tool_calls`` and ``wall_time_seconds``. The standard's
+``context`` is an open object: ``environment`` there is the request's ``context.environment``
+(the agent's ``env`` and ``secrets:``), left out when there is none.
 
 **A tool, directly**: a test whose ``task.input_data`` has ``mcp_tool: NAME`` (and optionally
 ``parameters: {...}``; ``NAME`` neither ``.`` nor ``..``, at most :data:`MAX_TOOL_NAME_BYTES`)
 is sent as ``POST /mcp/execute/NAME`` with ``{"parameters": ...,
-"context": {"task_id", "constraints"}}`` instead of a message: the tool's ``result`` becomes the
+"context": {"task_id", "constraints", "environment"}}`` instead of a message: the tool's ``result`` becomes the
 ``result`` artifact, the call one ``tool_call`` event (input, output, duration, status
 ``success`` or ``error``), ``success: false`` the status ``failed``.
 
@@ -624,4 +626,6 @@ def _context(request: ATPRequest) -> dict[str, Any]:
         constraints = msgspec.to_builtins(request.constraints)
         if constraints:
             context["constraints"] = constraints
+    if request.context is not None and request.context.environment:
+        context["environment"] = dict(request.context.environment)
     return context

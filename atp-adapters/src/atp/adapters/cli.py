@@ -50,6 +50,7 @@ from atp.adapters.process import (
     outcome,
     processes,
     trouble,
+    with_request_environment,
 )
 from atp.adapters.stdio import (
     DECODE_ERRORS,
@@ -195,7 +196,8 @@ class CliAdapter(Adapter):
             raise AdapterError(f"agent {self.name!r}: ATP is stopping; no agent is started", retryable=False)
         if self.pool is not None:
             return await self.pool.execute(request, sink)
-        return await run_process(self, self.argv, self.cwd, self.encoded_env, request, sink)
+        env = with_request_environment(self.encoded_env, request)
+        return await run_process(self, self.argv, self.cwd, env, request, sink)
 
 
 class ProcessSettings(Protocol):

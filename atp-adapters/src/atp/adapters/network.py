@@ -142,6 +142,9 @@ class NetworkSettings(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     governs the rest."""
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
     """The most the agent may send in one run (events and response together)."""
+    env: dict[str, str] = msgspec.field(default_factory=dict)
+    """Plain values sent in ``context.environment`` of every request, beside the secrets the
+    agent's ``secrets:`` names (:mod:`atp.core.agentenv`)."""
 
     def __post_init__(self) -> None:
         check_settings(self)
@@ -185,6 +188,8 @@ def check_settings(settings: NetworkSettings) -> None:
             raise ValueError(
                 f"'headers' value of {name!r} holds a line break or NUL byte, which no header can"
             )
+    for key, value in settings.env.items():
+        check_variable(key, value)
     if settings.ca_bundle is not None:
         if not settings.ca_bundle or "\0" in settings.ca_bundle:
             raise ValueError("'ca_bundle' must be the path of a PEM file")
@@ -203,6 +208,21 @@ def check_settings(settings: NetworkSettings) -> None:
         raise ValueError(
             f"'max_message_bytes' must be a whole number of bytes from {MIN_MESSAGE_BYTES} to {MAX_MESSAGE_BYTES}"
         )
+
+
+_VARIABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+def check_variable(key: str, value: str) -> None:
+    """An ``env`` entry a request's ``context.environment`` (and a process's environment) can
+    carry: a variable name, a value without NUL bytes. Raises ValueError."""
+    if not _VARIABLE.match(key) or len(key) > 256:
+        raise ValueError(
+            f"'env' has the name {key[:80]!r}, which is not an environment variable name "
+            f"(letters, digits and _, not starting with a digit)"
+        )
+    if "\0" in value:
+        raise ValueError(f"'env' variable {key!r} holds a NUL byte (\\0), which no value can")
 
 
 def secret_values(settings: NetworkSettings) -> list[str]:
@@ -237,6 +257,10 @@ class NetworkAdapter(Adapter):
     @classmethod
     def secret_values(cls, settings: Any) -> list[str]:
         return secret_values(settings)
+
+    @classmethod
+    def request_environment(cls, settings: Any) -> dict[str, str]:
+        return dict(settings.env)
 
     @property
     def opened(self) -> bool:

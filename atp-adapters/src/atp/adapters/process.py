@@ -54,6 +54,7 @@ from atp.adapters.process_tree import (
 )
 from atp.core.ledger import TOKEN_VARIABLE, ProcessLedger, new_token
 from atp.core.portability import KILL, kill_group
+from atp.core.protocol import ATPRequest
 
 __all__ = [
     "F_SETPIPE_SZ",
@@ -76,6 +77,7 @@ __all__ = [
     "outcome",
     "processes",
     "trouble",
+    "with_request_environment",
 ]
 
 READ_SIZE = 1024 * 1024
@@ -121,6 +123,16 @@ Environment = Mapping[bytes, bytes]
 def encoded(env: Mapping[str, str]) -> dict[bytes, bytes]:
     """``env`` encoded as the system takes it, to start many processes with."""
     return {os.fsencode(key): os.fsencode(value) for key, value in env.items()}
+
+
+def with_request_environment(env: Environment, request: ATPRequest | None) -> Environment:
+    """``env`` with the request's ``context.environment`` added (the agent's ``secrets:``, and
+    its ``env`` where an adapter sends that): what a process started for one run gets, beside
+    the request itself. ``env`` itself when the request carries none."""
+    context = request.context if request is not None else None
+    if context is None or not context.environment:
+        return env
+    return {**env, **encoded(context.environment)}
 
 
 SPAWN_RESOURCE_ERRNOS = frozenset({errno.EAGAIN, errno.ENOMEM, errno.EMFILE, errno.ENFILE})

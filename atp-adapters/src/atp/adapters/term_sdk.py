@@ -60,7 +60,7 @@ import msgspec
 
 from atp.adapters.network import http_client
 from atp.adapters.persistent import Quiet
-from atp.adapters.process import encoded, lacks_resources
+from atp.adapters.process import encoded, lacks_resources, with_request_environment
 from atp.adapters.server import (
     NotHealthy,
     Server,
@@ -241,7 +241,7 @@ class TermSdkAdapter(Adapter):
             )
         try:
             since = time.time_ns() - 50_000_000  # (file times come from a clock that may lag a tick)
-            result = await self._run_agent(folder, sink, body, request.task_id if request is not None else "")
+            result = await self._run_agent(folder, sink, body, request)
             if not isinstance(result, ATPResponse):
                 return result
             response, warnings = await anyio.to_thread.run_sync(
@@ -258,9 +258,17 @@ class TermSdkAdapter(Adapter):
                     sink.warn(f"the agent's temporary folder could not be removed: {problem}")
 
     async def _run_agent(
-        self, folder: Path, sink: EventSink, body: Callable[[TermSdkAgent], Awaitable[_T]], task_id: str
+        self,
+        folder: Path,
+        sink: EventSink,
+        body: Callable[[TermSdkAgent], Awaitable[_T]],
+        request: ATPRequest | None,
     ) -> _T:
+        """The agent started for one run (``request``; ``None``: a health check): the Term SDK's
+        ``POST /start`` has no place for ``context.environment``, so the request's environment
+        (the agent's ``secrets:``) is added to the process's, as the SDK's own harness does."""
         settings = self.settings
+        task_id = request.task_id if request is not None else ""
         port = settings.port
         if port is None:
             try:
@@ -280,7 +288,7 @@ class TermSdkAdapter(Adapter):
             )
         self._ports.add(port)
         try:
-            env = dict(self.encoded_env)
+            env = dict(with_request_environment(self.encoded_env, request))
             env[AGENT_PORT.encode()] = str(port).encode()
             try:
                 server = Server.launch(self.argv, cwd=folder, env=env, owner=self, ledger=self.processes)

@@ -19,6 +19,7 @@ and :attr:`Adapter.foreign_protocol`); an adapter that defines none of them is c
 import builtins
 import os
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
@@ -115,6 +116,14 @@ class Adapter(ABC):
         source (an ``Authorization`` header written out in the suite, say). Values interpolated
         from secret-looking environment variables (``${API_TOKEN}``) are masked anyway."""
         return []
+
+    @classmethod
+    def request_environment(cls, settings: Any) -> Mapping[str, str]:
+        """The plain values of ``settings`` sent in ``context.environment`` of every request
+        (an ``env`` setting), beside the secrets the agent's definition names (``secrets:``,
+        which ATP adds for every adapter: :mod:`atp.core.agentenv`). An adapter whose ``env``
+        is the environment of a process it starts, not something it sends, returns none."""
+        return {}
 
     def __init__(self, settings: Any, *, name: str, base_dir: Path) -> None:
         self.settings = settings

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import anyio
@@ -104,15 +104,23 @@ def build_request(
     where: tuple[str, str],
     workspace: Path | None,
     task_id: str | None,
+    environment: Mapping[str, str] | None = None,
 ) -> ATPRequest:
-    """The request of one run; ``where``: the suite's name and the run's id."""
+    """The request of one run; ``where``: the suite's name and the run's id; ``environment``:
+    what its ``context.environment`` carries (the agent's ``env`` and ``secrets``)."""
     suite, run_id = where
+    context = None
+    if workspace is not None or environment:
+        context = Context(
+            workspace_path=str(workspace) if workspace is not None else None,
+            environment=dict(environment) if environment else None,
+        )
     return ATPRequest(
         version=PROTOCOL_VERSION,
         task_id=task_id or str(uuid.uuid4()),
         task=test.task,
         constraints=test.constraints,
-        context=Context(workspace_path=str(workspace)) if workspace is not None else None,
+        context=context,
         metadata={
             "test_id": test.id,
             "run_number": run_number,

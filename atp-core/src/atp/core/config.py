@@ -56,7 +56,7 @@ TOOL_TABLE = ("tool", "atp")
 PYTHON_VARIABLE = "ATP_PYTHON"
 """``${ATP_PYTHON}``: the Python interpreter running ATP, unless the environment sets it."""
 DEFAULT_RUN_DIR = ".atp/runs"
-COMMON_AGENT_KEYS = ("name", "type", "timeout", "rate_limit")
+COMMON_AGENT_KEYS = ("name", "type", "timeout", "rate_limit", "secrets")
 MAX_AGENT_TIMEOUT = 86400  # seconds, like a test's timeout_seconds
 MAX_EVALUATOR_TIMEOUT = 86400
 
@@ -573,6 +573,7 @@ class ResolvedAgent:
         timeout: float | None,
         secrets: list[str],
         rate_limit: "RateLimit | None" = None,
+        environment: Mapping[str, str] | None = None,
     ) -> None:
         self.definition = definition
         self.adapter_cls = adapter_cls
@@ -581,6 +582,9 @@ class ResolvedAgent:
         self.secrets = secrets
         self.rate_limit = rate_limit
         """How fast runs may start against this agent (its ``rate_limit``)."""
+        self.environment: dict[str, str] = dict(environment or {})
+        """What every request's ``context.environment`` carries: the adapter's plain ``env``
+        values and the secrets the definition names (:mod:`atp.core.agentenv`)."""
 
     @property
     def name(self) -> str:
@@ -693,7 +697,28 @@ def resolve_agent(
             rate_limit = parse_rate_limit(definition.raw["rate_limit"])
         except ConfigError as exc:
             raise definition.error(str(exc), "rate_limit") from None
-    return ResolvedAgent(definition, adapter_cls, settings, timeout, secrets, rate_limit)
+    secret_env, environment = agent_environment(definition, adapter_cls, settings, env)
+    secrets.extend(secret_env.values())
+    return ResolvedAgent(definition, adapter_cls, settings, timeout, secrets, rate_limit, environment)
+
+
+def agent_environment(
+    definition: AgentDefinition,
+    adapter_cls: type[Adapter],
+    settings: msgspec.Struct,
+    environ: Mapping[str, str],
+) -> tuple[dict[str, str], dict[str, str]]:
+    """The definition's ``secrets:`` read from ``environ`` (``{name sent: value}``), and all
+    that its requests carry in ``context.environment`` (the adapter's plain values too); a
+    problem is an error located at ``secrets`` (or ``env``) naming the agent."""
+    from atp.core.agentenv import EnvironmentProblem, read_secrets, request_environment
+
+    try:
+        secrets = read_secrets(definition.raw.get("secrets"), environ)
+        return secrets, request_environment(adapter_cls.request_environment(settings), secrets)
+    except EnvironmentProblem as exc:
+        message = str(exc) if definition.document is None else f"agent {definition.name!r}: {exc}"
+        raise definition.error(message, "secrets" if "secrets" in definition.raw else "env") from None
 
 
 def masker_for(

@@ -176,7 +176,8 @@ class Runner:
         self, test: Test, run_number: int, workspace: Path | None = None, task_id: str | None = None
     ) -> ATPRequest:
         """The request of one run of ``test``."""
-        return build_request(test, run_number, self.plan, (self.suite.name, self.run_id), workspace, task_id)
+        where = (self.suite.name, self.run_id)
+        return build_request(test, run_number, self.plan, where, workspace, task_id, self.agent.environment)
 
     def begin(self) -> None:
         """Get ready to make runs on the current event loop (:meth:`run` does; a cluster

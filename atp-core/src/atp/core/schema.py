@@ -39,6 +39,8 @@ DRAFT = "http://json-schema.org/draft-07/schema#"
 _REF = "#/definitions/{name}"
 _MAX_TIMEOUT = 86400
 _TIMEOUT = {"type": "number", "exclusiveMinimum": 0, "maximum": _MAX_TIMEOUT}
+_VARIABLE = r"^[A-Za-z_][A-Za-z0-9_]*$"
+"""An environment variable name (an agent's ``secrets:``)."""
 
 SUITE_DESCRIPTIONS: dict[type[msgspec.Struct], dict[str, str]] = {
     SuiteSpec: {
@@ -188,6 +190,21 @@ def _agent_schema(
                 },
             ],
             "description": "How fast runs may start against the agent: runs per second, or like 10/s, 30/min, 2/h.",
+        },
+        "secrets": {
+            "anyOf": [
+                {"type": "array", "items": {"type": "string", "pattern": _VARIABLE}, "maxItems": 256},
+                {
+                    "type": "object",
+                    "additionalProperties": {"type": "string", "pattern": _VARIABLE},
+                    "propertyNames": {"pattern": _VARIABLE},
+                    "maxProperties": 256,
+                },
+            ],
+            "description": (
+                "ATP's environment variables sent (masked) in context.environment of every request: "
+                "names ([API_KEY]) or {name sent: variable read}."
+            ),
         },
     }
     schema: dict[str, Any] = {"type": "object", "properties": common}
