@@ -121,7 +121,8 @@ def _mend_struct(
         name = key
         if isinstance(key, str) and key not in fields and key in aliases and aliases[key] not in value:
             name = aliases[key]
-            renames[(*at, name)] = key
+            where: tuple[PathPart, ...] = (*at, name)
+            renames[where] = key
         names[key] = name
         types_[key] = fields.get(name, Any)
     mended = _mend_items(value, types_, renames, at, names)
