@@ -19,6 +19,8 @@ It prints ``listening on PORT`` first, then one JSON line per request it receive
   ``echo-card``: ``/agent-card`` answers 404 with an error that does the same;
 - ``drip``: ``/health`` answers 200 and sends its body one byte every 0.2 s, for ever;
 - ``health-404``: ``/health`` answers 404 (no report);
+- ``needs-text``: healthy, but made for one task: an A2A message whose payload has no string
+  ``text`` (the parameter its action requires) fails with ``success: false``;
 - ``many-tools``: ``/mcp/tools`` lists 3,000 tools that break the schema;
   ``valid-tools``: 15,000 tools that follow it (3.7 MB); ``huge-tools``: over 4 MiB of tools.
 
@@ -239,15 +241,19 @@ class Handler(BaseHTTPRequestHandler):
     def _message(self, message: dict[str, Any]) -> None:
         payload = message.get("payload") or {}
         task = str(payload.get("task", ""))
+        if self.mode == "needs-text" and not isinstance(payload.get("text"), str):
+            task = "fail-text"
         if task.startswith("slow "):
             time.sleep(float(task.split()[1]))
-        if task == "fail":
+        if task in ("fail", "fail-text"):
             self._send(
                 200,
                 {
                     "success": False,
                     "result": None,
-                    "error": "order 42 was not found",
+                    "error": "order 42 was not found"
+                    if task == "fail"
+                    else "the action needs a 'text' parameter",
                     "tools_used": [],
                     "semantic_selection": False,
                     "timestamp": now(),

@@ -400,6 +400,80 @@ agents:
     assert atp("list-agents", "--check", cwd=tmp_path).returncode == 0
 
 
+# --- atp validate probes with the suite's task --------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def text_agent() -> Iterator[int]:
+    """An agent made for one task: its action requires a `text` parameter."""
+    server = Server([PYTHON, str(AGENTS / "agent_interface_agent.py"), "--mode", "needs-text"])
+    yield server.port
+    server.stop()
+
+
+def text_suite(tmp_path: Path, port: int) -> Path:
+    return write(
+        tmp_path / "suite.yaml",
+        f"""
+test_suite: translate
+agents:
+  - {{name: translator, type: agent-interface, endpoint: 'http://127.0.0.1:{port}'}}
+tests:
+  - id: skipped
+    skip: not now
+    task: {{description: nothing}}
+  - id: greet
+    task: {{description: translate, input_data: {{text: bonjour}}}}
+    assertions:
+      - {{type: contains, config: {{name: result, pattern: "bonjour"}}}}
+  - id: no-text
+    task: {{description: translate nothing}}
+""",
+    )
+
+
+def test_validate_with_a_suite_probes_with_its_tests_task(tmp_path: Path, text_agent: int) -> None:
+    """The agent works in every test (atp test passes) and, probed with the suite's task, passes
+    validation; the first test not skipped is the default, --test picks another."""
+    suite = text_suite(tmp_path, text_agent)
+    tested = atp("test", str(suite), "--test=greet", f"--run-dir={tmp_path / 'runs'}", cwd=tmp_path)
+    assert tested.returncode == 0, tested.stdout + tested.stderr
+    result = atp("validate", str(suite), cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.splitlines()[1] == "Probe: the task of test 'greet' of suite 'translate'"
+    assert outcomes(result.stdout)["probe"] == "passed"
+    as_json = json.loads(atp("validate", str(suite), "--json", cwd=tmp_path).stdout)
+    assert as_json["probe"] == {"suite": "translate", "test": "greet"} and as_json["ok"] is True
+    other = atp("validate", str(suite), "--test=no-text", cwd=tmp_path)
+    assert other.returncode == 1, other.stdout + other.stderr
+    assert "Probe: the task of test 'no-text' of suite 'translate'" in other.stdout
+    assert outcomes(other.stdout)["probe"] == "failed"
+    assert "the action needs a 'text' parameter" in block(other.stdout, "probe")
+
+
+def test_validate_without_a_suite_still_sends_the_generic_probe(tmp_path: Path, text_agent: int) -> None:
+    write(
+        tmp_path / "atp.config.yaml",
+        f"agents:\n  translator: {{type: agent-interface, endpoint: 'http://127.0.0.1:{text_agent}'}}\n",
+    )
+    result = atp("validate", cwd=tmp_path)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert result.stdout.splitlines()[1].startswith("Probe: a generic task")
+    assert outcomes(result.stdout)["probe"] == "failed"  # the greeting has no text to work on
+    assert "the action needs a 'text' parameter" in block(result.stdout, "probe")
+    as_json = json.loads(atp("validate", "--json", cwd=tmp_path).stdout)
+    assert as_json["probe"] is None
+
+
+def test_validate_test_needs_a_suite_that_has_it(tmp_path: Path, text_agent: int) -> None:
+    suite = text_suite(tmp_path, text_agent)
+    unknown = atp("validate", str(suite), "--test=nope", cwd=tmp_path)
+    assert unknown.returncode == 2 and unknown.stdout == ""
+    one_error(unknown.stderr, "'translate'", "no test 'nope'", "skipped, greet, no-text")
+    alone = atp("validate", "--test=greet", cwd=tmp_path)
+    assert alone.returncode == 2 and "--test picks a test of a suite" in alone.stderr
+
+
 # --- the example ---------------------------------------------------------------------------------------
 
 

@@ -224,6 +224,47 @@ def test_compare_a_stored_run_says_the_same(setup: Setup, worse: Worse) -> None:
     assert data["exit_code"] == 0 and data["failing_regressions"] == 4
 
 
+def test_compare_runs_the_suite_in_the_designs_form_and_finds_the_regression(setup: Setup) -> None:
+    """Design 6.1: atp baseline compare --agent=NAME --suite=FILE --baseline=FILE runs the suite
+    as atp test does, then compares its run as the stored-run form does, with its exit codes."""
+    runs = setup.folder / "compare-worse"
+    result = atp(
+        "baseline",
+        "compare",
+        "--agent=worse",
+        f"--suite={setup.suite}",
+        f"--baseline={setup.baseline}",
+        f"--run-dir={runs}",
+        cwd=setup.folder,
+    )
+    assert result.returncode == 1, result.stdout + result.stderr
+    out = result.stdout
+    assert "Suite: baseline_e2e" in out and "Agent: worse (cli)" in out  # the run's own report, first
+    assert out.index("Agent: worse (cli)") < out.index("ATP Baseline Comparison")
+    assert f"Run:      {only_child(runs)} (suite baseline_e2e, agent worse)" in out
+    assert "Summary: 4 regressions" in out and out.rstrip().endswith("Result: FAILED, 4 regressions")
+
+
+def test_compare_runs_the_suite_and_an_unchanged_agent_passes(setup: Setup) -> None:
+    runs = setup.folder / "compare-good"
+    result = atp(
+        "baseline",
+        "compare",
+        "--agent=good",
+        f"--suite={setup.suite}",
+        f"--baseline={setup.baseline}",
+        f"--run-dir={runs}",
+        "--output=json",
+        cwd=setup.folder,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    data = json.loads(result.stdout)  # standard output holds the comparison only
+    assert data["run_dir"] == str(only_child(runs)) and data["agent"] == "good"
+    assert data["exit_code"] == 0 and data["failing_regressions"] == 0
+    assert {t["verdict_holm"] for t in data["tests"].values()} == {"no_change"}
+    assert "Agent: good (cli)" in result.stderr  # the run's report goes to stderr
+
+
 def test_report_of_the_run_exits_as_the_live_run_did(setup: Setup, worse: Worse) -> None:
     live, run_dir, _ = worse
     report = atp("report", str(run_dir), cwd=setup.folder)
@@ -373,6 +414,11 @@ def test_an_interrupted_run_is_saved_only_with_force(setup: Setup, tmp_path: Pat
             "--output-file takes --output=json",
         ),
         (["baseline", "compare", "runs"], "Missing option '--baseline'"),
+        (["baseline", "compare", "--baseline=b.json", "--agent=good"], "--agent names how to run a suite"),
+        (
+            ["baseline", "compare", "--baseline=b.json", "--suite=s.yaml", "runs"],
+            "a stored run (RUN_DIR) or a suite run now (--suite=FILE), not both",
+        ),
     ],
 )
 def test_usage_errors_exit_2(tmp_path: Path, args: list[str], says: str) -> None:

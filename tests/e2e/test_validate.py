@@ -99,7 +99,10 @@ def test_the_example_agents_pass(tmp_path: Path, agent: str) -> None:
     says(result.stdout.splitlines()[0], f"Agent: {agent}", "(cli)", "30 s")
     says(line_of(result.stdout, "malformed"), "status failed", "error_code INVALID_REQUEST")
     says(line_of(result.stdout, "version"), "status failed", "error_code INVALID_REQUEST")
-    events = 2 if agent == "minimal-agent" else 4  # (the research agent without a company)
+    assert result.stdout.splitlines()[1] == (
+        "Probe: the task of test 'answers_at_all' of suite 'competitor_analysis'"
+    )
+    events = 2 if agent == "minimal-agent" else 8  # (the research agent, given the test's company)
     says(line_of(result.stdout, "events"), f"{events} valid events", f"0 to {events - 1}")
 
 

@@ -372,4 +372,7 @@ def test_other_keys_of_other_formats_stay_errors(tmp_path: Path, plugins: Plugin
     err = error(
         tmp_path, plugins, "test_suite: s\ntests:\n  - id: a\n    task: {description: x, workspace: w}\n"
     )
-    assert (err.path, err.reason) == ("tests[0].task.workspace", "unknown field 'workspace'")
+    assert (err.path, err.reason) == (
+        "tests[0].task.workspace",
+        "unknown field 'workspace'; did you mean 'workspace_fixture'?",
+    )

@@ -23,7 +23,7 @@ import re
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar
 
 import msgspec
 
@@ -68,6 +68,8 @@ class ConfigFileError(SuiteError):
 
 
 class ConfigDefaults(StrictSpec, kw_only=True):
+    aliases: ClassVar[dict[str, str]] = {"runs": "runs_per_test"}  # as on a test (atp.core.spelling)
+
     timeout_seconds: TimeoutSeconds | None = None
     runs_per_test: RunsSpec | None = None
     parallel_workers: Annotated[int, msgspec.Meta(ge=1, le=1024)] | None = None

@@ -27,8 +27,16 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import msgspec
 import msgspec.inspect as mi
 
-from atp.core.config import ConfigSpec
-from atp.core.suite import AssertionSpec, DefaultsSpec, SuiteSpec, TaskSpec, TestSpec, services_of
+from atp.core.config import ConfigDefaults, ConfigSpec
+from atp.core.suite import (
+    AssertionSpec,
+    DefaultsSpec,
+    ScoringSpec,
+    SuiteSpec,
+    TaskSpec,
+    TestSpec,
+    services_of,
+)
 
 if TYPE_CHECKING:
     from atp.core.adapter import Adapter
@@ -121,6 +129,20 @@ class _Components:
             return None
         found = self.definitions.get(ref["$ref"].rsplit("/", 1)[-1])
         return found if isinstance(found, dict) and found.get("type") == "object" else None
+
+    def add_aliases(self, *nested: type[msgspec.Struct]) -> None:
+        """Each Struct's other spellings of its keys (its ``aliases``, :mod:`atp.core.spelling`)
+        as properties of their own, described as such: the Structs described and ``nested``
+        ones (defined by their name)."""
+        for cls in (*self._refs, *nested):
+            definition = self.definition(cls) or self.definitions.get(cls.__name__)
+            properties = definition.get("properties", {}) if definition is not None else {}
+            for alias, key in getattr(cls, "aliases", {}).items():
+                if key in properties and alias not in properties:
+                    properties[alias] = {
+                        **{k: v for k, v in properties[key].items() if k != "description"},
+                        "description": f"Another spelling of {key!r} (give one of them).",
+                    }
 
     def inline(self, cls: Any) -> dict[str, Any]:
         """The definition of ``cls`` taken out of the definitions (for the root)."""
@@ -255,6 +277,7 @@ def suite_schema(
     components = _Components(
         [SuiteSpec, TestSpec, DefaultsSpec, TaskSpec, AssertionSpec, *configs, *settings, *service_configs]
     )
+    components.add_aliases(ScoringSpec)
     for cls, descriptions in SUITE_DESCRIPTIONS.items():
         definition = components.definition(cls)
         if definition is not None:
@@ -303,6 +326,7 @@ def config_schema(
     settings = [adapters[n].Settings for n in sorted(adapters)]
     own = [s for s in (evaluators[n].Settings for n in names) if s is not None]
     components = _Components([ConfigSpec, *settings, *own])
+    components.add_aliases(ConfigDefaults)
     root = components.inline(ConfigSpec)
     _describe(root, CONFIG_DESCRIPTIONS)
     properties = root["properties"]

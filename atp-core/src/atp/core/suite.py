@@ -32,7 +32,7 @@ on an assertion and ``workspace_fixture`` (a folder, relative to the suite file)
 
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path, PurePosixPath
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 import msgspec
 
@@ -73,6 +73,9 @@ class StrictSpec(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True,
 
 
 class ScoringSpec(StrictSpec, kw_only=True):
+    aliases: ClassVar[dict[str, str]] = {name.removesuffix("_weight"): name for name in WEIGHT_FIELDS}
+    """``quality: 0.4`` (the requirements' spelling) is ``quality_weight: 0.4``."""
+
     quality_weight: Weight | None = None
     completeness_weight: Weight | None = None
     efficiency_weight: Weight | None = None
@@ -83,6 +86,11 @@ class ScoringSpec(StrictSpec, kw_only=True):
 class ConstraintsSpec(Constraints, forbid_unknown_fields=True, kw_only=True):
     """The protocol's constraints, strict about unknown keys as suites are, and with a finite
     budget."""
+
+    spellings: ClassVar[dict[str, str]] = dict.fromkeys(
+        ("runs", "runs_per_test"),
+        "'runs_per_test', a key of the test (or of the suite's defaults) beside 'constraints'",
+    )
 
     budget_usd: Annotated[float, msgspec.Meta(ge=0, le=MAX_BUDGET_USD)] | None = None
 
@@ -121,6 +129,12 @@ class PassRuleSpec(StrictSpec, kw_only=True):
 class RunsSettings(StrictSpec, kw_only=True):
     """How many times tests run, and when several runs pass: keys of a test and of the
     suite's defaults (a test's own value wins)."""
+
+    aliases: ClassVar[dict[str, str]] = {"runs": "runs_per_test"}
+    spellings: ClassVar[dict[str, str]] = {
+        key: f"'constraints: {{{key}: ...}}'"
+        for key in ("max_steps", "max_tokens", "budget_usd", "allowed_tools", "timeout_seconds")
+    } | {"timeout": "'constraints: {timeout_seconds: ...}'", "weights": "'scoring'"}
 
     runs_per_test: RunsSpec | None = None
     min_runs: AdaptiveRuns | None = None
@@ -171,6 +185,15 @@ class DefaultsSpec(RunsSettings, kw_only=True):
 
 
 class SuiteSpec(StrictSpec, kw_only=True):
+    spellings: ClassVar[dict[str, str]] = {
+        key: f"'defaults: {{{name}: ...}}' (or the key on a test)"
+        for key, name in (
+            ("runs", "runs_per_test"),
+            ("runs_per_test", "runs_per_test"),
+            ("scoring", "scoring"),
+        )
+    } | {"name": "'test_suite' (the suite's name)"}
+
     test_suite: NonEmpty
     version: str = "1.0"
     description: str | None = None
@@ -453,11 +476,13 @@ def _with_service_keys(
     doc: YamlDocument, exc: SuiteError, services: Mapping[str, type[Service]]
 ) -> SuiteError:
     """An unknown key of a test or of the defaults that looks like a service's key (a typo of
-    ``tools``): the error names the service keys."""
+    ``tools``) and like none of their own keys: the error names the service keys."""
     import difflib
 
     head, _, key = (exc.path or "").rpartition(".")
     if not exc.reason.startswith("unknown field") or not (head == "defaults" or _is_test_path(head)):
+        return exc
+    if exc.reason.endswith(("?", "keep one of them")):  # a hint already (atp.core.spelling)
         return exc
     close = difflib.get_close_matches(key, list(services), n=1, cutoff=0.6)
     if not close:

@@ -23,7 +23,6 @@ loaded suite keeps afterwards.
 from __future__ import annotations
 
 import re
-import types
 import typing
 from collections.abc import Sequence
 from pathlib import Path
@@ -34,6 +33,7 @@ import yaml
 from yaml.constructor import ConstructorError
 
 from atp.core.errors import SuiteError
+from atp.core.spelling import mend, restore_spellings, type_options, unknown_key_hint
 
 T = TypeVar("T")
 PathPart = str | int
@@ -232,12 +232,22 @@ class YamlDocument:
         return copy
 
     def convert(self, data: Any, type_: type[T], at: Sequence[PathPart] = ()) -> T:
-        """``msgspec.convert`` with any validation error located in this file."""
+        """``msgspec.convert`` with any validation error located in this file. Data that does
+        not convert is read again as :mod:`atp.core.spelling` says (empty values, other
+        spellings of a key) before it is an error."""
         try:
             return msgspec.convert(data, type_)
         except msgspec.ValidationError as exc:
-            parts, text = _locate(data, type_, str(exc))
-            raise self.error(text, [*at, *parts]) from None
+            error = exc
+        renames: dict[tuple[PathPart, ...], str] = {}
+        mended = mend(data, type_, renames)
+        if mended is not data:
+            try:
+                return msgspec.convert(mended, type_)
+            except msgspec.ValidationError as exc:
+                error, data = exc, mended
+        parts, text = _locate(data, type_, str(error))
+        raise self.error(text, [*at, *restore_spellings(parts, renames)]) from None
 
     def _compose(self, loader: Any, items_of: frozenset[str]) -> yaml.Node | None:
         """The document's root node, composed from the parser's events as PyYAML's composer
@@ -574,6 +584,8 @@ def _locate(data: Any, type_: Any, message: str) -> tuple[list[PathPart], str]:
         if found is not None:
             parts.append(_key_part(found[0]))
             return parts, f"invalid key {_short(_key_text(found[0]))}: {text}"
+    if unknown:
+        text += unknown_key_hint(unknown.group("field"), type_)
     return parts + last, text
 
 
@@ -588,19 +600,9 @@ def _step(value: Any, token: PathPart) -> Any:
     return _MISSING
 
 
-def _options(type_: Any) -> list[Any]:
-    """``type_`` without ``Annotated``, its unions split."""
-    origin = typing.get_origin(type_)
-    if origin is typing.Annotated:
-        return _options(typing.get_args(type_)[0])
-    if origin is typing.Union or origin is types.UnionType:
-        return [option for arg in typing.get_args(type_) for option in _options(arg)]
-    return [type_]
-
-
 def _step_type(type_: Any, token: PathPart) -> Any:
     """The type of the field or item ``token`` of a value of ``type_`` (``None``: unknown)."""
-    for option in _options(type_):
+    for option in type_options(type_):
         origin = typing.get_origin(option) or option
         args = typing.get_args(option)
         if isinstance(token, str):
@@ -622,7 +624,7 @@ def _bad_entry(value: Any, type_: Any, keys_only: bool = False) -> tuple[Any, An
     its key, the value type and, if the key is valid, the error about the value."""
     if not isinstance(value, dict):
         return None
-    for option in _options(type_):
+    for option in type_options(type_):
         if (typing.get_origin(option) or option) is dict:
             args = typing.get_args(option)
             key_type, value_type = args if len(args) == 2 else (Any, Any)

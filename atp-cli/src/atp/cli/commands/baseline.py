@@ -1,14 +1,19 @@
-"""``atp baseline``: save a baseline of an agent's scores on a suite, and compare a stored run
-with one (design section 10).
+"""``atp baseline``: save a baseline of an agent's scores on a suite, and compare a run with
+one: a stored run, or the suite run now (design sections 6.1 and 10).
 
     atp baseline save --suite=suite.yaml --agent=my-agent --runs=5 --output=baseline.json
     atp baseline save --from=.atp/runs/<run-id> --output=baseline.json
     atp baseline compare --baseline=baseline.json [.atp/runs/<run-id>]
+    atp baseline compare --agent=my-agent --suite=suite.yaml --baseline=baseline.json
+
+A suite is run the way ``atp test`` runs it (:mod:`atp.cli.running`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -22,7 +27,9 @@ from atp.core.hookspecs import hookimpl
 from atp.core.text import printable
 
 if TYPE_CHECKING:
+    from atp.cli.running import Options
     from atp.core.baseline import Baseline, BaselineComparison, BaselineTest, TestComparison
+    from atp.core.config import Config
     from atp.core.results import RunHeader, SuiteResults
 
 MIN_RUNS = 2
@@ -38,6 +45,7 @@ def baseline_command() -> None:
     \b
     Save:     atp baseline save --suite=suite.yaml --agent=my-agent --runs=5 --output=baseline.json
     Compare:  atp baseline compare --baseline=baseline.json [RUN_DIR]
+    Run and compare: atp baseline compare --agent=my-agent --suite=suite.yaml --baseline=baseline.json
     In a run: atp test --suite=suite.yaml --agent=my-agent --baseline=baseline.json
     """
 
@@ -166,38 +174,47 @@ def _run_and_save(
     verbose: bool,
     config_path: Path | None,
 ) -> int:
-    from atp.cli.app import plugins
-    from atp.cli.running import Options, run_suite, setup_warnings
+    from atp.cli.running import Options
     from atp.core.config import load_config
     from atp.core.results import RunStore
 
     config = load_config(config_path)
     _check_output(output, [suite_path] + ([config.path] if config.path is not None else []))
     options = Options(agent_name=agent_name, runs=runs, parallel=parallel, run_dir=run_dir, verbose=verbose)
-    setup_warnings()
-    found = _RunDirectory()
-    loaded = plugins()
-    name = loaded.register(found, name=f"atp-baseline-save-{id(found)}")
-    try:
-        code = run_suite(suite_path, config, options, several=False)
-    finally:
-        loaded.unregister(name)
-    if found.directory is None:  # stopped before the run directory was made
+    code, directory = _run_now(suite_path, config, options)
+    if directory is None:  # stopped before the run directory was made
         return code
-    store = RunStore.open(found.directory)
+    store = RunStore.open(directory)
     results = store.results()
     if (code in (130, 143) or results.interrupted or results.stopped_by is not None) and not force:
         click.echo(
             printable(
                 f"atp: the run was interrupted{_stopped(results)}: no baseline written. Its finished runs "
-                f"are in {found.directory}; save them anyway with "
-                f"'atp baseline save --from={found.directory} --force --output={output}'"
+                f"are in {directory}; save them anyway with "
+                f"'atp baseline save --from={directory} --force --output={output}'"
             ),
             err=True,
         )
         return code if code in (130, 143) else 1
-    written = _save(results, output, found.directory)
+    written = _save(results, output, directory)
     return code if code in (2, 3) else written  # a reporter that failed still says so
+
+
+def _run_now(suite_path: Path, config: Config, options: Options) -> tuple[int, Path | None]:
+    """Run the suite as ``atp test`` does: its exit code and its run directory (``None`` when
+    it stopped before the directory was made)."""
+    from atp.cli.app import plugins
+    from atp.cli.running import run_suite, setup_warnings
+
+    setup_warnings()
+    found = _RunDirectory()
+    loaded = plugins()
+    name = loaded.register(found, name=f"atp-baseline-run-{id(found)}")
+    try:
+        code = run_suite(suite_path, config, options, several=False)
+    finally:
+        loaded.unregister(name)
+    return code, found.directory
 
 
 def _stopped(results: SuiteResults) -> str:
@@ -292,7 +309,26 @@ class ComparisonReport(msgspec.Struct, kw_only=True):
     """Each test's :class:`~atp.core.baseline.TestComparison`, by id."""
 
 
-@baseline_command.command("compare", short_help="Compare a stored run with a baseline file, test by test.")
+@dataclasses.dataclass(frozen=True)
+class Comparing:
+    """How ``atp baseline compare`` compares and reports."""
+
+    baseline_path: Path
+    correction: str
+    fail_on_regression: bool
+    output: str
+    output_file: Path | None
+
+    @property
+    def to_stdout(self) -> bool:
+        """Whether the JSON comparison goes to standard output."""
+        return self.output == "json" and (self.output_file is None or str(self.output_file) == "-")
+
+
+@baseline_command.command(
+    "compare",
+    short_help="Compare a run with a baseline file, test by test: a stored run, or the suite run now.",
+)
 @click.argument("run_dir", required=False, type=click.Path(path_type=Path, file_okay=False))
 @click.option(
     "--baseline",
@@ -300,6 +336,31 @@ class ComparisonReport(msgspec.Struct, kw_only=True):
     required=True,
     type=click.Path(path_type=Path, dir_okay=False),
     help="The baseline file (atp baseline save).",
+)
+@click.option(
+    "--suite",
+    "suite_path",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="Run this suite now, as atp test does, and compare its run (instead of a stored RUN_DIR).",
+)
+@click.option(
+    "--agent",
+    "agent_name",
+    help="With --suite: the agent to run it against (optional when only one is defined).",
+)
+@click.option(
+    "--runs",
+    type=RunsType(),
+    help="With --suite: runs per test, overriding the suite (a comparison needs 2 or more); 'auto' runs each test until its score is known well enough.",
+)
+@click.option(
+    "--parallel", type=click.IntRange(1, 1024), help="With --suite: how many runs may be in flight at once."
+)
+@click.option(
+    "--run-dir",
+    "runs_root",
+    type=click.Path(path_type=Path, file_okay=False),
+    help="With --suite: where run directories go (default: .atp/runs).",
 )
 @click.option(
     "--correction",
@@ -333,54 +394,107 @@ class ComparisonReport(msgspec.Struct, kw_only=True):
 def compare_command(
     run_dir: Path | None,
     baseline_path: Path,
+    suite_path: Path | None,
+    agent_name: str | None,
+    runs: int | str | None,
+    parallel: int | None,
+    runs_root: Path | None,
     correction: str,
     fail_on_regression: bool,
     output: str,
     output_file: Path | None,
     config_path: Path | None,
 ) -> int:
-    """Compare the stored run in RUN_DIR (default: the newest run of the baseline's suite in
-    .atp/runs) with a baseline: each test's scores by Welch's t-test, with Holm's correction
-    over the tests.
+    """Compare a run with a baseline: each test's scores by Welch's t-test, with Holm's
+    correction over the tests. The run is the stored one in RUN_DIR (default: the newest run
+    of the baseline's suite in .atp/runs), or, with --suite, the suite run now against --agent
+    as atp test runs it (its report shown as it runs; on stderr with --output=json).
 
     Exit code 0 when no test regressed (or --fail-on-regression=false), 1 when one did, 2 for a
-    usage or file error, or when nothing could be compared (a baseline of another suite).
+    usage or file error, or when nothing could be compared (a baseline of another suite);
+    130/143 when the run of --suite was interrupted.
     """
-    from atp.cli.main import EXIT_FAILED, EXIT_OK, EXIT_USAGE
     from atp.core.baseline import read_baseline
     from atp.core.config import load_config
-    from atp.core.results import BaselineRef, RunStore, build_suite_results
+    from atp.core.results import RunStore
 
     if output_file is not None and output != "json":
         raise click.UsageError("--output-file takes --output=json")
-    baseline = read_baseline(baseline_path)
-    if run_dir is None:
-        run_dir = RunStore.latest(load_config(config_path).run_dir, baseline.suite)
-    if output_file is not None and str(output_file) != "-":
-        _check_output(output_file, [baseline_path, run_dir / "run.json", run_dir / "results.jsonl"])
+    how = Comparing(baseline_path, correction, fail_on_regression, output, output_file)
+    if suite_path is None:
+        given = [
+            name
+            for name, value in (
+                ("--agent", agent_name),
+                ("--runs", runs),
+                ("--parallel", parallel),
+                ("--run-dir", runs_root),
+            )
+            if value is not None
+        ]
+        if given:
+            raise click.UsageError(
+                f"{', '.join(given)} name{'s' if len(given) == 1 else ''} how to run a suite: give it with --suite=FILE"
+            )
+        baseline = read_baseline(baseline_path)
+        if run_dir is None:
+            run_dir = RunStore.latest(load_config(config_path).run_dir, baseline.suite)
+        return _compare(run_dir, baseline, how)
+    if run_dir is not None:
+        raise click.UsageError("compare a stored run (RUN_DIR) or a suite run now (--suite=FILE), not both")
+    from atp.cli.running import Options
+
+    baseline = read_baseline(baseline_path)  # a broken baseline file fails before anything runs
+    config = load_config(config_path)
+    if output_file is not None and not how.to_stdout:
+        _check_output(output_file, [baseline_path, suite_path, *([config.path] if config.path else [])])
+    options = Options(
+        agent_name=agent_name,
+        runs=runs,
+        parallel=parallel,
+        run_dir=runs_root,
+        baseline=baseline_path,
+        correction=correction,
+        fail_on_regression=fail_on_regression,
+    )
+    with contextlib.redirect_stdout(sys.stderr) if how.to_stdout else contextlib.nullcontext():
+        code, directory = _run_now(suite_path, config, options)
+    if directory is None or code in (130, 143):
+        return code  # stopped: its finished runs are kept (atp baseline compare RUN_DIR compares them)
+    compared = _compare(directory, baseline, how)
+    return code if code in (2, 3) else compared  # a reporter that failed still says so
+
+
+def _compare(run_dir: Path, baseline: Baseline, how: Comparing) -> int:
+    """Compare the stored run in ``run_dir`` with ``baseline`` and report it; the exit code."""
+    from atp.cli.main import EXIT_FAILED, EXIT_OK, EXIT_USAGE
+    from atp.core.results import BaselineRef, RunStore, build_suite_results
+
+    if how.output_file is not None and not how.to_stdout:
+        _check_output(how.output_file, [how.baseline_path, run_dir / "run.json", run_dir / "results.jsonl"])
     store = RunStore.open(run_dir)
     header = store.read_header()
     header.baseline = BaselineRef(
-        file=str(baseline_path),
-        correction="none" if correction == "none" else "holm",
-        fail_on_regression=fail_on_regression,
+        file=str(how.baseline_path),
+        correction="none" if how.correction == "none" else "holm",
+        fail_on_regression=how.fail_on_regression,
     )
     results = build_suite_results(header, store.read_results(), store.problems, baseline)
     summary = results.baseline
     assert summary is not None  # a baseline was given
     # the run's own header may say otherwise; this command's options decide
-    summary.file = str(baseline_path)
+    summary.file = str(how.baseline_path)
     summary.correction = header.baseline.correction
-    summary.fail_on_regression = fail_on_regression
+    summary.fail_on_regression = how.fail_on_regression
     tests = {t.id: t.baseline for t in results.tests if t.baseline is not None}
     failing = summary.failing_regressions
     if summary.problems:
         code = EXIT_USAGE
-    elif failing and fail_on_regression:
+    elif failing and how.fail_on_regression:
         code = EXIT_FAILED
     else:
         code = EXIT_OK
-    if output == "json":
+    if how.output == "json":
         report = ComparisonReport(
             run_id=results.run_id,
             run_dir=str(run_dir),
@@ -392,12 +506,13 @@ def compare_command(
             tests={test_id: msgspec.structs.asdict(c) for test_id, c in tests.items()},
         )
         data = msgspec.json.format(msgspec.json.encode(report), indent=2) + b"\n"
-        if output_file is None or str(output_file) == "-":
+        if how.to_stdout:
             click.echo(data.decode(), nl=False)
         else:
-            write_output(output_file, data)
+            assert how.output_file is not None
+            write_output(how.output_file, data)
             _print_comparison(results, run_dir, baseline, summary, tests)
-            click.echo(printable(f"json comparison written to {output_file}"), err=True)
+            click.echo(printable(f"json comparison written to {how.output_file}"), err=True)
     else:
         _print_comparison(results, run_dir, baseline, summary, tests)
     _warn(results.problems)

@@ -37,7 +37,7 @@ from atp.core.validation import (
 )
 
 if TYPE_CHECKING:
-    from atp.core.validation import ValidationOutcome
+    from atp.core.validation import ProbeTask, ValidationOutcome
 
 __all__ = [
     "CHECKS",
@@ -110,6 +110,12 @@ class TextReport:
     "--agent", "agent_name", help="The agent to check, by name (optional when only one is defined)."
 )
 @click.option(
+    "--test",
+    "test_id",
+    metavar="ID",
+    help="The test of the suite whose task the probe sends (default: its first test not skipped).",
+)
+@click.option(
     "--timeout",
     type=BoundedFloat(0, MAX_TIMEOUT, low_open=True),
     default=DEFAULT_TIMEOUT,
@@ -123,6 +129,7 @@ def validate_command(
     suite_path: Path | None,
     suite_option: Path | None,
     agent_name: str | None,
+    test_id: str | None,
     timeout: float,
     as_json: bool,
     config_path: Path | None,
@@ -133,25 +140,35 @@ def validate_command(
     adapter may add checks of its own protocol (an Agent Interface Standard agent's discovery
     endpoints); for an agent that speaks another protocol the two refusal checks are skipped.
 
-    The agent is defined in atp.config.yaml or in the SUITE file. Exit code 0 when every check
-    passed, 1 when one failed, 2 for a usage or config error, 130 when interrupted.
+    The agent is defined in atp.config.yaml or in the SUITE file. With a SUITE, the probe sends
+    the task of one of its tests as atp test sends it (--test, else its first test), so that an
+    agent made for one task is probed with it; without one, a generic greeting. Exit code 0
+    when every check passed, 1 when one failed, 2 for a usage or config error, 130 when
+    interrupted.
     """
     from atp.cli.main import EXIT_FAILED, EXIT_OK, debugging
     from atp.core.config import agent_definitions, choose_agent, load_config, masker_for, resolve_agent
-    from atp.core.suite import load_suite
+    from atp.core.prepare import suite_of
     from atp.core.text import printable
-    from atp.core.validation import run_validation
+    from atp.core.validation import ProbeTask, run_validation
 
     if suite_path is not None and suite_option is not None and suite_path != suite_option:
         raise click.UsageError("name the suite once: as SUITE or with --suite")
     suite_file = suite_path or suite_option
+    if test_id is not None and suite_file is None:
+        raise click.UsageError("--test picks a test of a suite: name the suite (SUITE or --suite=FILE)")
     config = load_config(config_path)
     loaded = plugins_for(config)
-    suite = load_suite(suite_file, loaded.evaluators) if suite_file is not None else None
+    suite = suite_of(config, loaded, suite_file) if suite_file is not None else None
+    probe = ProbeTask.of_suite(suite, test_id) if suite is not None else ProbeTask()
     agent = resolve_agent(choose_agent(agent_definitions(config, suite), agent_name), loaded.adapters)
     masker = masker_for(config, agent)
     if not as_json:
         click.echo(printable(f"Agent: {agent.name} ({agent.type}), each probe within {timeout:g} s"))
+        click.echo(printable(f"Probe: {probe.what}"))
+        if probe.test is not None and probe.test.services:
+            names = ", ".join(use.key for use in probe.test.services)
+            click.echo(printable(f"      note: the test's services ({names}) are not started for the probe"))
     report: Callable[[CheckResult], None] = (lambda result: None) if as_json else TextReport()
     outcome = run_validation(
         agent.create_adapter,
@@ -161,9 +178,10 @@ def validate_command(
         report=report,
         say=lambda line: click.echo(line, err=True),
         tracebacks=debugging(),
+        probe=probe,
     )
     if as_json:
-        click.echo(json_document(outcome, agent.name, agent.type, timeout))
+        click.echo(json_document(outcome, agent.name, agent.type, timeout, probe))
     else:
         click.echo(
             summary_line(outcome.results, agent.name, expected=outcome.expected, foreign=outcome.foreign)
@@ -174,16 +192,25 @@ def validate_command(
     return EXIT_OK if outcome.failed == 0 else EXIT_FAILED
 
 
-def json_document(outcome: ValidationOutcome, agent_name: str, agent_type: str, timeout: float) -> str:
-    """The checks as ``--json`` prints them."""
+def json_document(
+    outcome: ValidationOutcome,
+    agent_name: str,
+    agent_type: str,
+    timeout: float,
+    probe: ProbeTask | None = None,
+) -> str:
+    """The checks as ``--json`` prints them; ``probe``: the suite's test that probed (``null``:
+    the generic task)."""
     import json
 
+    test = probe.test if probe is not None else None
     document = {
         "agent": agent_name,
         "type": agent_type,
         "ok": outcome.ok,
         "interrupted": outcome.interrupted,
         "timeout_seconds": timeout,
+        "probe": {"suite": probe.suite, "test": test.id} if probe is not None and test is not None else None,
         "checks": [r.as_dict() for r in outcome.results],
     }
     return json.dumps(document, indent=2, ensure_ascii=False)

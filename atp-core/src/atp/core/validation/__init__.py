@@ -4,7 +4,8 @@ Five checks run in order, each through the agent's adapter (so they work for eve
 
 1. ``reachable``: the adapter starts and the agent's health check passes;
 2. ``probe``: a small valid request is answered with a response that decodes, has status
-   ``completed`` and carries the request's ``task_id``;
+   ``completed`` and carries the request's ``task_id``: a suite's test's task when a suite is
+   given (:class:`~atp.core.validation.probe.ProbeTask`), else a generic greeting;
 3. ``events``: the events sent during that probe are valid, carry the request's ``task_id``,
    come with strictly increasing sequence numbers, and the adapter warned about nothing;
 4. ``malformed``: a request that breaks the schema is refused gracefully: a response with status
@@ -34,7 +35,7 @@ from __future__ import annotations
 from atp.core.validation.context import CheckContext
 from atp.core.validation.diagnosis import diagnose
 from atp.core.validation.exceptions import described, error_text, single_exception
-from atp.core.validation.probe import MALFORMED_WHAT, PROBE_DESCRIPTION, Answer
+from atp.core.validation.probe import MALFORMED_WHAT, PROBE_DESCRIPTION, Answer, ProbeTask
 from atp.core.validation.results import CHECKS, CheckResult, ValidationOutcome
 from atp.core.validation.run import CLOSE_SECONDS, Validation, run_validation
 from atp.core.validation.sink import (
@@ -60,6 +61,7 @@ __all__ = [
     "CheckContext",
     "CheckResult",
     "ProbeSink",
+    "ProbeTask",
     "Validation",
     "ValidationOutcome",
     "described",

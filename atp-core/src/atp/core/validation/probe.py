@@ -1,11 +1,19 @@
 """One probe of ``atp validate``: a request made for it, sent through the adapter within the
-time limit, and what came back (a response, the exception that ended it, or nothing in time)."""
+time limit, and what came back (a response, the exception that ended it, or nothing in time).
+
+The probe asks what :class:`ProbeTask` says: a suite's test, as ``atp test`` sends it (its task,
+constraints and metadata; a fresh copy of its workspace fixture), so that an agent made for one
+task is probed with it; or, without a suite, a generic greeting any agent can answer.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 import uuid
+from collections.abc import Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from atp.core.validation.exceptions import single_exception
@@ -14,9 +22,10 @@ from atp.core.validation.sink import ProbeSink
 if TYPE_CHECKING:
     from atp.core.adapter import Adapter
     from atp.core.protocol import ATPRequest, ATPResponse
+    from atp.core.suite import Suite, Test
     from atp.core.validation.context import CheckContext
 
-__all__ = ["MALFORMED_WHAT", "PROBE_DESCRIPTION", "Answer", "make_request", "send"]
+__all__ = ["MALFORMED_WHAT", "PROBE_DESCRIPTION", "Answer", "ProbeTask", "make_request", "send"]
 
 PROBE_DESCRIPTION = "Reply with a short greeting. (A probe from atp validate: nothing else needs doing.)"
 MALFORMED_WHAT = "a request with an empty task.description and constraints.max_steps 0"
@@ -50,6 +59,74 @@ def make_request(
         constraints=Constraints(max_steps=max_steps, timeout_seconds=max(1, math.ceil(timeout))),
         metadata={"test_id": "atp-validate", "run_number": 1, "total_runs": 1},
     )
+
+
+class ProbeTask:
+    """What the probe asks: ``test`` of the suite ``suite`` (its name), or the generic greeting."""
+
+    RUN_ID = "atp-validate"
+    """The ``run_id`` of a test's probe request (it is no run of the suite)."""
+
+    def __init__(self, test: Test | None = None, suite: str = "") -> None:
+        self.test = test
+        self.suite = suite
+
+    @classmethod
+    def of_suite(cls, suite: Suite, test_id: str | None = None) -> ProbeTask:
+        """The test ``test_id`` of ``suite`` (by default its first test not skipped, else its
+        first); an id the suite does not have is a :class:`~atp.core.errors.ConfigError`."""
+        from atp.core.errors import ConfigError
+        from atp.core.text import shorten
+
+        if test_id is None:
+            test = next((t for t in suite.tests if t.skip is None), suite.tests[0])
+            return cls(test, suite.name)
+        found = next((t for t in suite.tests if t.id == test_id), None)
+        if found is None:
+            ids = shorten(", ".join(t.id for t in suite.tests), 300)
+            raise ConfigError(f"the suite {suite.name!r} has no test {test_id!r} (its tests: {ids})")
+        return cls(found, suite.name)
+
+    @property
+    def what(self) -> str:
+        """What probes, for the output: the test and its suite, or the generic task."""
+        if self.test is None:
+            return "a generic task (give a suite to probe with one of its tests' tasks)"
+        return f"the task of test {self.test.id!r} of suite {self.suite!r}"
+
+    def request(self, timeout: float, workspace: Path | None = None) -> ATPRequest:
+        """The probe's request: the test's as ``atp test`` builds it for its first run (its
+        ``timeout_seconds`` no more than the probe waits), or the generic one."""
+        import msgspec
+
+        if self.test is None:
+            return make_request(PROBE_DESCRIPTION, timeout)
+        from atp.core.attempt import build_request
+        from atp.core.plan import RunPlan
+
+        request = build_request(self.test, 1, RunPlan(1), (self.suite, self.RUN_ID), workspace, None)
+        waits = max(1, math.ceil(timeout))
+        limit = min(self.test.timeout_seconds, waits)
+        return msgspec.structs.replace(
+            request, constraints=msgspec.structs.replace(self.test.constraints, timeout_seconds=limit)
+        )
+
+    @contextlib.contextmanager
+    def workspace(self) -> Iterator[Path | None]:
+        """A fresh copy of the test's workspace fixture for the probe, removed after it (``None``
+        without one)."""
+        fixture = self.test.workspace_fixture if self.test is not None else None
+        if fixture is None:
+            yield None
+            return
+        import tempfile
+
+        from atp.core.attempt import copy_fixture
+
+        with tempfile.TemporaryDirectory(prefix="atp-validate-") as folder:
+            workspace = Path(folder) / "workspace"
+            copy_fixture(fixture, workspace)
+            yield workspace
 
 
 async def send(adapter: Adapter, request: ATPRequest, context: CheckContext) -> Answer:

@@ -12,7 +12,7 @@ from atp.core.validation.checks import events_check, probe_check, refusal_check
 from atp.core.validation.conformance import conformance_checks
 from atp.core.validation.context import CheckContext
 from atp.core.validation.exceptions import described, single_exception
-from atp.core.validation.probe import MALFORMED_WHAT, PROBE_DESCRIPTION, Answer, make_request, send
+from atp.core.validation.probe import MALFORMED_WHAT, PROBE_DESCRIPTION, Answer, ProbeTask, make_request, send
 from atp.core.validation.reachable import Reached, check_reachable, refused_settings
 from atp.core.validation.results import CHECKS, CheckResult, ValidationOutcome
 
@@ -32,7 +32,8 @@ CLOSE_SECONDS = 10.0
 class Validation:
     """The checks of one agent, run in order through its adapter. ``report`` is given each
     result as soon as it is decided; ``say`` a warning line (standard error by default);
-    ``tracebacks``: whether an adapter's bug is shown with its traceback."""
+    ``tracebacks``: whether an adapter's bug is shown with its traceback; ``probe``: what the
+    probe asks (the generic greeting by default)."""
 
     def __init__(
         self,
@@ -44,8 +45,10 @@ class Validation:
         report: Callable[[CheckResult], None],
         say: Callable[[str], None] | None = None,
         tracebacks: bool = False,
+        probe: ProbeTask | None = None,
     ) -> None:
         self.make_adapter = make_adapter
+        self.probe = probe or ProbeTask()
         self.agent_type = agent_type
         self.adapter: Adapter | None = None
         """Made by the first check (its settings may still be refused then)."""
@@ -147,7 +150,8 @@ class Validation:
             reason = "the agent is not healthy" if reached == "unhealthy" else "the agent is not reachable"
             self._skip(("probe", "events", "malformed", "version"), reason)
             return
-        probe = await self._send(make_request(PROBE_DESCRIPTION, self.timeout))
+        with self.probe.workspace() as workspace:
+            probe = await self._send(self.probe.request(self.timeout, workspace))
         self._add(probe_check(probe, self.context))
         if isinstance(probe.error, AdapterError):
             self._skip(("events", "malformed", "version"), "the probe could not be delivered")
@@ -206,10 +210,12 @@ def run_validation(
     report: Callable[[CheckResult], None],
     say: Callable[[str], None] | None = None,
     tracebacks: bool = False,
+    probe: ProbeTask | None = None,
 ) -> ValidationOutcome:
     """Validate one agent (its adapter made by ``make_adapter``): every check, each given to
-    ``report`` as soon as it is decided, with the agent's text masked by ``masker``. Ctrl-C
-    stops the checks (the agent is stopped first): the outcome then says so."""
+    ``report`` as soon as it is decided, with the agent's text masked by ``masker``; the probe
+    asks what ``probe`` says (the generic greeting by default). Ctrl-C stops the checks (the
+    agent is stopped first): the outcome then says so."""
     import anyio
 
     from atp.core.text import masking
@@ -222,6 +228,7 @@ def run_validation(
         report=report,
         say=say,
         tracebacks=tracebacks,
+        probe=probe,
     )
     with masking(masker):
         try:
