@@ -163,3 +163,19 @@ def test_a_secret_not_set_is_an_error_naming_the_agent_and_the_variable(project:
     assert result.returncode == 2, result.stdout + result.stderr
     one_error(result.stderr, "suite.yaml", "agents[1].secrets", "'renamed'", "MY_SERVICE_TOKEN", "not set")
     assert not (project / ".atp").exists()  # refused before any run
+
+
+def test_validate_probes_with_the_agents_environment(project: Path, served: tuple[str, int]) -> None:
+    """`atp validate suite.yaml` sends the suite's task with the agent's context.environment,
+    as `atp test` does: the agent that needs its token answers the probe, and the token is
+    shown nowhere."""
+    if served[0] == "http":
+        pytest.skip("the test agent's http server has no health endpoint: validate stops at reachable")
+    result = atp(
+        "validate", "suite.yaml", "--agent=agent", cwd=project, env={**without_token(), "ATP_E2E_TOKEN": TOKEN}
+    )
+    assert re.search(r"PASS +answers a probe +status completed", result.stdout), result.stdout + result.stderr
+    assert TOKEN not in result.stdout + result.stderr and TOKEN[4:-4] not in result.stdout + result.stderr
+    # the same agent without its secret: the probe's answer is a failure
+    bare = atp("validate", "suite.yaml", "--agent=without", cwd=project, env=without_token())
+    assert re.search(r"FAIL +answers a probe", bare.stdout), bare.stdout + bare.stderr

@@ -163,6 +163,7 @@ def validate_command(
     probe = ProbeTask.of_suite(suite, test_id) if suite is not None else ProbeTask()
     agent = resolve_agent(choose_agent(agent_definitions(config, suite), agent_name), loaded.adapters)
     masker = masker_for(config, agent)
+    probe.environment = agent.environment
     if not as_json:
         click.echo(printable(f"Agent: {agent.name} ({agent.type}), each probe within {timeout:g} s"))
         click.echo(printable(f"Probe: {probe.what}"))

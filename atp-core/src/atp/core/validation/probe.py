@@ -12,7 +12,7 @@ import contextlib
 import math
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -70,6 +70,9 @@ class ProbeTask:
     def __init__(self, test: Test | None = None, suite: str = "") -> None:
         self.test = test
         self.suite = suite
+        self.environment: Mapping[str, str] | None = None
+        """What the request's ``context.environment`` carries: the agent's ``env`` and
+        ``secrets``, as ``atp test`` sends them (set by the caller)."""
 
     @classmethod
     def of_suite(cls, suite: Suite, test_id: str | None = None) -> ProbeTask:
@@ -100,11 +103,17 @@ class ProbeTask:
         import msgspec
 
         if self.test is None:
-            return make_request(PROBE_DESCRIPTION, timeout)
+            request = make_request(PROBE_DESCRIPTION, timeout)
+            if self.environment:
+                from atp.core.protocol import Context
+
+                request = msgspec.structs.replace(request, context=Context(environment=dict(self.environment)))
+            return request
         from atp.core.attempt import build_request
         from atp.core.plan import RunPlan
 
-        request = build_request(self.test, 1, RunPlan(1), (self.suite, self.RUN_ID), workspace, None)
+        where = (self.suite, self.RUN_ID)
+        request = build_request(self.test, 1, RunPlan(1), where, workspace, None, self.environment)
         waits = max(1, math.ceil(timeout))
         limit = min(self.test.timeout_seconds, waits)
         return msgspec.structs.replace(
