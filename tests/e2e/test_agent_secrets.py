@@ -172,7 +172,11 @@ def test_validate_probes_with_the_agents_environment(project: Path, served: tupl
     if served[0] == "http":
         pytest.skip("the test agent's http server has no health endpoint: validate stops at reachable")
     result = atp(
-        "validate", "suite.yaml", "--agent=agent", cwd=project, env={**without_token(), "ATP_E2E_TOKEN": TOKEN}
+        "validate",
+        "suite.yaml",
+        "--agent=agent",
+        cwd=project,
+        env={**without_token(), "ATP_E2E_TOKEN": TOKEN},
     )
     assert re.search(r"PASS +answers a probe +status completed", result.stdout), result.stdout + result.stderr
     assert TOKEN not in result.stdout + result.stderr and TOKEN[4:-4] not in result.stdout + result.stderr

@@ -243,6 +243,9 @@ def test_compare_runs_the_suite_in_the_designs_form_and_finds_the_regression(set
     assert out.index("Agent: worse (cli)") < out.index("ATP Baseline Comparison")
     assert f"Run:      {only_child(runs)} (suite baseline_e2e, agent worse)" in out
     assert "Summary: 4 regressions" in out and out.rstrip().endswith("Result: FAILED, 4 regressions")
+    assert out.count("regression") == out.count(
+        "regression", out.index("ATP Baseline Comparison")
+    )  # shown once
 
 
 def test_compare_runs_the_suite_and_an_unchanged_agent_passes(setup: Setup) -> None:

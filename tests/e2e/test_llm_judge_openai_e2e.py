@@ -33,7 +33,11 @@ def judge_by_artifact(body: dict[str, Any]) -> Any:
 
 
 def project(
-    tmp_path: Path, server: ChatServer, judge: str = "    backend: openai\n", key: bool = True
+    tmp_path: Path,
+    server: ChatServer,
+    judge: str = "    backend: openai\n",
+    key: bool = True,
+    base_url: bool = True,
 ) -> Path:
     import sys
 
@@ -50,7 +54,8 @@ def project(
         "  - id: poor_report\n    task: {description: 'Report on chat tools'}\n"
         "    assertions: [{type: llm_eval, config: {criteria: relevance, threshold: 0.6}}]\n",
     )
-    settings = judge + f"    base_url: {server.api}\n    cache_dir: {tmp_path / 'judge-cache'}\n"
+    settings = judge + (f"    base_url: {server.api}\n" if base_url else "")
+    settings += f"    cache_dir: {tmp_path / 'judge-cache'}\n"
     if key:
         settings += "    api_key: ${JUDGE_KEY}\n"
     return write(tmp_path / "atp.config.yaml", f"version: '1.0'\nevaluators:\n  llm_judge:\n{settings}")
@@ -87,8 +92,10 @@ def test_atp_test_with_an_openai_judge_passes_fails_and_caches(tmp_path: Path) -
 
 def test_the_models_name_chooses_openai_and_no_key_skips_the_checks(tmp_path: Path) -> None:
     with ChatServer(judge_by_artifact) as server:
-        project(tmp_path, server, judge="    model: gpt-4.1-mini\n", key=False)
-        code, out, data = run_json(tmp_path, env=NO_KEYS)
+        # (the server's address from the SDK's variable: a base_url in the settings would keep
+        # the back end the one it always was, anthropic)
+        project(tmp_path, server, judge="    model: gpt-4.1-mini\n", key=False, base_url=False)
+        code, out, data = run_json(tmp_path, env={**NO_KEYS, "OPENAI_BASE_URL": server.api})
         assert server.requests == [] and code == 0, out
         skipped = data["tests"][0]["runs"][0]["checks"][1]
         assert skipped["passed"] is False
@@ -100,7 +107,9 @@ def test_the_models_name_chooses_openai_and_no_key_skips_the_checks(tmp_path: Pa
         )
         assert data["tests"][1]["status"] == "skipped"
 
-        code, out, data = run_json(tmp_path, env={**NO_KEYS, "OPENAI_API_KEY": KEY})
+        code, out, data = run_json(
+            tmp_path, env={**NO_KEYS, "OPENAI_API_KEY": KEY, "OPENAI_BASE_URL": server.api}
+        )
         assert code == 1 and len(server.requests) == 2, out
         assert server.requests[0]["model"] == "gpt-4.1-mini" and server.key_of(0) == KEY
         assert "Evaluation: llm_eval/gpt-4.1-mini: 2 calls, 400 tokens, $0.0003" in out

@@ -790,8 +790,8 @@ def test_a_server_that_exits_while_the_runs_go_on_fails_the_next_runs_saying_so(
             "but there is no 'command' to start one",
         ),
         (
-            {"endpoint": "http://127.0.0.1:9", "env": {"A-B": "1"}},
-            "'env' has the name 'A-B', which is not an environment variable name",
+            {"endpoint": "http://127.0.0.1:9", "env": {"A": "1"}},
+            "'env' is for the agent server ATP starts: it needs 'command'",
         ),
         (
             {"endpoint": "http://127.0.0.1:9", "port": 9},

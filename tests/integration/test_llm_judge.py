@@ -579,3 +579,21 @@ def test_a_redirect_is_not_followed_so_the_prompt_stays_where_it_was_sent(tmp_pa
             judge(evaluator(server, tmp_path, max_retries=0), {"criteria": "relevance"})
         assert elsewhere.requests == [] and len(server.requests) == 1
         says(str(raised.value), "307")
+
+
+def test_a_huge_or_compressed_answer_is_not_read(tmp_path: Path) -> None:
+    """The Messages API's answer is bounded as the Chat Completions API's is: a body past 4 MiB,
+    or a gzip body (it could inflate to gigabytes; the judge asks for none), is refused unread
+    and not retried."""
+    import gzip
+
+    for headers, body, words in (
+        ({}, b" " * (5 * 1024 * 1024), ("not read", "more than 4194304")),
+        ({"content-encoding": "gzip"}, gzip.compress(b" " * (5 * 1024 * 1024)), ("not read", "gzip-encoded")),
+    ):
+        with JudgeServer() as server:
+            server.default = lambda request, headers=headers, body=body: (200, headers, body)
+            with pytest.raises(CannotEvaluate) as raised:
+                judge(evaluator(server, tmp_path), {"criteria": "relevance"})
+            assert len(server.requests) == 1 and server.headers[0]["accept-encoding"] == "identity"
+        says(str(raised.value), *words)

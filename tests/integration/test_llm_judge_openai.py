@@ -44,7 +44,7 @@ def test_a_judgement_passes_with_its_evidence_and_the_judges_usage(tmp_path: Pat
     (request,) = server.requests
     assert request["model"] == "gpt-4.1" and "temperature" not in request
     assert request["tool_choice"] == {"type": "function", "function": {"name": "record_judgement"}}
-    assert request["parallel_tool_calls"] is False and request["max_completion_tokens"] == 1024
+    assert "parallel_tool_calls" not in request and request["max_completion_tokens"] == 1024
     assert request["messages"][0]["role"] == "system" and REPORT in server.prompt_of()
     assert server.key_of() == KEY
     # 150 input and 50 output tokens at gpt-4.1's $2 / $8 per million
@@ -178,6 +178,20 @@ def test_a_redirect_is_not_followed_and_a_huge_body_is_not_read(tmp_path: Path) 
             judge(evaluator(server, tmp_path), {"criteria": "relevance"})
         assert len(server.requests) == 1  # not retried
     says(str(raised.value), "cannot answer", "not read", "more than 4194304")
+
+
+def test_a_compressed_answer_is_not_inflated(tmp_path: Path) -> None:
+    """The bound counts the bytes read: 5 KiB of gzip standing for 5 MiB is refused unread
+    (the judge asks for an uncompressed answer), and the request asked for none."""
+    import gzip
+
+    bomb = gzip.compress(b" " * (5 * 1024 * 1024))
+    with ChatServer() as server:
+        server.default = lambda body: (200, {"content-encoding": "gzip"}, bomb)
+        with pytest.raises(CannotEvaluate) as raised:
+            judge(evaluator(server, tmp_path), {"criteria": "relevance"})
+        assert len(server.requests) == 1 and server.headers[0]["accept-encoding"] == "identity"
+    says(str(raised.value), "not read", "gzip-encoded")
 
 
 def test_an_unchanged_artifact_is_answered_from_the_cache(tmp_path: Path) -> None:

@@ -194,3 +194,52 @@ def test_each_request_carries_the_environment_in_its_context(tmp_path: Path, plu
     assert with_workspace.context is not None and with_workspace.context.workspace_path == str(tmp_path)
     assert with_workspace.context.environment == {"A": "1"}
     assert build_request(test, 1, plan, ("s", "r"), None, None, {}).context is None
+
+
+seen_by_agent: list[dict[str, str]] = []
+
+
+def agent_reads_environment(request: Any, sink: Any) -> Any:
+    from atp.core.protocol import ATPResponse, Metrics
+
+    seen_by_agent.append(dict(request.context.environment))
+    return ATPResponse(
+        version="1.0", task_id=request.task_id, status="completed", artifacts=[], metrics=Metrics()
+    )
+
+
+def test_hooks_get_the_request_with_its_secrets_masked(
+    tmp_path: Path, plugins: Plugins, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The agent gets its secret; a plugin's ``atp_run_started`` sees the request masked (a
+    tracing or webhook plugin records what it is given)."""
+    import anyio
+
+    from atp.core.hookspecs import hookimpl
+    from atp.core.runner import Runner
+
+    seen_by_hook: list[Any] = []
+
+    class Watcher:
+        @hookimpl
+        def atp_run_started(self, test: Any, run_number: int, request: Any) -> None:
+            seen_by_hook.append(request.context.environment)
+
+    monkeypatch.setenv("SERVICE_TOKEN", TOKEN)
+    text = (
+        "test_suite: s\nagents:\n  - name: fn\n    type: function\n"
+        "    function: tests.unit.test_agent_secrets:agent_reads_environment\n"
+        "    secrets: [SERVICE_TOKEN]\ntests:\n  - id: a\n    task: {description: x}\n"
+    )
+    suite = load_suite(write(tmp_path / "suite.yaml", text), plugins.evaluators)
+    agent = resolve_agent(agent_definitions(load_config(cwd=tmp_path), suite)["fn"], plugins.adapters)
+    name = plugins.register(Watcher(), name="watcher")
+    seen_by_agent.clear()
+    try:
+        runner = Runner(plugins, suite, suite.tests, agent, run_root=tmp_path / "runs")
+        results = anyio.run(runner.run)
+    finally:
+        plugins.unregister(name)
+    assert results.tests[0].status == "passed"
+    assert seen_by_agent == [{"SERVICE_TOKEN": TOKEN}]
+    assert seen_by_hook == [{"SERVICE_TOKEN": "***"}]

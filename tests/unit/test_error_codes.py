@@ -37,6 +37,7 @@ def test_a_code_is_masked_before_it_is_cut_and_shown_printable() -> None:
     assert bounded_code("  TOOL_NOT_FOUND ", None) == "TOOL_NOT_FOUND"
     assert bounded_code("", None) is None and bounded_code("   ", None) is None
     assert bounded_code(42, None) is None
+    assert bounded_code("A" * 1000, None) == "A" * MAX_CODE_CHARS  # one word still, no note of the cut
 
 
 def test_a_trace_id_is_bounded_and_masked() -> None:
@@ -66,6 +67,12 @@ def test_details_that_are_no_json_say_so() -> None:
         "truncated": "error_details that are not JSON (TypeError)"
     }
     assert bounded_details({}, None) is None and bounded_details(["a"], None) is None
+
+    class Raising(dict):  # a third-party adapter's dict subclass
+        def __len__(self) -> int:
+            raise RuntimeError("no")
+
+    assert bounded_details(Raising(a=1), None) is None
 
 
 def test_counts_by_code_are_bounded() -> None:

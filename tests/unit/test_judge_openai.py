@@ -71,6 +71,9 @@ def test_the_settings_choose_the_back_end_and_its_default_model() -> None:
 
     assert backend_of(read_settings({})) is AnthropicJudge
     assert backend_of(read_settings({"model": "gpt-4.1-mini"})) is OpenAIJudge  # inferred
+    # a base_url (a proxy serving any name) keeps the back end it always was, unless named
+    assert backend_of(read_settings({"model": "gpt-4o", "base_url": "http://127.0.0.1:9"})) is AnthropicJudge
+    assert backend_of(read_settings({"backend": "openai", "base_url": "http://127.0.0.1:9"})) is OpenAIJudge
     assert backend_of(read_settings({"backend": "openai"})) is OpenAIJudge
     # a name that does not say whose it is: the back end named, or the default
     assert backend_of(read_settings({"backend": "openai", "model": "my-judge"})) is OpenAIJudge
@@ -186,7 +189,7 @@ def test_the_request_forces_one_call_of_the_judgement_function() -> None:
         "strengths",
     ]
     assert request["tool_choice"] == {"type": "function", "function": {"name": TOOL_NAME}}
-    assert request["parallel_tool_calls"] is False and request["max_completion_tokens"] == 512
+    assert "parallel_tool_calls" not in request and request["max_completion_tokens"] == 512
     assert "temperature" not in request
     assert backend.request(call._replace(temperature=0.0))["temperature"] == 0.0
 

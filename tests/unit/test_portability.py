@@ -229,7 +229,7 @@ def test_where_no_signal_probes_a_process_an_abandoned_ledger_owner_counts_as_al
     sent: list[tuple[int, int]] = []
     monkeypatch.setattr(os, "kill", lambda pid, sig: sent.append((pid, sig)))
     monkeypatch.setattr(os, "name", "nt")
-    alive = ledger._alive(4242, None)
+    alive = ledger.process_alive(4242, None)
     monkeypatch.undo()
     assert alive and sent == []  # (Windows would take signal 0 as CTRL_C_EVENT)
 

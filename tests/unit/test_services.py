@@ -22,6 +22,7 @@ from atp.core.plugins import Plugins
 from atp.core.protocol import (
     ATPRequest,
     ATPResponse,
+    LLMRequestPayload,
     Metrics,
     ProgressPayload,
     StructuredArtifact,
@@ -552,3 +553,42 @@ def test_recording_beyond_the_event_limit_is_counted_not_written_with_one_warnin
     assert trace.summary.tool_calls == {"x": 4}
     [warning] = trace.warnings
     says(warning, "event limits", "service 'tools'")
+
+
+class SpendAfterService(FixtureService):
+    """Records an LLM call of 500 tokens once the agent has answered (a gateway's bill, say)."""
+
+    key = "spend_after"
+
+    @asynccontextmanager
+    async def run(
+        self, config: FixtureConfig, request: ATPRequest, recorder: Recorder
+    ) -> AsyncIterator[ATPRequest]:
+        yield request
+        recorder.record(LLMRequestPayload(model="m", input_tokens=500, output_tokens=0))
+
+
+class SpendAfterPlugin:
+    @hookimpl
+    def atp_register_services(self, register: Any) -> None:
+        register(SpendAfterService)
+
+
+def test_what_a_service_records_after_the_agent_answered_stops_no_run(
+    plugins: Plugins, tmp_path: Path
+) -> None:
+    """The task's limits hold while the agent runs: what a service records when the run is
+    left (after the agent answered) is counted, but does not turn the answer into a limit
+    passed, nor claim ATP stopped the agent."""
+    name = plugins.register(SpendAfterPlugin(), name="spend-after")
+    try:
+        text = suite_text(
+            "agent_plain",
+            "  - id: a\n    task: {description: x}\n    constraints: {max_tokens: 100}\n    spend_after: {value: 1}",
+        )
+        results, _ = run(tmp_path, plugins, text)
+    finally:
+        plugins.unregister(name)
+    [run_result] = results.tests[0].runs
+    assert run_result.trace.input_tokens == 500  # counted
+    assert run_result.outcome == "passed" and run_result.error_code is None, run_result.error

@@ -66,7 +66,8 @@ wrapped: ``{"value": result}``; none when ``result`` is null), each name of ``to
 ``tool_call`` event (status ``success``), ``success: false`` the status ``failed`` with the
 answer's ``error``. Metrics: ``tool_calls`` and ``wall_time_seconds``. The standard's
 ``context`` is an open object: ``environment`` there is the request's ``context.environment``
-(the agent's ``env`` and ``secrets:``), left out when there is none.
+(the agent's ``secrets:``; this adapter's ``env`` is the started server's environment, not
+sent), left out when there is none.
 
 **A tool, directly**: a test whose ``task.input_data`` has ``mcp_tool: NAME`` (and optionally
 ``parameters: {...}``; ``NAME`` neither ``.`` nor ``..``, at most :data:`MAX_TOOL_NAME_BYTES`)

@@ -63,8 +63,10 @@ class AgentInterfaceSettings(NetworkSettings, kw_only=True):
     """With ``command``: the port the server listens on (``PORT`` in its environment, and
     ``{port}`` in the command and the endpoint). Default: a free loopback port when
     ``endpoint`` holds ``{port}``, else the endpoint's port."""
-    # ``env`` (NetworkSettings): sent in the ``context.environment`` of every message; with
-    # ``command``, also added to ATP's environment for the server.
+    env: dict[str, str] = msgspec.field(default_factory=dict)
+    """With ``command``: added to ATP's environment for the server. Not sent in messages (the
+    agent's ``secrets:`` are)."""
+    ENV_IN_REQUESTS: ClassVar[bool] = False
     cwd: str | None = None
     """With ``command``: the server's working folder, relative to the file defining the agent
     (default: that file's folder)."""
@@ -92,6 +94,8 @@ class AgentInterfaceSettings(NetworkSettings, kw_only=True):
             for name in ("port", "cwd"):
                 if getattr(self, name) is not None:
                     raise ValueError(f"'{name}' is for the agent server ATP starts: it needs 'command'")
+            if self.env:
+                raise ValueError("'env' is for the agent server ATP starts: it needs 'command'")
         else:
             check_command(self.command)
             check_cwd(self.cwd)

@@ -78,6 +78,7 @@ from atp.adapters.network_messages import decode_message as decode_message
 from atp.adapters.network_messages import events_word as events_word
 from atp.adapters.network_messages import is_event as is_event
 from atp.core.adapter import Adapter, Health
+from atp.core.agentenv import is_variable_name
 from atp.core.bounds import number_in
 from atp.core.errors import AdapterError, AgentError, AgentRefused
 from atp.core.retry import MAX_RETRY_AFTER_SECONDS
@@ -145,6 +146,9 @@ class NetworkSettings(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     env: dict[str, str] = msgspec.field(default_factory=dict)
     """Plain values sent in ``context.environment`` of every request, beside the secrets the
     agent's ``secrets:`` names (:mod:`atp.core.agentenv`)."""
+    ENV_IN_REQUESTS: ClassVar[bool] = True
+    """Whether ``env`` is what requests carry (an adapter whose ``env`` means something else,
+    the environment of a server ATP starts, says no)."""
 
     def __post_init__(self) -> None:
         check_settings(self)
@@ -188,8 +192,9 @@ def check_settings(settings: NetworkSettings) -> None:
             raise ValueError(
                 f"'headers' value of {name!r} holds a line break or NUL byte, which no header can"
             )
-    for key, value in settings.env.items():
-        check_variable(key, value)
+    if settings.ENV_IN_REQUESTS:
+        for key, value in settings.env.items():
+            check_variable(key, value)
     if settings.ca_bundle is not None:
         if not settings.ca_bundle or "\0" in settings.ca_bundle:
             raise ValueError("'ca_bundle' must be the path of a PEM file")
@@ -210,13 +215,10 @@ def check_settings(settings: NetworkSettings) -> None:
         )
 
 
-_VARIABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
-
-
 def check_variable(key: str, value: str) -> None:
     """An ``env`` entry a request's ``context.environment`` (and a process's environment) can
     carry: a variable name, a value without NUL bytes. Raises ValueError."""
-    if not _VARIABLE.match(key) or len(key) > 256:
+    if not is_variable_name(key):
         raise ValueError(
             f"'env' has the name {key[:80]!r}, which is not an environment variable name "
             f"(letters, digits and _, not starting with a digit)"
@@ -260,7 +262,7 @@ class NetworkAdapter(Adapter):
 
     @classmethod
     def request_environment(cls, settings: Any) -> dict[str, str]:
-        return dict(settings.env)
+        return dict(settings.env) if settings.ENV_IN_REQUESTS else {}
 
     @property
     def opened(self) -> bool:

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeGuard
 
 from atp.core.secrets import MIN_SECRET_LENGTH
 
@@ -35,7 +35,16 @@ MAX_VALUE_BYTES = 64 * 1024
 """The largest value of one secret, in bytes of UTF-8."""
 MAX_TOTAL_BYTES = 1024 * 1024
 """The most bytes the whole environment sent with a request may hold (names and values)."""
-_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+VARIABLE_NAME = r"[A-Za-z_][A-Za-z0-9_]*"
+"""An environment variable name: letters, digits and ``_``, not starting with a digit."""
+MAX_NAME_CHARS = 256
+_NAME = re.compile(VARIABLE_NAME + r"\Z")
+
+
+def is_variable_name(value: object) -> TypeGuard[str]:
+    """Whether ``value`` is an environment variable name (:data:`VARIABLE_NAME`, at most
+    :data:`MAX_NAME_CHARS` characters): what ``secrets`` and a network agent's ``env`` name."""
+    return isinstance(value, str) and len(value) <= MAX_NAME_CHARS and _NAME.match(value) is not None
 
 
 class EnvironmentProblem(ValueError):
@@ -43,7 +52,7 @@ class EnvironmentProblem(ValueError):
 
 
 def _name(value: Any, what: str) -> str:
-    if not isinstance(value, str) or not _NAME.match(value) or len(value) > 256:
+    if not is_variable_name(value):
         shown = repr(value)[:80]
         raise EnvironmentProblem(
             f"{what} {shown} is not an environment variable name (letters, digits and _, not starting with a digit)"

@@ -285,7 +285,9 @@ class RunMaker:
                     request = await self.services.enter(test, request, trace, entered)
                     entered.announced = True
                 if announce:
-                    self.notify("atp_run_started", test=test, run_number=run_number, request=request)
+                    self.notify(
+                        "atp_run_started", test=test, run_number=run_number, request=self.for_hooks(request)
+                    )
                 tried.returned = await adapter.execute(request, trace)
             passed = tried.limits is not None and tried.limits.passed is not None
             tried.timed_out = scope.cancelled_caught and tried.returned is NOTHING and not passed
@@ -294,13 +296,25 @@ class RunMaker:
                 raise trace.storage_error from None
             self._failed(tried, single_exception(raised))
         finally:
+            trace.watch(None)  # the limits hold while the agent runs: not over what services record after
             if entered is not None:
                 if not entered.announced and announce:
-                    self.notify("atp_run_started", test=test, run_number=run_number, request=request)
+                    self.notify(
+                        "atp_run_started", test=test, run_number=run_number, request=self.for_hooks(request)
+                    )
                 await self.services.leave(entered, trace)
             trace.close()
         if trace.storage_error is not None:
             raise trace.storage_error
+
+    def for_hooks(self, request: ATPRequest) -> ATPRequest:
+        """``request`` as plugins' hooks get it: with the secrets of its ``context.environment``
+        masked (the agent gets them; nothing else of ATP's does)."""
+        context = request.context
+        if context is None or not context.environment or self.masker is None:
+            return request
+        masked: ATPRequest = self.masker.value(request)
+        return masked
 
     def _failed(self, tried: Tried, exc: BaseException) -> None:
         """Why an attempt brought nothing back: a service, the agent, the infrastructure or the

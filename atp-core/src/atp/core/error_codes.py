@@ -72,16 +72,20 @@ class Expectation(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
 
 
 def bounded_code(value: object, masker: Masker | None) -> str | None:
-    """An agent's ``error_code`` as a result keeps it: masked, then cut and made printable;
-    ``None`` for nothing (or not a string, or blank)."""
-    if not isinstance(value, str) or not value.strip():
+    """An agent's ``error_code`` as a result keeps it: masked, then cut to its first
+    :data:`MAX_CODE_CHARS` characters (no note of the cut: a code stays one word a test can
+    expect) and made printable; ``None`` for nothing (or not a string, or blank)."""
+    if type(value) is not str or not value.strip():
         return None
-    return printable(shorten(value.strip(), MAX_CODE_CHARS, masker))
+    code = value.strip()
+    if masker is not None:
+        code = masker.text(code)
+    return printable(code[:MAX_CODE_CHARS])
 
 
 def bounded_trace_id(value: object, masker: Masker | None) -> str | None:
     """An agent's ``trace_id``, bounded as :func:`bounded_code` bounds a code."""
-    if not isinstance(value, str) or not value:
+    if type(value) is not str or not value:
         return None
     return printable(shorten(value, MAX_TRACE_ID_CHARS, masker))
 
@@ -90,7 +94,7 @@ def bounded_details(value: object, masker: Masker | None) -> dict[str, Any] | No
     """An agent's ``error_details``: masked, and when its JSON is over :data:`MAX_DETAILS_BYTES`
     (or it is no JSON at all: a Python agent may hand over any object), replaced by
     ``{"truncated": <the first part of its JSON, or its description>}``."""
-    if not isinstance(value, dict) or not value:
+    if type(value) is not dict or not value:  # (a subclass could raise from __len__)
         return None
     try:
         if masker is not None:

@@ -279,7 +279,7 @@ def _is_pid(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and 1 < value <= PID_MAX
 
 
-def _alive(pid: int, start: int | None) -> bool:
+def process_alive(pid: int, start: int | None) -> bool:
     """Whether the process ``pid`` that started at ``start`` still runs (when the start time
     is unknown, whether any process has that pid)."""
     if start is not None:
@@ -550,7 +550,7 @@ def _abandoned(run_root: Path) -> tuple[list[_Abandoned], set[str]]:
             continue
         if found.owner is None and _recent(found.path):
             continue  # an ATP that has just created the file and is writing its first line
-        if found.owner is not None and _alive(found.owner, found.owner_start):
+        if found.owner is not None and process_alive(found.owner, found.owner_start):
             live.update(token for _, token in found.running.values())
             continue
         abandoned.append(found)

@@ -82,7 +82,9 @@ class RemoteRuns:
         request = self.request_of(test, run_number)
         if run_number == 1:
             self._notify("atp_test_started", test=test)
-        self._notify("atp_run_started", test=test, run_number=run_number, request=request)
+        self._notify(
+            "atp_run_started", test=test, run_number=run_number, request=self.maker.for_hooks(request)
+        )
         retries: list[Retry] = []
         limit = self.limit(test)
         attempt = 1

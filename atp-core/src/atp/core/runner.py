@@ -125,7 +125,8 @@ class Runner:
             raise AtpError(f"retries must be from 0 to {MAX_RETRIES}, not {options.retries}")
         self.plugins, self.suite, self.tests, self.agent = plugins, suite, tests, agent
         self.options = options
-        self.masker = parts.masker if parts.masker else None
+        masker = (parts.masker or Masker()).with_secrets(agent.secrets)  # the agent's, however built
+        self.masker = masker if masker else None
         self.baseline = parts.baseline
         self.executor: Executor | None = parts.executor
         self.job: Job | None = parts.job

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import msgspec
 import msgspec.inspect as mi
 
+from atp.core.agentenv import VARIABLE_NAME
 from atp.core.config import ConfigDefaults, ConfigSpec
 from atp.core.suite import (
     AssertionSpec,
@@ -47,7 +48,7 @@ DRAFT = "http://json-schema.org/draft-07/schema#"
 _REF = "#/definitions/{name}"
 _MAX_TIMEOUT = 86400
 _TIMEOUT = {"type": "number", "exclusiveMinimum": 0, "maximum": _MAX_TIMEOUT}
-_VARIABLE = r"^[A-Za-z_][A-Za-z0-9_]*$"
+_VARIABLE = f"^{VARIABLE_NAME}$"
 """An environment variable name (an agent's ``secrets:``)."""
 
 SUITE_DESCRIPTIONS: dict[type[msgspec.Struct], dict[str, str]] = {

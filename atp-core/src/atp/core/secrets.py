@@ -60,6 +60,13 @@ class Masker:
     def __bool__(self) -> bool:
         return bool(self._text)
 
+    def with_secrets(self, more: Iterable[str]) -> Masker:
+        """A masker of these secrets and ``more`` (this one when ``more`` adds none)."""
+        added = [
+            s for s in more if isinstance(s, str) and len(s) >= MIN_SECRET_LENGTH and s not in self._text
+        ]
+        return Masker((*self._text, *added)) if added else self
+
     def text(self, value: str) -> str:
         """Text with every secret replaced, also where it is spelled with escapes (JSON's or
         Python's: a line an agent wrote, a ``repr``)."""

@@ -442,6 +442,10 @@ def compare_command(
         return _compare(run_dir, baseline, how)
     if run_dir is not None:
         raise click.UsageError("compare a stored run (RUN_DIR) or a suite run now (--suite=FILE), not both")
+    if isinstance(runs, int) and runs < MIN_RUNS:
+        raise click.UsageError(
+            f"--runs={runs}: a comparison needs at least {MIN_RUNS} runs per test; run with --runs=5 or more"
+        )
     from atp.cli.running import Options
 
     baseline = read_baseline(baseline_path)  # a broken baseline file fails before anything runs
@@ -453,10 +457,7 @@ def compare_command(
         runs=runs,
         parallel=parallel,
         run_dir=runs_root,
-        baseline=baseline_path,
-        correction=correction,
-        fail_on_regression=fail_on_regression,
-    )
+    )  # (no baseline in the run itself: the comparison below is the one shown)
     with contextlib.redirect_stdout(sys.stderr) if how.to_stdout else contextlib.nullcontext():
         code, directory = _run_now(suite_path, config, options)
     if directory is None or code in (130, 143):

@@ -107,7 +107,9 @@ class ProbeTask:
             if self.environment:
                 from atp.core.protocol import Context
 
-                request = msgspec.structs.replace(request, context=Context(environment=dict(self.environment)))
+                request = msgspec.structs.replace(
+                    request, context=Context(environment=dict(self.environment))
+                )
             return request
         from atp.core.attempt import build_request
         from atp.core.plan import RunPlan

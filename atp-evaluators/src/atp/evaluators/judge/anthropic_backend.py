@@ -32,6 +32,9 @@ class AnthropicJudge(JudgeBackend):
     def __init__(self, settings: Any, api_key: str | None) -> None:
         super().__init__(settings, api_key)
         self._sdk = require("anthropic", install="atp-evaluators[judge]", feature="the LLM judge (llm_eval)")
+        from atp.evaluators.judge import bounded  # (httpx: here once the SDK is)
+
+        self._bounded = bounded
         self._client: Any = None
 
     def _client_now(self) -> Any:
@@ -41,9 +44,7 @@ class AnthropicJudge(JudgeBackend):
                 base_url=self.settings.base_url,
                 max_retries=0,
                 timeout=self.settings.request_timeout_seconds,
-                # (the SDK follows redirects by default: a redirect would carry the prompt, the
-                # agent's output included, and the key's headers to wherever it points)
-                http_client=self._sdk.DefaultAsyncHttpxClient(follow_redirects=False),
+                http_client=self._bounded.client(self._sdk),  # no redirects, a bounded answer
             )
         return self._client
 
@@ -62,6 +63,8 @@ class AnthropicJudge(JudgeBackend):
                 tool_choice={"type": "tool", "name": call.tool["name"], "disable_parallel_tool_use": True},
                 extra_body=extra or None,
             )
+        except self._bounded.AnswerTooLarge as exc:
+            raise JudgeError(f"the Messages API's answer is not read: {exc}") from None
         except sdk.APIStatusError as exc:
             status = exc.status_code
             text = f"the Messages API answered HTTP {status}: {_brief(exc)}"
@@ -71,6 +74,9 @@ class AnthropicJudge(JudgeBackend):
         except sdk.APITimeoutError as exc:
             raise TransientJudgeError(f"the Messages API did not answer in time: {exc}") from None
         except sdk.APIConnectionError as exc:
+            large = self._bounded.too_large(exc)
+            if large is not None:
+                raise JudgeError(f"the Messages API's answer is not read: {large}") from None
             cause = exc.__cause__ or exc.__context__
             raise TransientJudgeError(
                 f"the Messages API could not be reached: {exc} ({cause})", unreachable=True

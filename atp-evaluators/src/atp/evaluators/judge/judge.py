@@ -71,8 +71,9 @@ class JudgeSettings(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     """``evaluators.llm_judge`` in ``atp.config.yaml`` (docs/llm-judge.md)."""
 
     backend: str | None = None
-    """``anthropic``, ``openai``, a plugin's name or ``module:Class``; without it, the model's
-    name chooses (``gpt-*``, ``o3``, ...: ``openai``; else ``anthropic``)."""
+    """``anthropic``, ``openai``, a plugin's name or ``module:Class``; without it, ``anthropic``
+    when ``base_url`` is set, else the model's name chooses (``gpt-*``, ``o3``, ...: ``openai``;
+    else ``anthropic``)."""
     model: Annotated[str, msgspec.Meta(min_length=1)] | None = None
     """Without it, the back end's default (``claude-sonnet-4-6``; ``gpt-4.1`` for ``openai``)."""
     temperature: Annotated[float, msgspec.Meta(ge=0, le=1)] | None = None
@@ -110,9 +111,13 @@ def read_settings(settings: Mapping[str, Any]) -> JudgeSettings:
 
 
 def backend_of(settings: JudgeSettings) -> type[JudgeBackend]:
-    """The back end class the settings choose: ``backend``, else the one the model's name
-    belongs to (:func:`~atp.evaluators.judge.backend.infer_backend`)."""
-    return load_backend(settings.backend or infer_backend(settings.model))
+    """The back end class the settings choose: ``backend``; else, with a ``base_url`` (a proxy
+    or a compatible server, which may serve any model under any name), ``anthropic`` as before
+    there was a choice; else the one the model's name belongs to
+    (:func:`~atp.evaluators.judge.backend.infer_backend`)."""
+    if settings.backend:
+        return load_backend(settings.backend)
+    return load_backend("anthropic" if settings.base_url else infer_backend(settings.model))
 
 
 class Spent(NamedTuple):

@@ -8,7 +8,7 @@ forced call of the judgement function (``tool_choice``, one call at most). ATP's
 Messages API shaped (:class:`~atp.evaluators.judge.backend.JudgeCall`): :func:`chat_messages`
 translates them, a correction's ``tool_result`` becoming a ``tool`` message.
 
-The service's answer is hostile input: its body is read up to :data:`MAX_ANSWER_BYTES` and
+The service's answer is hostile input: its body is read up to :data:`atp.evaluators.judge.bounded.MAX_ANSWER_BYTES` and
 decoded here (:func:`read_completion`), not by the SDK, so that a body that is not a chat
 completion (not JSON, a field of the wrong type, no choice) is a :class:`JudgeError` naming what
 is wrong, never an exception from deep inside the SDK. The function's ``arguments`` are JSON
@@ -37,8 +37,6 @@ from atp.evaluators.judge.backend import (
 )
 from atp.evaluators.judge.prompt import AnswerProblem, load_json
 
-MAX_ANSWER_BYTES = 4 * 1024 * 1024
-"""A body larger than this is not read (a judgement is a few kilobytes)."""
 SHOWN_CHARS = 500
 """What the service said, in an error message, is cut at this many characters."""
 
@@ -196,10 +194,7 @@ class OpenAIJudge(JudgeBackend):
                 base_url=self.endpoint(self.settings),
                 max_retries=0,
                 timeout=self.settings.request_timeout_seconds,
-                http_client=self._sdk.DefaultAsyncHttpxClient(
-                    follow_redirects=False,
-                    event_hooks={"response": [self._bounded.bounding(MAX_ANSWER_BYTES)]},
-                ),
+                http_client=self._bounded.client(self._sdk),
             )
         return self._client
 
@@ -210,7 +205,6 @@ class OpenAIJudge(JudgeBackend):
             "messages": chat_messages(call.system, call.messages),
             "tools": [function_tool(call.tool)],
             "tool_choice": {"type": "function", "function": {"name": call.tool["name"]}},
-            "parallel_tool_calls": False,
             "max_completion_tokens": call.max_tokens,
         }
         if call.temperature is not None:
@@ -234,8 +228,9 @@ class OpenAIJudge(JudgeBackend):
             raise TransientJudgeError(f"the Chat Completions API did not answer in time: {exc}") from None
         except sdk.APIConnectionError as exc:
             cause = exc.__cause__ or exc.__context__
-            if isinstance(cause, self._bounded.AnswerTooLarge):
-                raise JudgeError(f"the Chat Completions API's answer is not read: {cause}") from None
+            large = self._bounded.too_large(exc)
+            if large is not None:
+                raise JudgeError(f"the Chat Completions API's answer is not read: {large}") from None
             raise TransientJudgeError(
                 f"the Chat Completions API could not be reached: {exc} ({self._said(str(cause))})",
                 unreachable=True,
