@@ -411,7 +411,7 @@ def test_health_check(agent: FaultyAgent) -> None:
         finally:
             await adapter.aclose()
 
-    for status, healthy in ((200, True), (404, True), (503, False)):
+    for status, healthy in ((200, True), (404, True), (405, True), (501, True), (500, False), (503, False)):
         with FaultyAgent(health_status=status) as server:
             for started in (False, True):
                 assert anyio.run(check, server.url + "/v1", started) is healthy, (status, started)

@@ -59,3 +59,48 @@ def test_without_a_suite_the_generic_greeting() -> None:
     assert probe.what.startswith("a generic task")
     request = probe.request(2.5)
     assert request.task.description == PROBE_DESCRIPTION and request.constraints.timeout_seconds == 3
+
+
+TOOLS_SUITE = """
+test_suite: probes
+tests:
+  - id: searches
+    task: {description: search}
+    tools: [{name: web_search, output: {results: [Acme]}}]
+"""
+
+
+def test_the_tests_tool_server_is_started_around_the_probe(tmp_path: Path, plugins: Plugins) -> None:
+    """As around a run of `atp test`: the request carries the tools' address, the calls the
+    server answers are counted in the probe's sink (apart from the agent's events), and the
+    server is closed after the probe. Without the plugins the request goes as it is."""
+    import anyio
+    import httpx
+
+    from atp.core.secrets import Masker
+    from atp.core.validation import ProbeSink
+
+    suite = load_suite(write(tmp_path / "suite.yaml", TOOLS_SUITE), plugins.evaluators)
+    probe = ProbeTask.of_suite(suite)
+    request = probe.request(30.0)
+    sink = ProbeSink(request.task_id, Masker())
+
+    async def probing() -> tuple[str, dict[str, object]]:
+        async with probe.served(request, sink) as bare:
+            assert bare is request  # no plugins: nothing started
+        probe.plugins = plugins
+        async with probe.served(request, sink) as sent:
+            assert sent.task_id == request.task_id and sent.context is not None
+            endpoint = sent.context.tools_endpoint
+            assert endpoint is not None
+            async with httpx.AsyncClient() as client:
+                reply = await client.post(
+                    f"{endpoint}/web_search", json={"task_id": sent.task_id, "input": {}}
+                )
+        return endpoint, reply.json()
+
+    endpoint, answer = anyio.run(probing)
+    assert answer["status"] == "success" and answer["output"] == {"results": ["Acme"]}
+    assert sink.recorded == {"web_search": 1} and sink.events_seen == 0
+    with pytest.raises(httpx.ConnectError):
+        httpx.post(f"{endpoint}/web_search", json={"task_id": request.task_id, "input": {}})

@@ -29,8 +29,9 @@ The wire format:
   wait for it.
 - Whatever the URL, the answer's ``Content-Type`` says how it is read: ``text/event-stream`` as
   a stream, anything else as one ATP Response.
-- ``GET {endpoint}/health`` for :meth:`HttpAdapter.health` and ``health_check`` (a 404 counts
-  as healthy: the agent answered, it just has no health endpoint): ``unreachable`` when no
+- ``GET {endpoint}/health`` for :meth:`HttpAdapter.health` and ``health_check`` (a 404, 405 or
+  501 counts as healthy: the agent answered, it just has no health endpoint, which the protocol
+  does not ask for; a server made only for its POSTs answers 405 or 501): ``unreachable`` when no
   connection opens, ``unhealthy`` saying what failed otherwise (an HTTP status, a redirect, no
   answer within :data:`HEALTH_SECONDS`).
 
@@ -79,6 +80,10 @@ ATP_JSON = "application/vnd.atp.v1+json"
 EVENT_STREAM = "text/event-stream"
 HEALTH_SECONDS = 10.0
 """How long :meth:`HttpAdapter.health` waits for the agent's answer."""
+NO_HEALTH_ENDPOINT = frozenset({404, 405, 501})
+"""Answers to ``GET /health`` that say the agent has none (the protocol asks only for its two
+POSTs): not found, method not allowed, not implemented (Python's ``http.server`` without a
+``do_GET``). The agent answered, so it is there: healthy."""
 FALLBACK_STATUSES = (404, 405)
 """Answers to ``/execute/stream`` that make ``stream: auto`` use ``/execute``."""
 FINISH_BYTES = 64 * 1024
@@ -175,8 +180,8 @@ class HttpAdapter(NetworkAdapter):
         return self._client is not None
 
     async def healthy(self) -> bool:
-        """Whether ``GET {endpoint}/health`` answers (2xx, or 404: no health endpoint, but the
-        agent is there) within :data:`HEALTH_SECONDS`."""
+        """Whether ``GET {endpoint}/health`` answers (2xx, or :data:`NO_HEALTH_ENDPOINT`: no
+        health endpoint, but the agent is there) within :data:`HEALTH_SECONDS`."""
         return (await self._health()).status == "healthy"
 
     async def health(self) -> Health:
@@ -217,7 +222,7 @@ class HttpAdapter(NetworkAdapter):
                     ),
                 )
             return Health(status="unhealthy", detail=f"{where} failed: {failure.words}")
-        if 200 <= status < 300 or status == 404:
+        if 200 <= status < 300 or status in NO_HEALTH_ENDPOINT:
             return Health(status="healthy")
         if 300 <= status < 400:
             said = redirect_words(status, location, masker=self.masker)

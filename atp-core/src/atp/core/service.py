@@ -42,7 +42,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
 from contextlib import AbstractAsyncContextManager
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 import msgspec
 
@@ -50,7 +50,6 @@ from atp.core.protocol import ATPRequest, Context
 
 if TYPE_CHECKING:
     from atp.core.secrets import Masker
-    from atp.core.trace import RunTrace
 
 
 class ServiceUse(msgspec.Struct, frozen=True):
@@ -71,6 +70,20 @@ class ServiceConfigError(ValueError):
         self.at = tuple(at)
 
 
+class Records(Protocol):
+    """Where a :class:`Recorder` writes: a run's trace (:class:`~atp.core.trace.RunTrace`), or
+    the sink of ``atp validate``'s probe (which runs the probed test's services too)."""
+
+    task_id: str
+    masker: Masker | None
+
+    def record(self, payload: msgspec.Struct, *, by: str) -> object: ...
+
+    def serve_tools(self, names: Iterable[str]) -> None: ...
+
+    def warn(self, message: str) -> None: ...
+
+
 class Recorder:
     """What a service records about one run, into that run's trace.
 
@@ -79,7 +92,7 @@ class Recorder:
     agent's sequence numbers, and an agent cannot make its own events look like them.
     """
 
-    def __init__(self, trace: RunTrace, key: str) -> None:
+    def __init__(self, trace: Records, key: str) -> None:
         self._trace = trace
         self.key = key
         """The key of the service recording."""

@@ -19,10 +19,9 @@ from atp.core.hooks import FailureSink
 from atp.core.plugins import Plugins, format_exception
 from atp.core.protocol import ATPRequest
 from atp.core.secrets import Masker
-from atp.core.service import Recorder, Service
+from atp.core.service import Recorder, Records, Service
 from atp.core.suite import Test
 from atp.core.text import describe, mask, shorten
-from atp.core.trace import RunTrace
 
 __all__ = ["SERVICE_LEAVE_SECONDS", "Entered", "ServiceFailed", "Services"]
 
@@ -123,7 +122,7 @@ class Services:
             shorten(format_exception(exc), MAX_TRACEBACK_CHARS, masker),
         )
 
-    async def enter(self, test: Test, request: ATPRequest, trace: RunTrace, entered: Entered) -> ATPRequest:
+    async def enter(self, test: Test, request: ATPRequest, trace: Records, entered: Entered) -> ATPRequest:
         """Enter the test's services for one run, in order; the request each yields goes to the
         next, the last one's to the agent."""
         for use in test.services:
@@ -150,7 +149,7 @@ class Services:
         entered.pending = None
         return request
 
-    async def leave(self, entered: Entered, trace: RunTrace) -> None:
+    async def leave(self, entered: Entered, trace: Records) -> None:
         """Leave the services entered for a run, last first, shielded from cancellation; one
         that raises is a warning on the run and a plugin failure, and the others are left."""
         for key, context in reversed(entered.contexts):

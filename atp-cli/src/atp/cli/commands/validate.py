@@ -164,12 +164,17 @@ def validate_command(
     agent = resolve_agent(choose_agent(agent_definitions(config, suite), agent_name), loaded.adapters)
     masker = masker_for(config, agent)
     probe.environment = agent.environment
+    probe.plugins = loaded
     if not as_json:
         click.echo(printable(f"Agent: {agent.name} ({agent.type}), each probe within {timeout:g} s"))
         click.echo(printable(f"Probe: {probe.what}"))
         if probe.test is not None and probe.test.services:
             names = ", ".join(use.key for use in probe.test.services)
-            click.echo(printable(f"      note: the test's services ({names}) are not started for the probe"))
+            click.echo(
+                printable(
+                    f"      note: the test's services ({names}) are started for the probe, as for a run"
+                )
+            )
     report: Callable[[CheckResult], None] = (lambda result: None) if as_json else TextReport()
     outcome = run_validation(
         agent.create_adapter,

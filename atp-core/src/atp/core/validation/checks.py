@@ -87,7 +87,10 @@ def events_check(answer: Answer, context: CheckContext) -> CheckResult:
             title,
             "passed",
             "no events",
-            notes=["events are optional; they let suites check the agent's tool calls, steps and tokens"],
+            notes=[
+                "events are optional; they let suites check the agent's tool calls, steps and tokens",
+                *recorded(sink.recorded, context),
+            ],
         )
     count = sink.events_seen
     numbers = (
@@ -95,7 +98,21 @@ def events_check(answer: Answer, context: CheckContext) -> CheckResult:
         if count == 1
         else f"sequence {sink.first_sequence} to {sink.last_sequence}"
     )
-    return CheckResult(name, title, "passed", f"{count} valid event{'s' if count != 1 else ''}, {numbers}")
+    return CheckResult(
+        name,
+        title,
+        "passed",
+        f"{count} valid event{'s' if count != 1 else ''}, {numbers}",
+        notes=recorded(sink.recorded, context),
+    )
+
+
+def recorded(calls: dict[str, int], context: CheckContext) -> list[str]:
+    """A note of the tool calls the probed test's tool server answered (by tool), if any."""
+    if not calls:
+        return []
+    named = ", ".join(f"{tool} ×{n}" if n > 1 else tool for tool, n in calls.items())
+    return [context.shown(f"the test's tool server answered the agent's calls: {named}")]
 
 
 def refusal_check(name: str, answer: Answer, what: str, context: CheckContext) -> CheckResult:

@@ -2,8 +2,9 @@
 time limit, and what came back (a response, the exception that ended it, or nothing in time).
 
 The probe asks what :class:`ProbeTask` says: a suite's test, as ``atp test`` sends it (its task,
-constraints and metadata; a fresh copy of its workspace fixture), so that an agent made for one
-task is probed with it; or, without a suite, a generic greeting any agent can answer.
+constraints and metadata; a fresh copy of its workspace fixture; its services, such as the mock
+tool server, around it), so that an agent made for one task is probed with it; or, without a
+suite, a generic greeting any agent can answer.
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ import contextlib
 import math
 import time
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -21,11 +23,12 @@ from atp.core.validation.sink import ProbeSink
 
 if TYPE_CHECKING:
     from atp.core.adapter import Adapter
+    from atp.core.plugins import Plugins
     from atp.core.protocol import ATPRequest, ATPResponse
     from atp.core.suite import Suite, Test
     from atp.core.validation.context import CheckContext
 
-__all__ = ["MALFORMED_WHAT", "PROBE_DESCRIPTION", "Answer", "ProbeTask", "make_request", "send"]
+__all__ = ["MALFORMED_WHAT", "PROBE_DESCRIPTION", "Answer", "Around", "ProbeTask", "make_request", "send"]
 
 PROBE_DESCRIPTION = "Reply with a short greeting. (A probe from atp validate: nothing else needs doing.)"
 MALFORMED_WHAT = "a request with an empty task.description and constraints.max_steps 0"
@@ -73,6 +76,9 @@ class ProbeTask:
         self.environment: Mapping[str, str] | None = None
         """What the request's ``context.environment`` carries: the agent's ``env`` and
         ``secrets``, as ``atp test`` sends them (set by the caller)."""
+        self.plugins: Plugins | None = None
+        """The plugins whose services (the mock tool server) the test asks for: set by the
+        caller, they are started around the probe as ``atp test`` starts them around a run."""
 
     @classmethod
     def of_suite(cls, suite: Suite, test_id: str | None = None) -> ProbeTask:
@@ -139,9 +145,40 @@ class ProbeTask:
             copy_fixture(fixture, workspace)
             yield workspace
 
+    @contextlib.asynccontextmanager
+    async def served(self, request: ATPRequest, sink: ProbeSink) -> AsyncIterator[ATPRequest]:
+        """The test's services (``tools:``) around the probe, entered as for a run of ``atp
+        test``: the request they yield (with ``context.tools_endpoint``), what they observe
+        recorded in ``sink``; closed after it. The request as it is without services (or
+        without :attr:`plugins`)."""
+        test = self.test
+        if test is None or not test.services or self.plugins is None:
+            yield request
+            return
+        from atp.core.service_runs import Entered, Services
 
-async def send(adapter: Adapter, request: ATPRequest, context: CheckContext) -> Answer:
-    """``request`` through the adapter, in a fresh sink, within the time limit."""
+        def failed(plugin: str, what: str, exc: BaseException, /) -> None:
+            sink.warn(f"{what} of {plugin} failed: {type(exc).__name__}: {exc}")
+
+        services = Services(self.plugins, failed, sink.masker)
+        services.begin()
+        entered = Entered()
+        try:
+            yield await services.enter(test, request, sink, entered)
+        finally:
+            await services.leave(entered, sink)
+            await services.aclose()
+
+
+Around = Callable[["ATPRequest", ProbeSink], AbstractAsyncContextManager["ATPRequest"]]
+"""What surrounds a probe (:meth:`ProbeTask.served`): yields the request to send."""
+
+
+async def send(
+    adapter: Adapter, request: ATPRequest, context: CheckContext, around: Around | None = None
+) -> Answer:
+    """``request`` through the adapter (inside ``around``, when given), in a fresh sink, within
+    the time limit."""
     import anyio
 
     from atp.core.protocol import ATPResponse
@@ -151,7 +188,11 @@ async def send(adapter: Adapter, request: ATPRequest, context: CheckContext) -> 
     returned: Any = _NOTHING
     try:
         with anyio.move_on_after(context.timeout) as limit:
-            returned = await adapter.execute(request, answer.sink)
+            if around is None:
+                returned = await adapter.execute(request, answer.sink)
+            else:
+                async with around(request, answer.sink) as sent:
+                    returned = await adapter.execute(sent, answer.sink)
     except Exception as raised:
         answer.error = single_exception(raised)
         context.debug(answer.error)

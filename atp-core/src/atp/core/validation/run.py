@@ -12,7 +12,15 @@ from atp.core.validation.checks import events_check, probe_check, refusal_check
 from atp.core.validation.conformance import conformance_checks
 from atp.core.validation.context import CheckContext
 from atp.core.validation.exceptions import described, single_exception
-from atp.core.validation.probe import MALFORMED_WHAT, PROBE_DESCRIPTION, Answer, ProbeTask, make_request, send
+from atp.core.validation.probe import (
+    MALFORMED_WHAT,
+    PROBE_DESCRIPTION,
+    Answer,
+    Around,
+    ProbeTask,
+    make_request,
+    send,
+)
 from atp.core.validation.reachable import Reached, check_reachable, refused_settings
 from atp.core.validation.results import CHECKS, CheckResult, ValidationOutcome
 
@@ -151,7 +159,7 @@ class Validation:
             self._skip(("probe", "events", "malformed", "version"), reason)
             return
         with self.probe.workspace() as workspace:
-            probe = await self._send(self.probe.request(self.timeout, workspace))
+            probe = await self._send(self.probe.request(self.timeout, workspace), around=self.probe.served)
         self._add(probe_check(probe, self.context))
         if isinstance(probe.error, AdapterError):
             self._skip(("events", "malformed", "version"), "the probe could not be delivered")
@@ -195,10 +203,10 @@ class Validation:
         self._add(result)
         return reached
 
-    async def _send(self, request: ATPRequest) -> Answer:
+    async def _send(self, request: ATPRequest, around: Around | None = None) -> Answer:
         adapter = self.adapter
         assert adapter is not None, "the reachable check makes it"
-        return await send(adapter, request, self.context)
+        return await send(adapter, request, self.context, around)
 
 
 def run_validation(

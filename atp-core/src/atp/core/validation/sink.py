@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
+
+import msgspec
 
 from atp.core.text import shorten
 
@@ -42,6 +44,9 @@ class ProbeSink:
         self.warnings: list[str] = []
         self.warning_count = 0
         self.log_tail: deque[str] = deque(maxlen=LOG_TAIL_LINES)
+        self.recorded: dict[str, int] = {}
+        """The tool calls the probed test's services answered (the mock tool server): how
+        many, by tool (ATP's own observations, not the agent's events)."""
 
     def event(self, event: Event, raw: bytes | None = None) -> None:
         self.events((event,))
@@ -67,6 +72,16 @@ class ProbeSink:
             if self.first_sequence is None:
                 self.first_sequence = sequence
             self.last_sequence = sequence
+
+    def record(self, payload: msgspec.Struct, *, by: str) -> None:
+        """What a service of the probed test observed (a :class:`~atp.core.service.Recorder`
+        writes here): counted by tool, never checked as the agent's events."""
+        tool = getattr(payload, "tool", None)
+        if isinstance(tool, str) and (tool in self.recorded or len(self.recorded) < MAX_WARNINGS):
+            self.recorded[tool] = self.recorded.get(tool, 0) + 1
+
+    def serve_tools(self, names: Iterable[str]) -> None:
+        """(The probe keeps no trace: the agent's own tool_call events are checked as any event.)"""
 
     def log(self, line: str) -> None:
         if line.strip():
