@@ -131,6 +131,9 @@ def bounded_counts(counts: dict[str, int]) -> dict[str, int]:
     return kept
 
 
-def words(code: str | None) -> str:
-    """A code as reports show it after a status: `` [TOOL_NOT_FOUND]``, or nothing."""
-    return f" [{code}]" if code else ""
+def words(code: str | None, status: str | None = None) -> str:
+    """A code as reports show it after a status: `` [TOOL_NOT_FOUND]``; nothing without one, or
+    when it only repeats the status (``timeout [TIMEOUT]``)."""
+    if not code or (status is not None and code.lower() == status.lower()):
+        return ""
+    return f" [{code}]"

@@ -49,7 +49,7 @@ def run_failures(run: RunResult) -> list[tuple[tuple[str, ...], str]]:
     if run.outcome == "passed":
         return items
     if run.error:
-        said = f"{safe(run.status)}{safe(words(run.error_code))}: {safe(run.error)}"
+        said = f"{safe(run.status)}{safe(words(run.error_code, run.status))}: {safe(run.error)}"
         items.append((("error", run.status, run.error_code or "", run.error), said))
     failed = run.failed_checks
     follow_on = follow_on_checks(run)

@@ -21,7 +21,7 @@ def run_lines(run: RunResult, prefix: str, style: Style) -> list[str]:
     lines: list[str] = []
     if run.error:
         color = "yellow" if run.outcome == "passed" else "red"
-        said = f"{safe(run.status)}{safe(words(run.error_code))}: {safe(run.error)}"
+        said = f"{safe(run.status)}{safe(words(run.error_code, run.status))}: {safe(run.error)}"
         lines.append(style.paint(f"    - {prefix}{said}", color))
     if run.error_details:
         details = shown(msgspec.json.encode(run.error_details).decode())
