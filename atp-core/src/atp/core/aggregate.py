@@ -108,8 +108,14 @@ def test_statistics(runs: list[RunResult]) -> TestStatistics:
         metrics={name: describe(metrics[name]) for name in METRIC_NAMES if name in metrics},
         pass_at_k={k: pass_at_k(n, passed, k) for k in ks},
         pass_hat_k={k: pass_hat_k(n, passed, k) for k in ks},
-        error_codes=count_codes(r.error_code for r in runs if r.outcome != "passed"),
+        error_codes=codes_of(runs),
     )
+
+
+def codes_of(runs: list[RunResult]) -> dict[str, int]:
+    """The runs that did not pass, counted by error code (nothing to count: no work)."""
+    codes = [r.error_code for r in runs if r.error_code is not None and r.outcome != "passed"]
+    return count_codes(codes) if codes else {}
 
 
 test_statistics.__test__ = False  # type: ignore[attr-defined]  # not a pytest test
@@ -323,7 +329,7 @@ def _summary(header: RunHeader, tests: list[TestResult], runs: list[RunResult]) 
         flaky=sum(t.flaky for t in tests),
         quarantined=sum(t.quarantined and t.status in ("failed", "error") for t in tests),
         retries=sum(len(r.retries) for r in runs),
-        error_codes=count_codes(r.error_code for r in runs if r.outcome != "passed"),
+        error_codes=codes_of(runs),
     )
 
 

@@ -278,8 +278,9 @@ class RunMaker:
         entered: Entered | None = None
         try:
             with anyio.move_on_after(tried.timeout) as scope:
-                tried.limits = RunLimits.of(test.constraints, canceller(scope))
-                trace.watch(tried.limits)
+                if RunLimits.wanted(test.constraints):  # (the canceller only when there are limits)
+                    tried.limits = RunLimits(test.constraints, canceller(scope))
+                    trace.watch(tried.limits)
                 if test.services:
                     entered = tried.entered = Entered()
                     request = await self.services.enter(test, request, trace, entered)

@@ -50,16 +50,19 @@ class RunLimits:
         self.passed: Passed | None = None
         self._stop = stop
 
-    @classmethod
-    def of(cls, constraints: Constraints, stop: Callable[[], None]) -> RunLimits | None:
-        """The limits of ``constraints``, or ``None`` when it has none of them."""
-        if (
+    @staticmethod
+    def wanted(constraints: Constraints) -> bool:
+        """Whether ``constraints`` has a limit to hold while the agent runs."""
+        return not (
             constraints.max_steps is None
             and constraints.max_tokens is None
             and constraints.budget_usd is None
-        ):
-            return None
-        return cls(constraints, stop)
+        )
+
+    @classmethod
+    def of(cls, constraints: Constraints, stop: Callable[[], None]) -> RunLimits | None:
+        """The limits of ``constraints``, or ``None`` when it has none of them."""
+        return cls(constraints, stop) if cls.wanted(constraints) else None
 
     def __call__(self, summary: TraceSummary) -> None:
         if self.passed is not None:
