@@ -40,8 +40,10 @@ class Cluster:
         self.tmp.mkdir(exist_ok=True)
         self.processes: list[subprocess.Popen[bytes]] = []
         self.workers: list[subprocess.Popen[bytes]] = []
-        loopback = ["--host", "127.0.0.1", "--no-dashboard"]
-        scheduler = [DASK, "scheduler", *loopback, "--port", "0", "--dashboard-address", "127.0.0.1:0"]
+        # Every socket on loopback: the dashboard listens on every interface without
+        # --dashboard-address, even with --no-dashboard (docs/cluster.md).
+        loopback = ["--host", "127.0.0.1", "--no-dashboard", "--dashboard-address", "127.0.0.1:0"]
+        scheduler = [DASK, "scheduler", *loopback, "--port", "0"]
         self.scheduler = self._start("scheduler", [*scheduler, "--scheduler-file", str(self.file)])
         deadline = time.monotonic() + 30
         while not self.file.is_file() or not self.file.read_text().strip():
@@ -410,7 +412,8 @@ def test_a_worker_without_atps_executor_stops_the_command_before_any_run(tmp_pat
     assert (
         "cannot load ATP's executor: ModuleNotFoundError(\"No module named 'atp.executors" in result.stderr
     ), result.stderr
-    assert "install ATP on every worker as here (pip install 'atp-executors[dask]'" in result.stderr
+    assert "install ATP on every worker as here, with the plugins the suite uses" in result.stderr
+    assert "docs/cluster.md" in result.stderr
     assert result.stderr.count("\n") == 1, result.stderr  # the error alone: closing says nothing more
     assert not (tmp_path / "ledger.txt").exists()
     assert not list(tmp_path.glob(".atp/runs/*"))

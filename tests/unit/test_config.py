@@ -397,3 +397,79 @@ def test_atp_python_is_the_interpreter_running_atp(tmp_path: Path, plugins: Plug
     assert resolve_agent(definition, plugins.adapters, {}).settings.command == [sys.executable, "agent.py"]
     chosen = resolve_agent(definition, plugins.adapters, {"ATP_PYTHON": "/opt/python"})
     assert chosen.settings.command == ["/opt/python", "agent.py"]
+
+
+# --- where the config is found (atp.core.configsearch) ------------------------------------------
+
+
+def test_the_config_beside_the_suite_beats_the_working_directory(tmp_path: Path) -> None:
+    write(tmp_path / "atp.config.yaml", "defaults: {runs_per_test: 2}\n")
+    suite = write(tmp_path / "proj" / "suite.yaml", "test_suite: s\ntests: []\n")
+    write(tmp_path / "proj" / "pyproject.toml", "[tool.atp.defaults]\nruns_per_test = 4\n")
+    config = load_config(cwd=tmp_path, suites=[suite])
+    # the suite's folder is one project: its [tool.atp] wins over the working directory's file
+    assert config.path == tmp_path / "proj" / "pyproject.toml" and config.base_dir == tmp_path / "proj"
+    assert config.spec.defaults.runs_per_test == 4
+    says(config.origin, "proj/pyproject.toml", "beside the suite")
+    write(tmp_path / "proj" / "atp.config.yml", "defaults: {runs_per_test: 5}\n")
+    config = load_config(cwd=tmp_path, suites=[suite])
+    assert config.path == tmp_path / "proj" / "atp.config.yml" and config.spec.defaults.runs_per_test == 5
+    assert len(config.warnings) == 1  # the table beside it is ignored, and said so
+    says(config.warnings[0], "proj/pyproject.toml", "ignored", "proj/atp.config.yml")
+
+
+def test_without_a_config_beside_the_suite_the_working_directory_is_used(tmp_path: Path) -> None:
+    write(tmp_path / "pyproject.toml", "[tool.atp.defaults]\nruns_per_test = 3\n")
+    suite = write(tmp_path / "proj" / "suite.yaml", "test_suite: s\ntests: []\n")
+    config = load_config(cwd=tmp_path, suites=[suite])
+    assert config.path == tmp_path / "pyproject.toml" and config.spec.defaults.runs_per_test == 3
+    says(config.origin, "the working directory")
+    # --config wins over both
+    other = write(tmp_path / "ci.yaml", "defaults: {runs_per_test: 7}\n")
+    write(tmp_path / "proj" / "atp.config.yaml", "defaults: {runs_per_test: 9}\n")
+    config = load_config(other, cwd=tmp_path, suites=[suite])
+    assert config.spec.defaults.runs_per_test == 7
+    says(config.origin, "ci.yaml", "--config")
+
+
+def test_no_config_found_names_every_place_looked_at(tmp_path: Path) -> None:
+    suite = write(tmp_path / "proj" / "suite.yaml", "test_suite: s\ntests: []\n")
+    write(tmp_path / "proj" / "pyproject.toml", '[project]\nname = "x"\n')
+    config = load_config(cwd=tmp_path / "elsewhere", suites=[suite])
+    assert config.path is None
+    says(
+        config.origin,
+        "no config file",
+        "atp.config.yaml",
+        "atp.config.yml",
+        "pyproject.toml [tool.atp]",
+        f"{tmp_path / 'proj'} (beside the suite)",
+        f"{tmp_path / 'elsewhere'} (the working directory)",
+        f"{tmp_path / 'proj' / 'pyproject.toml'} has no [tool.atp] table",
+    )
+    with pytest.raises(ConfigError) as info:
+        choose_agent(agent_definitions(config), "calc", config)
+    says(str(info.value), "no agent named 'calc'", "none are defined", str(tmp_path / "proj"), "elsewhere")
+    # a suite in the working directory: the folder is looked in once
+    here = write(tmp_path / "suite.yaml", "test_suite: s\ntests: []\n")
+    origin = load_config(cwd=tmp_path, suites=[here]).origin
+    assert origin.count(str(tmp_path)) == 1, origin
+
+
+def test_suites_that_find_different_configs_are_refused(tmp_path: Path) -> None:
+    a = write(tmp_path / "a" / "suite.yaml", "test_suite: a\ntests: []\n")
+    b = write(tmp_path / "b" / "suite.yaml", "test_suite: b\ntests: []\n")
+    a2 = write(tmp_path / "a" / "more.yaml", "test_suite: a2\ntests: []\n")
+    write(tmp_path / "a" / "atp.config.yaml", "version: '1.0'\n")
+    assert load_config(cwd=tmp_path, suites=[a, a2]).path == tmp_path / "a" / "atp.config.yaml"
+    with pytest.raises(ConfigError) as info:
+        load_config(cwd=tmp_path, suites=[a, b])
+    says(str(info.value), a, tmp_path / "a" / "atp.config.yaml", b, "finds none", "--config")
+    write(tmp_path / "atp.config.yaml", "version: '1.0'\n")  # b now finds the working directory's
+    with pytest.raises(ConfigError) as info:
+        load_config(cwd=tmp_path, suites=[a, b])
+    says(str(info.value), tmp_path / "a" / "atp.config.yaml", tmp_path / "atp.config.yaml")
+    # two folders without configs of their own share the working directory's: no conflict
+    c = write(tmp_path / "c" / "suite.yaml", "test_suite: c\ntests: []\n")
+    assert load_config(cwd=tmp_path, suites=[b, c]).path == tmp_path / "atp.config.yaml"
+    assert load_config(tmp_path / "atp.config.yaml", cwd=tmp_path, suites=[a, b]).path is not None

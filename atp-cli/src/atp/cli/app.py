@@ -86,7 +86,7 @@ def config_option(func: F) -> F:
         "--config",
         "config_path",
         type=click.Path(path_type=Path, dir_okay=False),
-        help="Config file (default: atp.config.yaml in the working directory, if any).",
+        help="Config file (default: atp.config.yaml, else pyproject.toml's [tool.atp], found beside the suite, else in the working directory).",
     )(func)
 
 

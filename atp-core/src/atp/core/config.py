@@ -1,9 +1,10 @@
 """The configuration file ``atp.config.yaml`` and agent definitions.
 
-Named with ``--config``, or found in the working directory: ``atp.config.yaml`` (or
-``atp.config.yml``), else the ``[tool.atp]`` table of ``pyproject.toml``. When both a config
-file and a ``[tool.atp]`` table are there, the file is the configuration and
-:attr:`Config.warnings` says the table is ignored. Its sections (design section 6.2):
+Named with ``--config``, or found beside the suite, else in the working directory
+(:mod:`atp.core.configsearch`): ``atp.config.yaml`` (or ``atp.config.yml``), else the
+``[tool.atp]`` table of ``pyproject.toml``. When both a config file and a ``[tool.atp]`` table
+are in one folder, the file is the configuration and :attr:`Config.warnings` says the table is
+ignored. Its sections (design section 6.2):
 ``defaults``, ``agents`` (by name), ``evaluators`` (settings per evaluator), ``reporting``,
 ``secrets``, ``limits`` and ``plugins`` (the project's own plugin modules and files). An agent
 is defined in the config or in a suite's ``agents`` list; a suite entry that gives only a
@@ -29,6 +30,9 @@ import msgspec
 
 from atp.core.adapter import Adapter
 from atp.core.bounds import MAX_COUNT
+from atp.core.configsearch import CONFIG_NAMES as CONFIG_NAMES
+from atp.core.configsearch import PYPROJECT as PYPROJECT
+from atp.core.configsearch import search
 from atp.core.errors import ConfigError, SuiteError
 from atp.core.protocol import TimeoutSeconds
 from atp.core.secrets import Masker, looks_secret
@@ -49,8 +53,6 @@ if TYPE_CHECKING:
     from atp.core.evaluator import Evaluator
     from atp.core.limits import RateLimit
 
-CONFIG_NAMES = ("atp.config.yaml", "atp.config.yml")
-PYPROJECT = "pyproject.toml"
 TOOL_TABLE = ("tool", "atp")
 """Where the configuration sits in ``pyproject.toml``: ``[tool.atp]``."""
 PYTHON_VARIABLE = "ATP_PYTHON"
@@ -175,6 +177,9 @@ class Config:
         self.evaluator_overrides: dict[str, dict[str, Any]] = {}
         """Settings the command line sets over ``evaluators.<name>`` (``atp test
         --no-judge-cache`` sets ``llm_judge.cache: false``)."""
+        self.origin = "no config file was used"
+        """Which config file this is and how it was found, or where none was found (for errors
+        that depend on it, like an agent that is not defined)."""
         self.warnings: list[str] = []
         """What the user should hear about the configuration (a ``[tool.atp]`` table that a
         config file overrides), for a warning on stderr."""
@@ -279,33 +284,30 @@ class Config:
         return [self.environ[v] for v in used if v in self.environ and looks_secret(v)]
 
 
-def load_config(path: Path | None = None, cwd: Path | None = None) -> Config:
-    """Load ``path`` (a YAML config file, or a ``.toml`` file's ``[tool.atp]`` table); without
-    one, the config file in ``cwd`` if there is one, else the ``[tool.atp]`` table of its
-    ``pyproject.toml``, else an empty config."""
-    warnings: list[str] = []
+def load_config(path: Path | None = None, cwd: Path | None = None, suites: Sequence[Path] = ()) -> Config:
+    """Load ``path`` (a YAML config file, or a ``.toml`` file's ``[tool.atp]`` table: what
+    ``--config`` names); without one, the config found for ``suites`` (beside them, then in
+    ``cwd``: :func:`atp.core.configsearch.search`), else an empty config. Every command finds
+    its configuration here; :attr:`Config.origin` says which was used, or where none was."""
+    if path is not None:
+        config = config_from_file(path)
+        config.origin = f"the config is {path} (--config)"
+        return config
+    found = search(suites, cwd)
+    config = config_from_file(found.path) if found.path is not None else Config(ConfigSpec())
+    config.warnings.extend(found.warnings)
+    config.origin = found.origin()
+    return config
+
+
+def config_from_file(path: Path) -> Config:
+    """The config in ``path``: a YAML file, or the ``[tool.atp]`` table of a ``.toml`` file."""
     doc: YamlDocument
-    if path is None:
-        where = cwd or Path.cwd()
-        path = next((where / n for n in CONFIG_NAMES if (where / n).is_file()), None)
-        pyproject = where / PYPROJECT
-        if path is None:
-            table = TomlDocument.find(pyproject) if pyproject.is_file() else None
-            if table is None:
-                return Config(ConfigSpec())
-            return config_from_document(table)
-        if pyproject.is_file() and TomlDocument.mentions_table(pyproject):
-            warnings.append(
-                f"{pyproject} has a [tool.atp] table, which is ignored: {path} is the "
-                f"configuration (keep one of them)"
-            )
     if path.suffix.lower() == ".toml":
         doc = TomlDocument.load_table(path)
     else:
         doc = YamlDocument.load(path, ConfigFileError)
-    config = config_from_document(doc)
-    config.warnings.extend(warnings)
-    return config
+    return config_from_document(doc)
 
 
 def config_from_document(doc: YamlDocument) -> Config:
@@ -611,7 +613,9 @@ def agent_definitions(config: Config, suite: Suite | None = None) -> dict[str, A
             name = raw["name"]
             if set(raw) == {"name"}:
                 if name not in found:
-                    raise _suite_error(suite, f"agent {name!r} is not defined in the config", index)
+                    raise _suite_error(
+                        suite, f"agent {name!r} is not defined in the config; {config.origin}", index
+                    )
                 continue
             found[name] = AgentDefinition(name, raw, suite.document, ("agents", index), suite.path.parent)
     return found
@@ -623,19 +627,26 @@ def _suite_error(suite: Suite, message: str, index: int) -> ConfigError:
     return ConfigError(message)
 
 
-def choose_agent(definitions: Mapping[str, AgentDefinition], name: str | None) -> AgentDefinition:
+def choose_agent(
+    definitions: Mapping[str, AgentDefinition], name: str | None, config: Config | None = None
+) -> AgentDefinition:
+    """The agent ``name`` (the only one defined when ``None``); an error names the agents
+    defined and, given the ``config``, which config file was used or where none was found."""
+    where = f"; {config.origin}" if config is not None else ""
     if name is not None:
         if name not in definitions:
             known = ", ".join(sorted(definitions)) or "none are defined"
             raise ConfigError(
                 f"no agent named {name!r} (defined: {known}); define agents in the suite's "
-                f"'agents' list or in atp.config.yaml"
+                f"'agents' list or in atp.config.yaml{where}"
             )
         return definitions[name]
     if len(definitions) == 1:
         return next(iter(definitions.values()))
     if not definitions:
-        raise ConfigError("no agent is defined: add one to the suite's 'agents' list or to atp.config.yaml")
+        raise ConfigError(
+            f"no agent is defined: add one to the suite's 'agents' list or to atp.config.yaml{where}"
+        )
     raise ConfigError(f"choose an agent with --agent: {', '.join(sorted(definitions))}")
 
 

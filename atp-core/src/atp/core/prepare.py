@@ -139,7 +139,9 @@ def prepare(
             raise ConfigError(
                 f"no test in {suite.path} matches the selection (tags in the suite: {', '.join(known) or 'none'})"
             )
-    agent = resolve_agent(choose_agent(agent_definitions(config, suite), agent_name), plugins.adapters)
+    agent = resolve_agent(
+        choose_agent(agent_definitions(config, suite), agent_name, config), plugins.adapters
+    )
     return Prepared(config, plugins, suite, tests, agent)
 
 

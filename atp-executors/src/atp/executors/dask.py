@@ -160,7 +160,8 @@ class DaskExecutor(Executor):
         if missing:
             raise AtpError(
                 _worker_problems(missing, "cannot load ATP's executor", len(answers))
-                + f"; install ATP on every worker as here (pip install '{INSTALL}', with the plugins the suite uses)"
+                + "; install ATP on every worker as here, with the plugins the suite uses (docs/cluster.md, "
+                + '"Setting up a cluster")'
             )
         other = {worker: found for worker, found in answers.items() if found != here}
         if other:

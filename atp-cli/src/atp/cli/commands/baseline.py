@@ -178,7 +178,7 @@ def _run_and_save(
     from atp.core.config import load_config
     from atp.core.results import RunStore
 
-    config = load_config(config_path)
+    config = load_config(config_path, suites=[suite_path])
     _check_output(output, [suite_path] + ([config.path] if config.path is not None else []))
     options = Options(agent_name=agent_name, runs=runs, parallel=parallel, run_dir=run_dir, verbose=verbose)
     code, directory = _run_now(suite_path, config, options)

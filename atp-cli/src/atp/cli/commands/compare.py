@@ -178,7 +178,7 @@ def _runners(
     from atp.core.prepare import Asked, prepare, resolve_options, suite_of
     from atp.core.runner import Runner
 
-    config = load_config(config_path)
+    config = load_config(config_path, suites=[suite_path])
     if output_file is not None and str(output_file) != "-":
         check_output_file(output_file, [suite_path] + ([config.path] if config.path is not None else []))
         if not output_file.parent.is_dir():

@@ -138,12 +138,16 @@ def list_agents_command(
     from atp.core.config import agent_definitions, load_config
     from atp.core.suite import load_suite
 
-    config = load_config(config_path)
+    config = load_config(config_path, suites=[suite_path] if suite_path else ())
     loaded = plugins_for(config)
     suite = load_suite(suite_path, loaded.evaluators, services=loaded.services) if suite_path else None
     definitions = agent_definitions(config, suite)
     if not definitions:
-        click.echo("No agents defined: add them to atp.config.yaml or a suite's 'agents' list.")
+        click.echo(
+            printable(
+                f"No agents defined: add them to atp.config.yaml or a suite's 'agents' list ({config.origin})."
+            )
+        )
         return 0
     width = max(len(n) for n in definitions)
     statuses = check_agents(config, definitions, loaded, timeout) if check else {}

@@ -153,10 +153,10 @@ def test_command(
     options = Options(**values)  # type: ignore[arg-type]
     check_verbosity(options.verbose, options.quiet)
     check_resume_options(options)
-    config = load_config(config_path)
+    suites = find_suites([*suite_paths, *paths])
+    config = load_config(config_path, suites=suites)
     if options.no_judge_cache:
         config.evaluator_overrides.setdefault(JUDGE_SETTINGS, {})["cache"] = False
-    suites = find_suites([*suite_paths, *paths])
     if options.resume and len(suites) > 1:
         raise ConfigError(
             f"--resume={options.resume} goes on with one run, but {len(suites)} suites were found: name "

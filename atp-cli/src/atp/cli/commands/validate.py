@@ -157,11 +157,11 @@ def validate_command(
     suite_file = suite_path or suite_option
     if test_id is not None and suite_file is None:
         raise click.UsageError("--test picks a test of a suite: name the suite (SUITE or --suite=FILE)")
-    config = load_config(config_path)
+    config = load_config(config_path, suites=[suite_file] if suite_file is not None else ())
     loaded = plugins_for(config)
     suite = suite_of(config, loaded, suite_file) if suite_file is not None else None
     probe = ProbeTask.of_suite(suite, test_id) if suite is not None else ProbeTask()
-    agent = resolve_agent(choose_agent(agent_definitions(config, suite), agent_name), loaded.adapters)
+    agent = resolve_agent(choose_agent(agent_definitions(config, suite), agent_name, config), loaded.adapters)
     masker = masker_for(config, agent)
     probe.environment = agent.environment
     probe.plugins = loaded
