@@ -150,7 +150,10 @@ def test_stdout_noise_before_the_response_is_kept_as_log(tmp_path: Path, plugins
     results, store = run_suite(tmp_path, plugins, behave_agent("noisy_stdout"))
     run_ = only_run(results)
     assert run_.outcome == "passed"
-    assert run_.warnings == ["2 stdout lines before the response were kept as the agent's log"]
+    assert run_.warnings == [
+        "2 stdout lines before the response were kept as the agent's log; stdout is for the response: "
+        "write logs to stderr"
+    ]
     assert store.log(run_) == "[stdout] starting up\n[stdout] loading model\n"
 
 

@@ -251,7 +251,10 @@ def test_a_pretty_printed_response_is_read(tmp_path: Path, plugins: Plugins) -> 
 def test_lines_before_a_pretty_printed_response_are_log(tmp_path: Path, plugins: Plugins) -> None:
     run = behave(tmp_path, plugins, "pretty_after_log")
     assert run.outcome == "passed", run.error
-    assert run.warnings == ["2 stdout lines before the response were kept as the agent's log"]
+    assert run.warnings == [
+        "2 stdout lines before the response were kept as the agent's log; stdout is for the response: "
+        "write logs to stderr"
+    ]
 
 
 def test_a_pretty_printed_response_with_a_wrong_field_names_it(tmp_path: Path, plugins: Plugins) -> None:
@@ -293,7 +296,10 @@ def test_the_last_line_still_wins_over_earlier_json(tmp_path: Path) -> None:
     sink = Sink()
     response = anyio.run(adapter.execute, request(), sink)
     assert response.status == "completed"
-    assert sink.warnings == ["3 stdout lines before the response were kept as the agent's log"]
+    assert sink.warnings == [
+        "3 stdout lines before the response were kept as the agent's log; stdout is for the response: "
+        "write logs to stderr"
+    ]
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a Linux path")

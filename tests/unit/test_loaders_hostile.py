@@ -23,15 +23,16 @@ from atp.core.config import (
     resolve_agent,
 )
 from atp.core.errors import ConfigError, SuiteError
+from atp.core.mistakes import locate
 from atp.core.plugins import Plugins
-from atp.core.suite import MAX_WEIGHT, ScoringWeights, Suite, TagFilter, load_suite
+from atp.core.selection import TagFilter
+from atp.core.suite import MAX_WEIGHT, ScoringWeights, Suite, load_suite
 from atp.core.yamlfile import (
     MAX_ALIAS_NODES,
     MAX_DEPTH,
     MAX_FILE_BYTES,
     MAX_INT_CHARS,
     YamlDocument,
-    _locate,
 )
 from tests.conftest import write
 from tests.facts import says
@@ -366,7 +367,12 @@ def test_a_directory_is_not_a_file(tmp_path: Path, plugins: Plugins) -> None:
     ("text", "path", "line", "reason"),
     [
         ("agents:\n  a: 5\n", "agents.a", 2, "expected object, got int"),
-        ("agents:\n  a: {type: cli}\n  b: [1]\n", "agents.b", 3, "expected object, got array"),
+        (
+            "agents:\n  a: {type: cli}\n  b: [1]\n",
+            "agents.b",
+            3,
+            "expected a mapping (keys written 'key: value'), got a list",
+        ),
         ("secrets:\n  ok: x\n  x: [1]\n", "secrets.x", 3, "expected str | null, got array"),
         ("secrets:\n  ok: x\n  1: x\n", "secrets.1", 3, "invalid key 1: expected str, got int"),
         ("secrets: {0x10: x}\n", "secrets.16", 1, "invalid key 16: expected str, got int"),
@@ -411,11 +417,11 @@ def test_unknown_fields_with_odd_names_are_named_whole(tmp_path: Path) -> None:
 
 
 def test_an_entry_that_cannot_be_found_points_at_the_mapping() -> None:
-    assert _locate({"m": {"a": 1}}, Any, "Expected `str`, got `int` - at `$.m[...]`") == (
+    assert locate({"m": {"a": 1}}, Any, "Expected `str`, got `int` - at `$.m[...]`") == (
         ["m"],
         "expected str, got int",
     )
-    assert _locate({"m": 5}, Any, "Expected `str`, got `int` - at `key` in `$.m`") == (
+    assert locate({"m": 5}, Any, "Expected `str`, got `int` - at `key` in `$.m`") == (
         ["m"],
         "expected str, got int",
     )

@@ -22,7 +22,8 @@ from atp.core.config import (
 )
 from atp.core.errors import ConfigError, SuiteError
 from atp.core.plugins import Plugins
-from atp.core.suite import TagFilter, select_tests, suite_from_document
+from atp.core.selection import TagFilter, select_tests
+from atp.core.suite import suite_from_document
 from atp.core.yamlfile import YamlDocument
 
 pytestmark = pytest.mark.slow  # seconds each (simulations, property tests over many examples)
@@ -382,7 +383,8 @@ documents = st.one_of(
 
 def assert_located(error: ConfigError) -> None:
     if isinstance(error, SuiteError):
-        assert error.file is not None and "[...]" not in (error.path or ""), str(error)
+        for each in error.each():
+            assert each.file is not None and "[...]" not in (each.path or ""), str(error)
 
 
 def check_suite(text: str, plugins: Plugins) -> None:
@@ -391,7 +393,7 @@ def check_suite(text: str, plugins: Plugins) -> None:
         doc = YamlDocument(SUITE_PATH, text)
         suite = suite_from_document(doc, plugins.evaluators)
     except SuiteError as error:
-        assert type(error) is SuiteError
+        assert all(type(each) is SuiteError for each in error.each())
         assert_located(error)
         return
     assert suite.tests

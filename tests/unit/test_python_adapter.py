@@ -545,7 +545,8 @@ def test_a_dict_response_is_decoded_with_the_requests_version_and_task_id(tmp_pa
         ),
         (
             "returns_bad_status",
-            "returned a dict that is not a valid ATP response (ATP response: Invalid enum value 'done' - at `$.status`)",
+            "returned a dict that is not a valid ATP response (ATP response: Invalid enum value 'done' (allowed: "
+            "'completed', 'failed', 'timeout', 'cancelled' or 'partial') - at `$.status`)",
             b'"status":"done"',
         ),
         (

@@ -6,7 +6,8 @@ import pytest
 
 from atp.core.errors import ConfigError, SuiteError
 from atp.core.plugins import Plugins
-from atp.core.suite import Fallback, ScoringWeights, TagFilter, load_suite, select_tests
+from atp.core.selection import TagFilter, select_tests
+from atp.core.suite import Fallback, ScoringWeights, load_suite
 from tests.conftest import write
 
 GOOD = """
@@ -87,7 +88,7 @@ def test_version_written_as_a_number_is_read(tmp_path: Path, plugins: Plugins) -
             "  - id: c\n    task: {description: x}\n    assertions:\n      - type: contains\n        config: {}\n",
             "tests[2].assertions[0].config",
             11,
-            "missing required field pattern",
+            "missing required field 'pattern'",
         ),
         (
             "test_suite: s\ntests:\n  - id: a\n    task: {description: x}\n    constraints:\n      max_steps: lots\n",
@@ -105,7 +106,7 @@ def test_version_written_as_a_number_is_read(tmp_path: Path, plugins: Plugins) -
             "test_suite: s\ntests:\n  - id: a\n    name: A\n",
             "tests[0]",
             3,
-            "missing required field task",
+            "missing required field 'task'",
         ),
         (
             "test_suite: s\ntests:\n  - id: a\n    task: {description: x}\n  - id: a\n    task: {description: y}\n",

@@ -72,6 +72,9 @@ EXIT_DRAIN_SECONDS = 1.0
 """How long ATP waits for an agent to exit after its stdout ended, for its output to end
 after it exited, and how long stdout must stay quiet after a response while the agent runs on."""
 MAX_GRACE_SECONDS = 600.0
+EARLIER_LINES = 20
+"""How many stdout lines before a last line that is no response are looked at for the response
+(to say that the lines after it are the mistake)."""
 MAX_BYTES = 1024 * MiB
 
 
@@ -505,6 +508,26 @@ class _Exchange(Exchange):
                 result = self._decode(*block)
         return isinstance(result, ATPResponse) and result.task_id == self.task_id
 
+    def _earlier_response(self, before: int) -> int | None:
+        """The stdout line number of a response to this request among the last
+        :data:`EARLIER_LINES` lines before byte ``before`` (lines printed after the response),
+        or ``None``."""
+        out, end = self.stdout, before
+        for _ in range(EARLIER_LINES):
+            if end <= 0:
+                return None
+            start = max(out.rfind(b"\n", 0, end - 1), out.rfind(b"\r", 0, end - 1)) + 1
+            line = bytes(out[start:end]).strip()
+            if line.startswith(b"{"):
+                try:
+                    response = decode_response(line)
+                except DECODE_ERRORS:
+                    response = None
+                if response is not None and response.task_id == self.task_id:
+                    return out.count(b"\n", 0, start) + 1
+            end = start
+        return None
+
     async def _response(self) -> ATPResponse:
         sink, out = self.sink, self.stdout
         code = self.process.popen.returncode
@@ -535,11 +558,22 @@ class _Exchange(Exchange):
             for line in noise:
                 sink.log("[stdout] " + line.decode("utf-8", "replace"))
             if noise:
-                sink.warn(f"{len(noise)} stdout lines before the response were kept as the agent's log")
+                sink.warn(
+                    f"{len(noise)} stdout lines before the response were kept as the agent's log; "
+                    f"stdout is for the response: write logs to stderr"
+                )
         if isinstance(result, ProtocolError):
             if tail is not None:  # a preview, masked before it is cut
                 how += f" (its stderr ends with '{shown(tail, sink.masker)}')"
             number = out.count(b"\n", 0, start) + 1
+            earlier = self._earlier_response(start) if in_block is None else None
+            if earlier is not None:
+                raise AgentError(
+                    f"agent {how}; its response is on stdout line {earlier}, but more came after "
+                    f"it: ATP reads the response from the last stdout line, so write logs to "
+                    f"stderr (stdout line {number}, byte offset {start}, is not an ATP response: {result})",
+                    evidence=bytes(out[start:end]),
+                )
             what = (
                 "its last stdout line is not an ATP response"
                 if in_block is None

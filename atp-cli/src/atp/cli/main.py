@@ -201,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _failed(exc: Exception) -> int:
     """An error that stopped ATP: the message (the traceback with ``--debug``) and its code."""
-    from atp.core.errors import AtpError, PluginFailed
+    from atp.core.errors import AtpError, PluginFailed, SuiteErrors
     from atp.core.text import printable
 
     if _debug:
@@ -209,6 +209,10 @@ def _failed(exc: Exception) -> int:
     if isinstance(exc, PluginFailed):
         click.echo(f"atp: plugin error: {printable(_masked(str(exc)))}", err=True)
         return EXIT_PLUGIN
+    if isinstance(exc, SuiteErrors):  # a line for each mistake
+        lines = [f"{exc.heading}:", *(f"  {printable(_masked(str(error)))}" for error in exc.errors)]
+        click.echo(f"atp: error: {printable(_masked(lines[0]))}\n" + "\n".join(lines[1:]), err=True)
+        return EXIT_USAGE
     if isinstance(exc, AtpError):
         click.echo(f"atp: error: {printable(_masked(str(exc)))}", err=True)
         return EXIT_USAGE

@@ -107,6 +107,11 @@ class ReportingSpec(StrictSpec, kw_only=True):
 
 
 class ConfigSpec(StrictSpec, kw_only=True):
+    examples: ClassVar[dict[str, str]] = {
+        "agents": "agents: {my-agent: {type: cli, command: [python3, agent.py]}} (a mapping by name in "
+        "atp.config.yaml; in a suite, agents is a list)"
+    }
+
     version: str = "1.0"
     defaults: ConfigDefaults = msgspec.field(default_factory=ConfigDefaults)
     agents: dict[str, dict[str, Any]] = msgspec.field(default_factory=dict)

@@ -42,6 +42,74 @@ class SuiteError(ConfigError):
             where += f": at {path}"
         super().__init__(f"{where}: {message}")
 
+    def each(self) -> list[SuiteError]:
+        """The mistakes this error reports: itself (several, for :class:`SuiteErrors`)."""
+        return [self]
+
+    def __reduce__(self) -> tuple[object, ...]:
+        # kept whole when pickled: its location too
+        return (_suite_error, (type(self), self.reason, self.file, self.path, self.line))
+
+
+def _suite_error(
+    cls: type[SuiteError], reason: str, file: str | None, path: str | None, line: int | None
+) -> SuiteError:
+    return cls(reason, file=file, path=path, line=line)
+
+
+class SuiteErrors(SuiteError):
+    """Several mistakes found at once (:mod:`atp.core.mistakes`), each a located
+    :class:`SuiteError` in :attr:`errors`, in the order of the file; this error's own
+    ``reason`` and location are the first one's. Its text is a heading line, then one line per
+    mistake."""
+
+    def __init__(self, errors: list[SuiteError], *, more: bool = False) -> None:
+        first = errors[0]
+        super().__init__(first.reason, file=first.file, path=first.path, line=first.line)
+        self.errors = errors
+        self.more = more
+        """Some were left out (a bound was reached): fix these and run again to see them."""
+        where = {error.file for error in errors}
+        of = f" in {next(iter(where))}" if len(where) == 1 and first.file else ""
+        self.heading = f"{len(errors)} mistakes{of}" + (
+            " (the first ones: fix them and run again to see the others)" if more else ""
+        )
+        self.args = ("\n".join([f"{self.heading}:", *(f"  {error}" for error in errors)]),)
+
+    @classmethod
+    def of(cls, errors: list[SuiteError], *, more: bool = False) -> SuiteError:
+        """One error for ``errors`` (not empty): the only one, or all of them, as an instance
+        of the first one's class too (a config file's mistakes are still a ``ConfigFileError``)."""
+        if len(errors) == 1 and not more:
+            return errors[0]
+        kind = type(errors[0])
+        if kind is SuiteError or issubclass(kind, SuiteErrors):
+            return SuiteErrors(errors, more=more)
+        return _several(kind)(errors, more=more)
+
+    def each(self) -> list[SuiteError]:
+        return list(self.errors)
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (_suite_errors, (self.errors, self.more))
+
+
+def _suite_errors(errors: list[SuiteError], more: bool) -> SuiteError:
+    return SuiteErrors.of(errors, more=more)
+
+
+_SEVERAL: dict[type[SuiteError], type[SuiteErrors]] = {}
+
+
+def _several(kind: type[SuiteError]) -> type[SuiteErrors]:
+    """:class:`SuiteErrors` that is a ``kind`` too (one class per kind)."""
+    found = _SEVERAL.get(kind)
+    if found is None:
+        found = _SEVERAL[kind] = type(
+            f"{kind.__name__}s", (SuiteErrors, kind), {"__module__": kind.__module__}
+        )
+    return found
+
 
 class ProtocolError(AtpError):
     """A message does not follow ATP Protocol 1.0: which message, which field, what was expected."""

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 __all__ = ["GUARDED_HOOKS", "LIFECYCLE_HOOKS", "FailureSink", "Notifier", "guard", "has_impls", "notify"]
 
 LIFECYCLE_HOOKS = (
+    "atp_suite_resumed",
     "atp_suite_started",
     "atp_test_started",
     "atp_run_started",

@@ -125,6 +125,13 @@ def atp_suite_started(header: RunHeader, directory: Path) -> None:
 
 
 @hookspec
+def atp_suite_resumed(header: RunHeader, directory: Path, done: int) -> None:
+    """``atp test --resume`` goes on with the run in ``directory``, which holds ``done`` runs
+    of those ``header`` plans: called right before :func:`atp_suite_started` (which a resumed
+    run gets too)."""
+
+
+@hookspec
 def atp_test_started(test: Test) -> None:
     """The first run of a test is about to start.
 

@@ -24,7 +24,8 @@ from atp.core.plan import RunPlan
 from atp.core.plugins import Plugins
 from atp.core.results import BaselineRef, Budget, Shard
 from atp.core.retry import DEFAULT_BACKOFF_SECONDS
-from atp.core.suite import Fallback, Suite, TagFilter, Test, load_suite, select_tests
+from atp.core.selection import TagFilter, select_tests
+from atp.core.suite import Fallback, Suite, Test, load_suite
 
 if TYPE_CHECKING:
     from atp.core.evaluator import Evaluator

@@ -19,6 +19,8 @@ import msgspec
 
 from atp.core.bounds import MAX_COUNT, number_in, shown_number
 from atp.core.errors import ProtocolError
+from atp.core.mistakes import message_path, type_at
+from atp.core.spelling import describe
 
 PROTOCOL_VERSION = "1.0"
 """The version ATP writes in every message it sends (``version``)."""
@@ -520,7 +522,7 @@ def check_version(version: str, what: str) -> None:
         )
 
 
-def _problem(what: str, exc: Exception, data: bytes | str | None = None) -> ProtocolError:
+def _problem(what: str, exc: Exception, data: bytes | str | None = None, type_: Any = None) -> ProtocolError:
     """A decoding failure as the agent's protocol violation: what, where, what was expected."""
     if isinstance(exc, UnicodeDecodeError):
         offset = exc.start
@@ -536,8 +538,38 @@ def _problem(what: str, exc: Exception, data: bytes | str | None = None) -> Prot
         return ProtocolError(f"{what} is nested too deeply (ATP reads at most about {MAX_NESTING} levels)")
     text = str(exc)
     if isinstance(exc, msgspec.ValidationError):
-        return ProtocolError(f"{what}: {text}")
+        return ProtocolError(f"{what}: {_all_said(text, data, type_)}")
     return ProtocolError(f"{what} is not valid JSON: {text}")
+
+
+def _all_said(text: str, data: bytes | str | None, type_: Any) -> str:
+    """msgspec's error about a message, saying more: every required field missing where one
+    is (not the first only), the values allowed where an enumerated one is not (the value
+    itself is msgspec's quote)."""
+    split = message_path(text) if type_ is not None else None
+    if split is None:
+        return text
+    words, parts = split
+    where = text[len(words) :]
+    at = type_at(type_, parts)
+    if words.startswith("Invalid enum value") and at is not None:
+        return f"{words} (allowed: {describe(at)}){where}"
+    if not words.startswith("Object missing required field") or not (
+        isinstance(at, type) and issubclass(at, msgspec.Struct)
+    ):
+        return text
+    try:
+        value: Any = msgspec.json.decode(data) if data is not None else None
+        for part in parts:
+            value = value[part]
+    except (*_DECODE_ERRORS, LookupError, TypeError):
+        return text
+    if not isinstance(value, dict):
+        return text
+    missing = [f.encode_name for f in msgspec.structs.fields(at) if f.required and f.encode_name not in value]
+    if len(missing) < 2:
+        return text
+    return f"Object missing required fields {', '.join(f'`{name}`' for name in missing)}{where}"
 
 
 _DECODE_ERRORS = (msgspec.MsgspecError, UnicodeDecodeError, RecursionError)
@@ -550,7 +582,7 @@ def decode_request(data: bytes | str) -> ATPRequest:
     try:
         request = _request_decoder.decode(data)
     except _DECODE_ERRORS as exc:
-        raise _problem("ATP request", exc, data) from None
+        raise _problem("ATP request", exc, data, ATPRequest) from None
     check_version(request.version, "ATP request")
     return request
 
@@ -561,7 +593,7 @@ def decode_response(data: bytes | str) -> ATPResponse:
     try:
         response = _response_decoder.decode(data)
     except _DECODE_ERRORS as exc:
-        raise _problem("ATP response", exc, data) from None
+        raise _problem("ATP response", exc, data, ATPResponse) from None
     check_version(response.version, "ATP response")
     return response
 

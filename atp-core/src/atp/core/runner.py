@@ -238,7 +238,7 @@ class Runner:
             self._progress,
             done,
         )
-        total = 0
+        total, resumed = 0, sum(map(len, done.values()))
         for test in self.tests:
             if self.plan.skip_of(test) is None and not schedule.decided(test.id):
                 left = self.plan.runs_left(test, len(done.get(test.id, ())))
@@ -255,6 +255,10 @@ class Runner:
                 try:
                     await self._start(header, processes)
                     started = True
+                    if self.options.resume is not None:
+                        self.notify(
+                            "atp_suite_resumed", header=header, directory=store.directory, done=resumed
+                        )
                     self.notify("atp_suite_started", header=header, directory=store.directory)
                     await self._run_all(schedule, total)
                     self._completed = True

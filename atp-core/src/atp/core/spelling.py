@@ -13,12 +13,21 @@ does not convert as it is (a file that converts costs nothing more):
   spelling stays an unknown key, and its error says to keep one;
 - an unknown key's hint: the key it was meant to be from :attr:`spellings` (a ``ClassVar``
   mapping a key written in the wrong place to where it goes, like
-  ``{"max_steps": "'constraints: {max_steps: ...}'"}``), else the closest of the Struct's keys.
+  ``{"max_steps": "'constraints: {max_steps: ...}'"}``), else the closest of the Struct's keys,
+  else what :attr:`elsewhere` (a ``ClassVar`` text, ``{key}`` standing for the key) says of any
+  other key: an assertion's own settings go under its ``config:``.
+
+And the hints of a value of the wrong kind (:func:`atp.core.mistakes.collect` finds them): an
+enumerated value not allowed gets the values that are (:func:`describe_value`, ``'three'`` for
+``runs_per_test``: a whole number from 1 to 10000, or 'auto') and the closest of them; a list
+written where a mapping goes, or the other way round, gets an example of the right shape
+(:func:`shape_hint`, from :attr:`examples`, a ``ClassVar`` mapping a field to an example).
 """
 
 from __future__ import annotations
 
 import difflib
+import re
 import types
 import typing
 from collections.abc import Mapping, Sequence
@@ -28,7 +37,18 @@ import msgspec
 
 PathPart = str | int
 
-__all__ = ["mend", "restore_spellings", "type_options", "unknown_key_hint"]
+__all__ = [
+    "closest",
+    "declared",
+    "describe",
+    "describe_value",
+    "meant_field",
+    "mend",
+    "restore_spellings",
+    "shape_hint",
+    "type_options",
+    "unknown_key_hint",
+]
 
 CUTOFF = 0.6
 """How close a key must be to one of the Struct's to be suggested (difflib's ratio)."""
@@ -68,6 +88,17 @@ def _empty(options: list[Any]) -> Any:
     if kinds == {"seq"}:
         return []
     return None
+
+
+def declared(cls: type[msgspec.Struct], name: str, default: Any) -> Any:
+    """What a Struct declares as the ``ClassVar`` ``name`` (``aliases``, ``spellings``,
+    ``elsewhere``, ``examples``), or ``default`` (also when ``name`` is one of its fields)."""
+    if name in cls.__struct_fields__:
+        return default
+    found = getattr(cls, name, default)
+    return (
+        found if isinstance(found, type(default)) or (default is None and isinstance(found, str)) else default
+    )
 
 
 def _fields(cls: type[msgspec.Struct]) -> dict[str, Any]:
@@ -114,7 +145,7 @@ def _mend_struct(
     at: tuple[PathPart, ...],
 ) -> dict[Any, Any]:
     fields = _fields(cls)
-    aliases: Mapping[str, str] = getattr(cls, "aliases", {})
+    aliases: Mapping[str, str] = declared(cls, "aliases", {})
     names: dict[Any, Any] = {}
     types_: dict[Any, Any] = {}
     for key in value:
@@ -161,18 +192,178 @@ def restore_spellings(
     return shown
 
 
+def _abbreviates(short: str, name: str) -> bool:
+    """Whether ``short`` is ``name`` with letters left out (``cmd``: ``command``)."""
+    if len(short) < 3 or short[0] != name[0] or len(short) >= len(name):
+        return False
+    rest = iter(name)
+    return all(char in rest for char in short)
+
+
+def closest(name: str, names: Sequence[str]) -> str | None:
+    """The one of ``names`` that ``name`` was most likely meant to be: the one it abbreviates
+    (the closest of those, if several), else the closest by :mod:`difflib` (``None``: none is
+    close)."""
+    shortened = [candidate for candidate in names if _abbreviates(name, candidate)]
+    if shortened:
+        return difflib.get_close_matches(name, shortened, n=1, cutoff=0)[0]
+    close = difflib.get_close_matches(name, list(names), n=1, cutoff=CUTOFF)
+    return close[0] if close else None
+
+
+def meant_field(key: str, cls: type[msgspec.Struct]) -> str | None:
+    """The field of ``cls`` that an unknown ``key`` is a misspelling of, if any."""
+    return closest(key, list(_fields(cls)))
+
+
 def unknown_key_hint(key: str, type_: Any) -> str:
     """What to say after ``unknown field 'KEY'`` of a value of ``type_`` (``""``: nothing)."""
     for option in type_options(type_):
         if not _is_struct(option):
             continue
-        aliases: Mapping[str, str] = getattr(option, "aliases", {})
+        aliases: Mapping[str, str] = declared(option, "aliases", {})
         if key in aliases:
             return f"; it is another spelling of {aliases[key]!r}, which is given too: keep one of them"
-        spellings: Mapping[str, str] = getattr(option, "spellings", {})
+        spellings: Mapping[str, str] = declared(option, "spellings", {})
         if key in spellings:
             return f"; did you mean {spellings[key]}?"
-        close = difflib.get_close_matches(key, [*_fields(option), *aliases], n=1, cutoff=CUTOFF)
+        close = closest(key, [*_fields(option), *aliases])
         if close:
-            return f"; did you mean {close[0]!r}?"
+            return f"; did you mean {close!r}?"
+        elsewhere: str | None = declared(option, "elsewhere", None)
+        if elsewhere:
+            return "; " + elsewhere.format(key=key if len(key) <= 40 else key[:39] + "\u2026")
     return ""
+
+
+# --- values of the wrong kind -------------------------------------------------------------------
+
+
+def _options_with_meta(type_: Any, metas: tuple[msgspec.Meta, ...] = ()) -> list[tuple[Any, tuple[Any, ...]]]:
+    """``type_``'s union split, each option with the ``msgspec.Meta`` constraints on it."""
+    origin = typing.get_origin(type_)
+    if origin is typing.Annotated:
+        inner, *extra = typing.get_args(type_)
+        return _options_with_meta(inner, (*metas, *(m for m in extra if isinstance(m, msgspec.Meta))))
+    if origin is typing.Union or origin is types.UnionType:
+        return [found for arg in typing.get_args(type_) for found in _options_with_meta(arg, metas)]
+    return [(type_, metas)]
+
+
+def _figure(value: Any) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def _bounds(metas: tuple[Any, ...]) -> str:
+    """A number's bounds in words: `` from 1 to 10000``, `` above 0``."""
+    ge = next((m.ge for m in metas if m.ge is not None), None)
+    le = next((m.le for m in metas if m.le is not None), None)
+    if ge is not None and le is not None:
+        return f" from {_figure(ge)} to {_figure(le)}"
+    words = [
+        f"{word} {_figure(bound)}"
+        for word, bound in (
+            ("at least", ge),
+            ("above", next((m.gt for m in metas if m.gt is not None), None)),
+            ("at most", le),
+            ("below", next((m.lt for m in metas if m.lt is not None), None)),
+        )
+        if bound is not None
+    ]
+    return " " + " and ".join(words) if words else ""
+
+
+def _word(option: Any, metas: tuple[Any, ...]) -> str:
+    """What a value of one (split) type is, in words."""
+    if option is bool:
+        return "true or false"
+    if option is int:
+        return "a whole number" + _bounds(metas)
+    if option is float:
+        return "a number" + _bounds(metas)
+    if option is str:
+        least = next((m.min_length for m in metas if m.min_length is not None), 0)
+        most = next((m.max_length for m in metas if m.max_length is not None), None)
+        text = "non-empty text" if least == 1 else f"text of at least {least} characters" if least else "text"
+        pattern = next((m.pattern for m in metas if m.pattern is not None), None)
+        text += f" of at most {most} characters" if most is not None else ""
+        return text + (f" matching {pattern!r}" if pattern is not None else "")
+    kind = _kind(option)
+    if kind == "map":
+        return "a mapping"
+    if kind == "seq":
+        return "a list"
+    return str(getattr(option, "__name__", option))
+
+
+def describe(type_: Any) -> str:
+    """What ``type_`` takes, in words: ``a whole number from 1 to 10000 or 'auto'``."""
+    words: list[str] = []
+    for option, metas in _options_with_meta(type_):
+        if option is None or option is type(None):
+            continue
+        if typing.get_origin(option) is typing.Literal:
+            words.extend(
+                repr(value) if isinstance(value, str) else str(value) for value in typing.get_args(option)
+            )
+        else:
+            words.append(_word(option, metas))
+    words = list(dict.fromkeys(words))
+    if len(words) <= 1:
+        return "".join(words)
+    return ", ".join(words[:-1]) + " or " + words[-1]
+
+
+def _shown(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return repr(value if len(value) <= 40 else value[:39] + "\u2026")
+    if isinstance(value, (int, float)):
+        return _figure(value)[:40]
+    return (
+        "a mapping"
+        if isinstance(value, dict)
+        else "a list"
+        if isinstance(value, list)
+        else type(value).__name__
+    )
+
+
+def describe_value(value: Any, type_: Any) -> str | None:
+    """An enumerated value that ``type_`` does not allow, said with what it takes (the values
+    allowed, the closest of them, and what else it takes); ``None`` when ``type_`` is not
+    enumerated (msgspec's words say it then)."""
+    options = [option for option, _ in _options_with_meta(type_)]
+    texts = [
+        literal
+        for option in options
+        if typing.get_origin(option) is typing.Literal
+        for literal in typing.get_args(option)
+        if isinstance(literal, str)
+    ]
+    if not texts:
+        return None
+    close = closest(value, texts) if isinstance(value, str) else None
+    meant = f"; did you mean {close!r}?" if close else ""
+    return f"{_shown(value)} is not allowed here: it takes {describe(type_)}{meant}"
+
+
+_SHAPE = re.compile(r"\Aexpected (array|object)(?: \| null)?, got (object|array)\Z")
+_SHAPE_WORDS = {
+    "array": "a list (items written '- ...')",
+    "object": "a mapping (keys written 'key: value')",
+}
+
+
+def shape_hint(text: str, example: str | None) -> str:
+    """msgspec's words for a list written where a mapping goes (or the other way round), said
+    plainly and with ``example`` of the right shape, when there is one."""
+    match = _SHAPE.match(text)
+    if match is None:
+        return text
+    got = "a list" if match.group(2) == "array" else "a mapping"
+    plain = f"expected {_SHAPE_WORDS[match.group(1)]}, got {got}"
+    return f"{plain}; write it like: {example}" if example else plain

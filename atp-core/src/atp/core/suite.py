@@ -1,4 +1,4 @@
-"""Test suites: the YAML format, its validation with located errors, defaults, tag selection.
+"""Test suites: the YAML format, its validation with located errors (every mistake at once), defaults.
 
 A suite file (design section 4.1)::
 
@@ -38,8 +38,9 @@ import msgspec
 
 from atp.core.adaptive import Adaptive
 from atp.core.error_codes import Expectation
-from atp.core.errors import ConfigError, PluginFailed, SuiteError
+from atp.core.errors import PluginFailed, SuiteError
 from atp.core.evaluator import Evaluator
+from atp.core.mistakes import Mistakes
 from atp.core.protocol import (
     DEFAULT_TIMEOUT_SECONDS,
     Constraints,
@@ -50,6 +51,7 @@ from atp.core.protocol import (
 )
 from atp.core.results import ALL_RUNS, MAX_RUNS_PER_TEST, PassRule
 from atp.core.service import Service, ServiceConfigError, ServiceUse
+from atp.core.spelling import closest, mend
 from atp.core.yamlfile import PathPart, YamlDocument
 
 SUITE_FORMAT_MAJOR = 1
@@ -151,6 +153,9 @@ class RunsSettings(StrictSpec, kw_only=True):
 
 
 class AssertionSpec(StrictSpec, kw_only=True):
+    elsewhere: ClassVar[str] = "an assertion's own settings go under 'config:' (config: {{{key}: ...}})"
+    """The hint of an unknown key (:mod:`atp.core.spelling`): ``pattern:`` written beside ``type``."""
+
     type: NonEmpty
     config: dict[str, Any] = msgspec.field(default_factory=dict)
     name: str | None = None
@@ -193,6 +198,10 @@ class SuiteSpec(StrictSpec, kw_only=True):
             ("scoring", "scoring"),
         )
     } | {"name": "'test_suite' (the suite's name)"}
+    examples: ClassVar[dict[str, str]] = {
+        "agents": "agents: [{name: my-agent, type: cli, command: [python3, agent.py]}] (a list in a "
+        "suite; in atp.config.yaml, agents is a mapping by name)"
+    }
 
     test_suite: NonEmpty
     version: str = "1.0"
@@ -354,10 +363,14 @@ def _suite(
     if services is None:
         services = services_of(evaluators)
     taken = _take_services(data, services) if services or getattr(services, "conflicts", None) else {}
+    mistakes = Mistakes()
     try:
         spec = doc.convert(data, SuiteSpec)
     except SuiteError as exc:
-        raise _with_service_keys(doc, exc, services) from None
+        for each in exc.each():
+            mistakes.add(_with_service_keys(doc, each, services))
+        _raw_assertion_mistakes(doc, data.get("tests"), evaluators, mistakes)
+        raise mistakes.error() from None
     del data  # load_suite's was the last reference: the data goes now
     check_format_version(doc, spec.version, "suite format")
     if not spec.tests:
@@ -368,35 +381,38 @@ def _suite(
     weights: dict[tuple[tuple[str, Any], ...], ScoringWeights] = {}  # tests share equal weights
     default_uses = _service_uses(doc, ("defaults",), taken.pop(None, {}), services, {})
     for index, test in enumerate(spec.tests):
-        if test.id in seen:
-            first = doc.line_of(("tests", seen[test.id], "id"))
-            raise doc.error(
-                f"duplicate test id {test.id!r} (first used at line {first})", ("tests", index, "id")
-            )
-        seen[test.id] = index
-        uses = _service_uses(doc, ("tests", index), taken.pop(index, {}), services, default_uses)
-        resolved = _resolve_test(doc, index, test, spec.defaults, fallback, evaluators, weights)
-        if uses:
-            resolved = msgspec.structs.replace(
-                resolved, services=tuple(u for u in uses.values() if u is not None)
-            )
-        tests.append(resolved)
-    agent_names: dict[str, int] = {}
-    for index, agent in enumerate(spec.agents):
-        name = agent.get("name")
-        if not isinstance(name, str) or not name:
-            raise doc.error("an agent needs a 'name'", ("agents", index))
-        if name in agent_names:
-            first = doc.line_of(("agents", agent_names[name], "name"))
-            raise doc.error(
-                f"duplicate agent name {name!r} (first used at line {first})", ("agents", index, "name")
-            )
-        agent_names[name] = index
+        if mistakes.full:
+            break
+        with mistakes.collecting():
+            if test.id in seen:
+                first = doc.line_of(("tests", seen[test.id], "id"))
+                raise doc.error(
+                    f"duplicate test id {test.id!r} (first used at line {first})", ("tests", index, "id")
+                )
+            seen[test.id] = index
+            uses = _service_uses(doc, ("tests", index), taken.pop(index, {}), services, default_uses)
+            try:
+                resolved = _resolve_test(doc, index, test, spec.defaults, fallback, evaluators, weights)
+            except SuiteError:  # each assertion's mistake, when they are what is wrong
+                if not _assertion_mistakes(doc, ("tests", index), test.assertions, evaluators, mistakes):
+                    raise
+                continue
+            if uses:
+                resolved = msgspec.structs.replace(
+                    resolved, services=tuple(u for u in uses.values() if u is not None)
+                )
+            tests.append(resolved)
+    with mistakes.collecting():
+        _check_agents(doc, spec.agents)
     for index, test_id in enumerate(spec.quarantine):
         if test_id not in seen:
-            raise doc.error(
-                f"the quarantine names test {test_id!r}, which the suite does not have", ("quarantine", index)
+            mistakes.add(
+                doc.error(
+                    f"the quarantine names test {test_id!r}, which the suite does not have",
+                    ("quarantine", index),
+                )
             )
+    mistakes.raise_any()
     return Suite(
         name=spec.test_suite,
         version=spec.version,
@@ -409,6 +425,79 @@ def _suite(
         # Errors found after loading are about the suite's agents: the rest of the file's
         # nodes and data are not kept (they took most of a loaded suite's memory).
         document=doc.keeping(("agents",)),
+    )
+
+
+def _check_agents(doc: YamlDocument, agents: list[dict[str, Any]]) -> None:
+    """Each of a suite's agents has a name of its own."""
+    agent_names: dict[str, int] = {}
+    for index, agent in enumerate(agents):
+        name = agent.get("name")
+        if not isinstance(name, str) or not name:
+            raise doc.error("an agent needs a 'name'", ("agents", index))
+        if name in agent_names:
+            first = doc.line_of(("agents", agent_names[name], "name"))
+            raise doc.error(
+                f"duplicate agent name {name!r} (first used at line {first})", ("agents", index, "name")
+            )
+        agent_names[name] = index
+
+
+def _assertion_mistakes(
+    doc: YamlDocument,
+    at: tuple[PathPart, ...],
+    assertions: Sequence[AssertionSpec | None],
+    evaluators: Mapping[str, type[Evaluator]],
+    mistakes: Mistakes,
+) -> int:
+    """Add the mistake of each of a test's assertions (its type, its ``config``) to
+    ``mistakes`` (``None``: one whose structure is wrong, a mistake of the suite's); how many
+    were added."""
+    before = len(mistakes)
+    for number, spec in enumerate(assertions):
+        if spec is None:
+            continue
+        where = (*at, "assertions", number)
+        with mistakes.collecting():
+            evaluator = evaluators.get(spec.type)
+            if evaluator is None:
+                raise unknown_assertion_type(doc, evaluators, spec.type, (*where, "type"))
+            doc.convert(spec.config, evaluator.Config, at=(*where, "config"))
+    return len(mistakes) - before
+
+
+def _raw_assertion_mistakes(
+    doc: YamlDocument, tests: Any, evaluators: Mapping[str, type[Evaluator]], mistakes: Mistakes
+) -> None:
+    """The mistakes of the assertions of a suite that does not convert: those of each
+    assertion written as one (the others are mistakes of the suite's structure)."""
+    for index, test in enumerate(tests if isinstance(tests, list) else ()):
+        found = test.get("assertions") if isinstance(test, dict) else None
+        specs: list[AssertionSpec | None] = []
+        for item in found if isinstance(found, list) else ():
+            try:
+                specs.append(msgspec.convert(mend(item, AssertionSpec, {}), AssertionSpec))
+            except msgspec.ValidationError:
+                specs.append(None)
+        if mistakes.full:
+            return
+        _assertion_mistakes(doc, ("tests", index), specs, evaluators, mistakes)
+
+
+def unknown_assertion_type(
+    doc: YamlDocument, evaluators: Mapping[str, type[Evaluator]], name: str, at: tuple[PathPart, ...]
+) -> SuiteError:
+    """The error of an assertion type no evaluator has (raised at once when the plugins explain
+    it: see :func:`unavailable`), with the closest known type."""
+    unavailable(doc, evaluators, name, "assertion type", at)
+    close = closest(name, list(evaluators))
+    if close:
+        return doc.error(f"unknown assertion type {name!r}; did you mean {close!r}?", at)
+    known = ", ".join(sorted(evaluators)) or "none are installed"
+    return doc.error(
+        f"unknown assertion type {name!r}; no evaluator is registered for it (known: {known}). Is the "
+        f"plugin that provides it installed? The built-in ones come with: pip install atp-evaluators",
+        at,
     )
 
 
@@ -541,14 +630,7 @@ def _resolve_test(
         at = ("tests", index, "assertions", number)
         evaluator = evaluators.get(spec.type)
         if evaluator is None:
-            unavailable(doc, evaluators, spec.type, "assertion type", (*at, "type"))
-            known = ", ".join(sorted(evaluators)) or "none are installed"
-            raise doc.error(
-                f"unknown assertion type {spec.type!r}; no evaluator is registered for it "
-                f"(known: {known}). Is the plugin that provides it installed? The built-in "
-                f"ones come with: pip install atp-evaluators",
-                (*at, "type"),
-            )
+            raise unknown_assertion_type(doc, evaluators, spec.type, (*at, "type"))
         config = doc.convert(spec.config, evaluator.Config, at=(*at, "config"))
         assertions.append(
             Assertion(type=spec.type, config=config, name=spec.name, index=number, critical=spec.critical)
@@ -685,112 +767,3 @@ def _workspace_fixture(doc: YamlDocument, at: tuple[PathPart, ...], value: str) 
             at,
         )
     return path
-
-
-# --- selection -------------------------------------------------------------------------------
-
-
-class TagGroup(msgspec.Struct, frozen=True):
-    """``smoke+fast`` (or ``smoke+!slow``): a test having every ``required`` tag and none of the
-    ``forbidden`` ones."""
-
-    required: frozenset[str]
-    forbidden: frozenset[str] = frozenset()
-
-    def matches(self, tags: frozenset[str]) -> bool:
-        return self.required <= tags and not self.forbidden & tags
-
-
-class TagFilter(msgspec.Struct, frozen=True):
-    """Which tests ``--tags`` selects.
-
-    Each value is a comma-separated list of alternatives: ``smoke,core`` keeps tests having any
-    of those tags; ``smoke+fast`` keeps tests having both (``+`` binds tighter than ``,``, so
-    ``smoke+fast,core`` is (smoke and fast) or core; ``smoke+!slow`` is smoke and not slow).
-    ``!slow`` on its own drops every test tagged slow, whatever else is selected. Several values
-    (``--tags`` given twice) add their alternatives and exclusions together.
-    """
-
-    include: frozenset[str] = frozenset()
-    """Single tags, any of which selects a test."""
-    exclude: frozenset[str] = frozenset()
-    """Tags that leave a test out, whatever else matches."""
-    groups: tuple[TagGroup, ...] = ()
-    """``+`` groups, each an alternative like the tags of :attr:`include`."""
-
-    @classmethod
-    def parse(cls, expressions: Iterable[str]) -> "TagFilter":
-        include: set[str] = set()
-        exclude: set[str] = set()
-        groups: dict[TagGroup, None] = {}
-        for expression in expressions:
-            if not any(raw.strip() for raw in expression.split(",")):
-                raise ConfigError(f"--tags: {expression!r} names no tag")
-            for raw in expression.split(","):
-                term = raw.strip()
-                if not term:
-                    continue
-                if "+" in term:
-                    group = _tag_group(term)
-                    if len(group.required) == 1 and not group.forbidden:
-                        include.update(group.required)
-                    else:
-                        groups[group] = None
-                elif term.startswith("!"):
-                    if not term[1:].strip():
-                        raise ConfigError(f"--tags: {raw!r} names no tag to exclude")
-                    exclude.add(term[1:].strip())
-                else:
-                    include.add(term)
-        return cls(frozenset(include), frozenset(exclude), tuple(groups))
-
-    def accepts(self, tags: Sequence[str]) -> bool:
-        have = frozenset(tags)
-        if self.exclude & have:
-            return False
-        if not self.include and not self.groups:
-            return True
-        return bool(self.include & have) or any(group.matches(have) for group in self.groups)
-
-
-def _tag_group(term: str) -> TagGroup:
-    """``smoke+fast+!slow`` as a :class:`TagGroup`."""
-    required: set[str] = set()
-    forbidden: set[str] = set()
-    for raw in term.split("+"):
-        part = raw.strip()
-        if not part:
-            raise ConfigError(
-                f"--tags: {term!r} has no tag on one side of a '+' (smoke+fast selects tests "
-                f"tagged both smoke and fast)"
-            )
-        if part.startswith("!"):
-            name = part[1:].strip()
-            if not name:
-                raise ConfigError(f"--tags: {term!r}: {part!r} names no tag to exclude")
-            forbidden.add(name)
-        else:
-            required.add(part)
-    if not required:
-        alternatives = ",".join(f"!{name}" for name in sorted(forbidden))
-        raise ConfigError(
-            f"--tags: {term!r} requires no tag; to leave out tests having any of these tags, "
-            f"write {alternatives}"
-        )
-    both = required & forbidden
-    if both:
-        raise ConfigError(f"--tags: {term!r} both requires and excludes {', '.join(map(repr, sorted(both)))}")
-    return TagGroup(frozenset(required), frozenset(forbidden))
-
-
-def select_tests(
-    tests: Sequence[Test], tags: TagFilter | None = None, ids: Sequence[str] = ()
-) -> tuple[list[Test], int]:
-    """The tests to run, in suite order, and how many were left out."""
-    if ids:
-        known = {t.id for t in tests}
-        missing = [i for i in ids if i not in known]
-        if missing:
-            raise ConfigError(f"no test with id {', '.join(map(repr, missing))} in the suite")
-    selected = [t for t in tests if (not ids or t.id in ids) and (tags is None or tags.accepts(t.tags))]
-    return selected, len(tests) - len(selected)

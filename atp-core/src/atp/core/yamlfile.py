@@ -22,8 +22,6 @@ loaded suite keeps afterwards.
 
 from __future__ import annotations
 
-import re
-import typing
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -32,8 +30,10 @@ import msgspec
 import yaml
 from yaml.constructor import ConstructorError
 
-from atp.core.errors import SuiteError
-from atp.core.spelling import mend, restore_spellings, type_options, unknown_key_hint
+from atp.core.errors import SuiteError, SuiteErrors
+from atp.core.mistakes import MAX_MISTAKES, collect, key_part, locate
+from atp.core.mistakes import short as _short
+from atp.core.spelling import mend, restore_spellings
 
 T = TypeVar("T")
 PathPart = str | int
@@ -54,7 +54,6 @@ _SEQ_TAG = "tag:yaml.org,2002:seq"
 _BUILT_TAG = "tag:atp,built"
 """The tag of a node standing for an item constructed while composing: its value is the item's
 index (an ``int``, which no node read from a file has) in the loader's ``built`` list."""
-_LONG_PART = 80
 
 _Base: Any = getattr(yaml, "CSafeLoader", None) or yaml.SafeLoader
 _C_PARSER = _Base is not yaml.SafeLoader  # the C parser reports positions in bytes
@@ -99,11 +98,6 @@ def _construct_built(loader: Any, node: yaml.Node) -> Any:
 
 _Loader.add_constructor(_BUILT_TAG, _construct_built)
 
-_AT = re.compile(r" - at (?P<key>`key` in )?`\$(?P<path>[^`]*)`$")
-_PART = re.compile(r"\.([^.\[]+)|\[(\d+)\]|\[(\.\.\.)\]")
-_UNKNOWN_FIELD = re.compile(r"\AObject contains unknown field `(?P<field>.*)`\Z", re.DOTALL)
-_ENTRY = object()  # a path part: "some entry of this mapping" (msgspec's `[...]`)
-
 
 def format_path(parts: Sequence[PathPart]) -> str:
     """``("tests", 2, "type")`` as ``tests[2].type``."""
@@ -119,10 +113,6 @@ def format_path(parts: Sequence[PathPart]) -> str:
 
 def _tag_name(tag: str) -> str:
     return tag.rsplit(":", 1)[-1] if tag.startswith("tag:yaml.org,2002:") else tag
-
-
-def _short(text: str) -> str:
-    return text if len(text) <= _LONG_PART else text[: _LONG_PART - 1] + "…"
 
 
 class YamlDocument:
@@ -232,9 +222,11 @@ class YamlDocument:
         return copy
 
     def convert(self, data: Any, type_: type[T], at: Sequence[PathPart] = ()) -> T:
-        """``msgspec.convert`` with any validation error located in this file. Data that does
-        not convert is read again as :mod:`atp.core.spelling` says (empty values, other
-        spellings of a key) before it is an error."""
+        """``msgspec.convert`` with every validation error located in this file. Data that
+        does not convert is read again as :mod:`atp.core.spelling` says (empty values, other
+        spellings of a key) before it is an error; the error names each mistake
+        (:func:`atp.core.mistakes.collect`, at most :data:`~atp.core.mistakes.MAX_MISTAKES`):
+        a :class:`~atp.core.errors.SuiteErrors` when there are several."""
         try:
             return msgspec.convert(data, type_)
         except msgspec.ValidationError as exc:
@@ -246,8 +238,12 @@ class YamlDocument:
                 return msgspec.convert(mended, type_)
             except msgspec.ValidationError as exc:
                 error, data = exc, mended
-        parts, text = _locate(data, type_, str(error))
-        raise self.error(text, [*at, *restore_spellings(parts, renames)]) from None
+        found = collect(data, type_, MAX_MISTAKES + 1) or [locate(data, type_, str(error))]
+        errors = [
+            self.error(text, [*at, *restore_spellings(parts, renames)])
+            for parts, text in found[:MAX_MISTAKES]
+        ]
+        raise SuiteErrors.of(errors, more=len(found) > MAX_MISTAKES) from None
 
     def _compose(self, loader: Any, items_of: frozenset[str]) -> yaml.Node | None:
         """The document's root node, composed from the parser's events as PyYAML's composer
@@ -537,130 +533,6 @@ class _Open:
         return self.key.value if isinstance(self.key, yaml.ScalarNode) else "?"
 
 
-# --- locating msgspec's validation errors -----------------------------------------------------
-
-
-def _locate(data: Any, type_: Any, message: str) -> tuple[list[PathPart], str]:
-    """The path (below ``data``) and the wording of msgspec's error ``message`` about
-    converting ``data`` to ``type_``.
-
-    msgspec names an entry of a mapping ``[...]`` and a key ``key in $.path``, without saying
-    which one. Those are found by converting each entry of the mapping on its own, to the
-    mapping's key and value types; when that is not possible, the error points at the
-    mapping itself.
-    """
-    text, tokens, about_key = message, [], False
-    match = _AT.search(message)
-    if match:
-        text = message[: match.start()]
-        about_key = match.group("key") is not None
-        for name, index, entry in _PART.findall(match.group("path")):
-            tokens.append(_ENTRY if entry else int(index) if index else name)
-    last: list[PathPart] = []
-    unknown = _UNKNOWN_FIELD.match(text)
-    if unknown:
-        last.append(unknown.group("field"))
-        text = f"unknown field {_short(unknown.group('field'))!r}"
-    else:
-        text = _humane(text)
-    parts: list[PathPart] = []
-    value: Any = data
-    for token in tokens:
-        if token is _ENTRY:
-            found = _bad_entry(value, type_)
-            if found is None:
-                return parts, text
-            key, value_type, value_message = found
-            parts.append(_key_part(key))
-            if value_message is None:
-                return parts, f"invalid key {_short(_key_text(key))}: {text}"
-            more, text = _locate(value[key], value_type, value_message)
-            return parts + more, text
-        assert isinstance(token, (str, int))
-        parts.append(token)
-        value, type_ = _step(value, token), _step_type(type_, token)
-    if about_key:
-        found = _bad_entry(value, type_, keys_only=True)
-        if found is not None:
-            parts.append(_key_part(found[0]))
-            return parts, f"invalid key {_short(_key_text(found[0]))}: {text}"
-    if unknown:
-        text += unknown_key_hint(unknown.group("field"), type_)
-    return parts + last, text
-
-
-_MISSING = object()
-
-
-def _step(value: Any, token: PathPart) -> Any:
-    if isinstance(token, str) and isinstance(value, dict):
-        return value.get(token, _MISSING)
-    if isinstance(token, int) and isinstance(value, (list, tuple)) and 0 <= token < len(value):
-        return value[token]
-    return _MISSING
-
-
-def _step_type(type_: Any, token: PathPart) -> Any:
-    """The type of the field or item ``token`` of a value of ``type_`` (``None``: unknown)."""
-    for option in type_options(type_):
-        origin = typing.get_origin(option) or option
-        args = typing.get_args(option)
-        if isinstance(token, str):
-            if isinstance(option, type) and issubclass(option, msgspec.Struct):
-                for field in msgspec.structs.fields(option):
-                    if field.encode_name == token:
-                        return field.type
-        elif origin in (list, set, frozenset) or origin is Sequence:
-            return args[0] if args else Any
-        elif origin is tuple:
-            if len(args) == 2 and args[1] is Ellipsis:
-                return args[0]
-            return args[token] if 0 <= token < len(args) else None
-    return None
-
-
-def _bad_entry(value: Any, type_: Any, keys_only: bool = False) -> tuple[Any, Any, str | None] | None:
-    """The first entry of the mapping ``value`` that its type (``type_``, a ``dict``) refuses:
-    its key, the value type and, if the key is valid, the error about the value."""
-    if not isinstance(value, dict):
-        return None
-    for option in type_options(type_):
-        if (typing.get_origin(option) or option) is dict:
-            args = typing.get_args(option)
-            key_type, value_type = args if len(args) == 2 else (Any, Any)
-            break
-    else:
-        return None
-    for key, item in value.items():
-        try:
-            msgspec.convert(key, key_type)
-        except msgspec.ValidationError:
-            return key, value_type, None
-        if keys_only:
-            continue
-        try:
-            msgspec.convert(item, value_type)
-        except msgspec.ValidationError as exc:
-            return key, value_type, str(exc)
-    return None
-
-
-def _key_part(key: Any) -> str:
-    """A mapping key as a path part, written as in YAML."""
-    if isinstance(key, str):
-        return key
-    if isinstance(key, bool):
-        return "true" if key else "false"
-    if key is None:
-        return "null"
-    return str(key)
-
-
-def _key_text(key: Any) -> str:
-    """A mapping key for a message: a string quoted, anything else written as in YAML."""
-    return repr(key) if isinstance(key, str) else _key_part(key)
-
-
 def _line_in(node: yaml.Node, parts: Sequence[PathPart]) -> tuple[int, bool]:
     """The line of the value at ``parts`` below ``node`` (of its nearest existing parent when it
     is missing), and whether the walk stopped at an item whose nodes were dropped."""
@@ -701,7 +573,7 @@ def _child(node: yaml.Node, part: PathPart) -> tuple[yaml.Node | None, int | Non
 
 def _scalar_key(node: yaml.ScalarNode) -> str | None:
     try:
-        return _key_part(yaml.constructor.SafeConstructor().construct_object(node))
+        return key_part(yaml.constructor.SafeConstructor().construct_object(node))
     except Exception:  # a key that cannot be read is no key a path names
         return None
 
@@ -738,9 +610,3 @@ def _too_large() -> str:
 
 def _character(value: Any) -> str:
     return f"#x{value:04x}" if isinstance(value, int) else repr(value)
-
-
-def _humane(text: str) -> str:
-    """msgspec's wording, made to read as a sentence: ``Expected `int`, got `str``` → expected int, got str."""
-    text = text.replace("`", "")
-    return text[:1].lower() + text[1:] if text else text

@@ -17,6 +17,7 @@ MESSAGE_CHARS = 160
 the schema expected and a preview of the value."""
 _VALUE_NOT_QUOTED = frozenset(
     {
+        "const",
         "required",
         "dependentRequired",
         "dependencies",

@@ -136,6 +136,8 @@ class ConsoleReporter(Reporter):
         self._header_shown: Path | None = None
         """The run directory whose header the live run printed (not printed again)."""
         self._width = 0
+        self._resumed: int | None = None
+        """``atp test --resume``: the runs the run directory already held."""
         self._lines_shown = False
         self._progress_off = False
         self._holm = True
@@ -167,6 +169,10 @@ class ConsoleReporter(Reporter):
     # --- progress while running (lifecycle hooks: cheap, never raising) -----------------------
 
     @hookimpl
+    def atp_suite_resumed(self, done: int) -> None:
+        self._resumed = done
+
+    @hookimpl
     def atp_suite_started(self, header: RunHeader, directory: Path) -> None:
         if self.options.quiet:  # no header, no progress: the report says what did not pass
             self._progress_off = True
@@ -179,9 +185,16 @@ class ConsoleReporter(Reporter):
             live = self.live
             total = sum(len(t.run_numbers) if t.run_numbers is not None else t.runs for t in planned)
             up_to = any(t.adaptive is not None for t in planned)
+            most = "up to " if up_to else ""
+            if self._resumed is not None:
+                total = max(total - self._resumed, 0)
+                lines.append(
+                    f"Resuming {safe(shown_path(directory))}: {self._resumed} of {most}"
+                    f"{plural(self._resumed + total, 'run')} already done"
+                )
             if not live and planned:
-                most = "up to " if up_to else ""
-                lines.append(f"Running {plural(len(planned), 'test')} ({most}{plural(total, 'run')}):")
+                left = " left" if self._resumed is not None else ""
+                lines.append(f"Running {plural(len(planned), 'test')} ({most}{plural(total, 'run')}{left}):")
             self._write("\n".join(lines) + "\n")
             if self._progress_off:  # the stream failed: the report prints everything
                 return
