@@ -380,6 +380,7 @@ class RunMaker:
                 processes=self.processes,
             )
             ctx.contents = contents
+            ctx.duration, ctx.suite_dir = tried.duration, self.evaluation.suite_dir
             checks, quality, evaluated = await self.evaluation.check(test, ctx)
             could_not_run = not evaluated
             if test.expect is not None:

@@ -5,6 +5,10 @@ An evaluator that raises, returns something that is not a list of checks or runs
 time limit gives its check a failure saying so, and the run is an error (it could not be
 checked); an ``async`` evaluator that holds the event loop is named in a warning once. A
 critical assertion's checks are marked so in their details.
+
+``negate: true`` on an assertion reverses the verdicts of the checks its evaluator returned, here
+and for every evaluator alike (:func:`negated`); an evaluator that could not check the run is
+still an error, a skipped check still skipped.
 """
 
 from __future__ import annotations
@@ -12,12 +16,14 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 import anyio
 
 from atp.core.errors import AtpError, single_exception
 from atp.core.evaluator import (
+    UNMET,
     CannotEvaluate,
     EvalContext,
     Evaluator,
@@ -33,7 +39,7 @@ from atp.core.service_runs import SERVICE_LEAVE_SECONDS
 from atp.core.suite import Assertion, Test
 from atp.core.text import shorten
 
-__all__ = ["BLOCKING_STEP_SECONDS", "Evaluation"]
+__all__ = ["BLOCKING_STEP_SECONDS", "NEGATED_FAIL", "NEGATED_PASS", "NOT_NEGATED", "Evaluation", "negated"]
 
 logger = logging.getLogger("atp.runner")
 
@@ -41,6 +47,31 @@ BLOCKING_STEP_SECONDS = 0.5
 """An ``async`` evaluator holding the event loop this long in one step is warned about: every
 other run in flight waited for it."""
 MAX_TRACEBACK_CHARS = 8000
+
+
+NEGATED_PASS = "negated, so passed: "
+NEGATED_FAIL = "negated, so failed: "
+NOT_NEGATED = "negated, but nothing to judge, so failed: "
+
+
+def negated(checks: list[Check]) -> None:
+    """Reverse the verdicts of a ``negate: true`` assertion's checks, in place: ``passed``
+    flipped, the score ``1 - score``, the message prefixed with what happened (``negated, so
+    failed: report.md contains text '42' (line 3)``) and ``details.negated: true``. A skipped
+    check stays skipped; a failed check that found nothing to judge (``details.unmet``: its
+    artifact is missing, say, :func:`~atp.core.evaluator.unmet`) stays failed."""
+    for item in checks:
+        if item.skipped is not None:
+            continue
+        details = dict(item.details or {})
+        details["negated"] = True
+        item.details = details
+        if details.get(UNMET) is True and not item.passed:
+            item.message = NOT_NEGATED + item.message
+            continue
+        item.message = (NEGATED_FAIL if item.passed else NEGATED_PASS) + item.message
+        item.passed = not item.passed
+        item.score = 1.0 - item.score
 
 
 class Evaluation:
@@ -60,6 +91,8 @@ class Evaluation:
         self._evaluators: dict[str, Evaluator] = {}
         self._limits: dict[str, float] = {}
         self._warned_blocking: set[str] = set()
+        self.suite_dir: Path | None = None
+        """The folder of the suite file (:attr:`~atp.core.evaluator.EvalContext.suite_dir`)."""
 
     def evaluator(self, name: str) -> Evaluator:
         """The evaluator of assertion type ``name``, made on first use."""
@@ -138,6 +171,8 @@ class Evaluation:
             else:
                 for item in produced:
                     item.name = f"{assertion.name}:{item.name}"
+        if assertion.negate:
+            negated(produced)
         return produced, True
 
     async def _returned(self, evaluator: Evaluator, assertion: Assertion, ctx: EvalContext) -> Any:

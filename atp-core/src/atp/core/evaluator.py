@@ -48,10 +48,12 @@ class EvalContext:
     __slots__ = (
         "agent_dir",
         "contents",
+        "duration",
         "masker",
         "processes",
         "request",
         "response",
+        "suite_dir",
         "test",
         "trace",
         "usage",
@@ -93,6 +95,12 @@ class EvalContext:
         it hashed kept); set by the runner, ``None`` outside ``atp test``. An artifact it holds
         nothing for is read as :mod:`atp.core.artifacts` says
         (``atp.evaluators.reading.content_of`` does both)."""
+        self.duration: float | None = None
+        """How long the agent took over the run, in seconds, as ATP measured it (the run's
+        ``duration_seconds``); set by the runner, ``None`` outside ``atp test``."""
+        self.suite_dir: Path | None = None
+        """The folder of the suite file, where the suite's own files are (a ``python``
+        assertion's module is imported from it); set by the runner, ``None`` when unknown."""
         self.usage: dict[str, Usage] = {}
         """What evaluators spent on this run (:meth:`add_usage`); it goes into the run's
         result as ``evaluation_usage``, apart from the agent's metrics."""
@@ -218,6 +226,18 @@ def check(name: str, passed: bool, message: str, score: float | None = None, **d
 def skipped(name: str, reason: str, **details: Any) -> Check:
     """A check that was not made, and why: neither passed nor failed, left out of the score."""
     return Check(name=name, passed=False, score=0.0, message=reason, details=details or None, skipped=reason)
+
+
+UNMET = "unmet"
+"""The key in a failed check's ``details`` (its value ``True``) that says the check found
+nothing to judge: the artifact it looks at was not produced, or could not be read. Such a
+check is no verdict either way, so ``negate: true`` leaves it failed (:func:`unmet`)."""
+
+
+def unmet(name: str, message: str, **details: Any) -> Check:
+    """A failed check that found nothing to judge (the artifact it looks at is missing, or is
+    not what it can read): ``negate: true`` on its assertion does not make it pass."""
+    return Check(name=name, passed=False, score=0.0, message=message, details={**details, UNMET: True})
 
 
 class CannotEvaluate(AtpError):

@@ -141,6 +141,7 @@ class Runner:
         self.evaluation = Evaluation(
             plugins, parts.evaluator_settings or (lambda name: {}), parts.secrets or {}, self._hook_failed
         )
+        self.evaluation.suite_dir = suite.path.parent if suite.path is not None else None
         rate = RateLimiter(options.rate_limit) if options.rate_limit is not None else None
         self.maker = RunMaker(
             plugins,

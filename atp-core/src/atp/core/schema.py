@@ -84,6 +84,8 @@ SUITE_DESCRIPTIONS: dict[type[msgspec.Struct], dict[str, str]] = {
         "config": "What the evaluator checks (atp list-evaluators --verbose).",
         "name": "The check's name in reports.",
         "critical": "When its checks fail, the run fails, whatever its score.",
+        "negate": "Reverse its checks' verdicts: it passes where it would fail, and fails where it would "
+        "pass (a check with nothing to judge, like a missing artifact, still fails).",
     },
 }
 

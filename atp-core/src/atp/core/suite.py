@@ -161,6 +161,8 @@ class AssertionSpec(StrictSpec, kw_only=True):
     name: str | None = None
     critical: bool = False
     """When the assertion's checks fail, the run fails, whatever its score."""
+    negate: bool = False
+    """Its checks' verdicts are reversed: it passes where it would fail (docs/suites.md)."""
 
 
 class TestSpec(RunsSettings, kw_only=True):
@@ -233,6 +235,8 @@ class Assertion(msgspec.Struct, frozen=True, kw_only=True):
     index: int = 0
     critical: bool = False
     """When its checks fail, the run fails, whatever its score."""
+    negate: bool = False
+    """Its checks' verdicts are reversed (:func:`atp.core.evaluation.negated`)."""
 
 
 class Test(msgspec.Struct, frozen=True, kw_only=True):
@@ -632,9 +636,8 @@ def _resolve_test(
         if evaluator is None:
             raise unknown_assertion_type(doc, evaluators, spec.type, (*at, "type"))
         config = doc.convert(spec.config, evaluator.Config, at=(*at, "config"))
-        assertions.append(
-            Assertion(type=spec.type, config=config, name=spec.name, index=number, critical=spec.critical)
-        )
+        given: dict[str, Any] = {"name": spec.name, "critical": spec.critical, "negate": spec.negate}
+        assertions.append(Assertion(type=spec.type, config=config, index=number, **given))
     merged = _merge(defaults.scoring, test.scoring)
     key = tuple(merged.items())
     scoring = weights.get(key)
@@ -727,7 +730,7 @@ def test_fingerprint(test: Test) -> str:
     content = [
         test.task,
         test.constraints,
-        [(a.type, a.config, a.name, a.critical) for a in test.assertions],
+        [(a.type, a.config, a.name, a.critical, *(["negate"] if a.negate else [])) for a in test.assertions],
         test.scoring,
     ]
     if test.expect is not None:  # (only when set: the fingerprints of other tests stay as they were)

@@ -37,7 +37,7 @@ from typing import Any
 
 import msgspec
 
-from atp.core.evaluator import EvalContext, Evaluator, check
+from atp.core.evaluator import EvalContext, Evaluator, check, unmet
 from atp.core.plugins import require
 from atp.core.protocol import Artifact, FileArtifact, ReferenceArtifact, StructuredArtifact
 from atp.core.results import Check
@@ -95,6 +95,7 @@ __all__ = [
     "headings",
     "json_path",
     "masked",
+    "missing",
     "nearest",
     "off_loop",
     "preview",
@@ -199,14 +200,12 @@ async def data_of(artifact: Artifact, ctx: EvalContext) -> tuple[Any, str | None
         return None, f"{describe(artifact, ctx.masker)} is not JSON: {shorten(str(exc), masker=ctx.masker)}"
 
 
-def _missing(name: str, ctx: EvalContext, target: Target) -> Check:
-    return check(
-        name,
-        False,
-        f"expected artifact {target.label!r}; the agent produced {produced(ctx)}",
-        expected=target.label,
-        produced=produced_names(ctx),
-    )
+def missing(name: str, ctx: EvalContext, target: Target, *, judged: bool = False) -> Check:
+    """The check of an assertion whose artifact was not produced: nothing to judge (``negate:
+    true`` leaves it failed), unless its presence is what is ``judged`` (``artifact_exists``)."""
+    message = f"expected artifact {target.label!r}; the agent produced {produced(ctx)}"
+    evidence: dict[str, Any] = {"expected": target.label, "produced": produced_names(ctx)}
+    return check(name, False, message, **evidence) if judged else unmet(name, message, **evidence)
 
 
 # --- artifact_exists ------------------------------------------------------------------------
@@ -226,7 +225,7 @@ class ArtifactExists(Evaluator):
             return [check(label, False, message, produced=[])]
         matches = select(ctx, config)
         if not matches:
-            return [_missing(label, ctx, config)]
+            return [missing(label, ctx, config, judged=True)]
         return [check(label, True, f"artifact {_listing(matches, ctx.masker)} exists")]
 
 
@@ -281,7 +280,7 @@ class Contains(Evaluator):
         label = f"contains:{config.label}"
         matches = select(ctx, config)
         if not matches:
-            return [_missing(label, ctx, config)]
+            return [missing(label, ctx, config)]
         timeout = self.regex_timeout() if config.regex else 0.0
         find = _finder(config, timeout)
         what = f"{'regex' if config.regex else 'text'} {config.pattern!r}"
@@ -318,7 +317,7 @@ class Contains(Evaluator):
         expected = f"expected {what} in {_listing(matches, ctx.masker)}"
         noted = shorten("; ".join(notes), 1000, ctx.masker)
         if not read_any and notes:
-            return [check(label, False, f"{expected}, but ATP read none of it: {noted}")]
+            return [unmet(label, f"{expected}, but ATP read none of it: {noted}")]
         why = f" ({noted})" if notes else ""
         message = f"{expected}; not found in {searched} characters{why}"
         if near is None:
@@ -385,7 +384,7 @@ class Schema(Evaluator):
         label = f"schema:{config.label}"
         matches = select(ctx, config)
         if not matches:
-            return [_missing(label, ctx, config)]
+            return [missing(label, ctx, config)]
         validator_cls = jsonschema.validators.validator_for(config.schema)
         try:  # checked when the suite loads; this is for a config made some other way
             validator_cls.check_schema(config.schema)
@@ -403,7 +402,7 @@ class Schema(Evaluator):
             described = describe(artifact, ctx.masker)
             name = f"schema:{described}" if len(matches) > 1 else label
             if problem is not None:
-                checks.append(check(name, False, problem))
+                checks.append(unmet(name, problem))
                 continue
             size = 0 if not uses_regex and small_data(data) else -1
             try:
@@ -479,7 +478,7 @@ class Sections(Evaluator):
         label = f"sections:{config.label}"
         matches = select(ctx, config)
         if not matches:
-            return [_missing(label, ctx, config)]
+            return [missing(label, ctx, config)]
         found: set[str] = set()
         shown: list[str] = []
         named = 0
@@ -495,9 +494,9 @@ class Sections(Evaluator):
                 shown.extend(
                     shorten(heading, 80, ctx.masker) for heading in first[: SHOWN_NAMES - len(shown)]
                 )
-        missing = [s for s in config.sections if s.strip().casefold() not in found]
-        score = 1.0 - len(missing) / len(config.sections)
-        if missing:
+        absent = [s for s in config.sections if s.strip().casefold() not in found]
+        score = 1.0 - len(absent) / len(config.sections)
+        if absent:
             why = f"; {shorten('; '.join(notes), 1000, ctx.masker)}" if notes else ""
             has = (
                 f"the headings are: {printable(shorten(', '.join(shown), 400, ctx.masker))}"
@@ -506,10 +505,10 @@ class Sections(Evaluator):
                 else "no headings found"
             )
             message = (
-                f"expected sections {config.sections}; missing {missing} "
-                f"({len(config.sections) - len(missing)}/{len(config.sections)} present; {has}){why}"
+                f"expected sections {config.sections}; missing {absent} "
+                f"({len(config.sections) - len(absent)}/{len(config.sections)} present; {has}){why}"
             )
             return [
-                check(label, False, message, score, expected=config.sections, missing=missing, found=shown)
+                check(label, False, message, score, expected=config.sections, missing=absent, found=shown)
             ]
         return [check(label, True, f"all {len(config.sections)} sections present", score)]

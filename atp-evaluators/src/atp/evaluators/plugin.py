@@ -10,7 +10,7 @@ from atp.core.hookspecs import hookimpl
 
 @hookimpl
 def atp_register_evaluators(register: Any) -> None:
-    from atp.evaluators import artifact, behavior, code_exec, tools
+    from atp.evaluators import artifact, behavior, code_exec, equals, inline, limits, tools
     from atp.evaluators.judge import evaluator as llm_eval
 
     for evaluator in (
@@ -18,6 +18,8 @@ def atp_register_evaluators(register: Any) -> None:
         artifact.Contains,
         artifact.Schema,
         artifact.Sections,
+        equals.Equals,
+        inline.PythonCheck,
         behavior.MustUseTools,
         behavior.ForbiddenTools,
         behavior.MinToolCalls,
@@ -25,6 +27,8 @@ def atp_register_evaluators(register: Any) -> None:
         behavior.MaxSteps,
         behavior.NoErrors,
         behavior.Behavior,
+        limits.Latency,
+        limits.Cost,
         tools.ToolCalledWith,
         tools.ToolSequence,
         code_exec.Pytest,

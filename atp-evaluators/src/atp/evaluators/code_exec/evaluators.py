@@ -26,7 +26,7 @@ import anyio
 
 from atp.core.bounds import number_in
 from atp.core.errors import ConfigError
-from atp.core.evaluator import EvalContext, Evaluator, check
+from atp.core.evaluator import EvalContext, Evaluator, check, unmet
 from atp.core.protocol import Artifact, FileArtifact, ReferenceArtifact
 from atp.core.results import Check
 from atp.core.secrets import Masker
@@ -217,9 +217,8 @@ def _file_artifacts(ctx: EvalContext, config: CommandConfig) -> list[Artifact]:
 
 
 def _missing_artifact(label: str, ctx: EvalContext, config: CommandConfig) -> Check:
-    return check(
+    return unmet(
         label,
-        False,
         f"expected artifact {config.path!r}; the agent produced {produced(ctx)}",
         expected=config.path,
         produced=produced_names(ctx),
