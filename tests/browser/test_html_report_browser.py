@@ -460,3 +460,48 @@ def test_retries_flaky_and_quarantined_tests_are_drawn(driver: Any, tmp_path: Pa
         )
         >= 1
     )
+
+
+def test_a_very_variable_score_reads_very_unstable_and_its_interval_stays_within_100(
+    driver: Any, tmp_path: Path
+) -> None:
+    """The results' stability ``critical`` is shown as "very unstable" (it is not a critical
+    check), and the interval of scores 100, 100, 70 ends at 100, not at 133."""
+    from datetime import timedelta
+
+    from selenium.webdriver.common.by import By
+
+    header = RunHeader(
+        run_id="words", suite="s", agent="a", agent_type="cli", started_at=NOW,
+        finished_at=NOW + timedelta(seconds=3),
+        tests=[PlannedTest(id="wobbly", name="Wobbly", runs=3), PlannedTest(id="a", name="A"),
+               PlannedTest(id="b", name="B")],
+    )  # fmt: skip
+    store = RunStore.create(tmp_path / "runs", header)
+    for number, score in enumerate((100.0, 100.0, 40.0), 1):
+        store.append(run_result("wobbly", number, score=score, outcome="passed" if score > 50 else "failed"))
+    store.append(run_result("a"))
+    store.append(run_result("b"))
+    store.close()
+    results = store.results()
+    assert (
+        results.tests[0].statistics is not None and results.tests[0].statistics.score.stability == "critical"
+    )
+    suite = results.statistics.score
+    assert suite is not None and suite.ci_95 is not None and suite.ci_95[1] == 100.0
+    open_report(driver, results, store, tmp_path / "report.html")
+    assert "– 100.0" in page_text(driver)  # the suite's statistics: 80, 100, 100 (Student's t: to 122.0)
+    assert "122.0" not in page_text(driver)
+    title = driver.execute_script(
+        "return document.querySelectorAll('#tests-table tr.test-row')[arguments[0]]"
+        ".querySelector('td.col-duration').title",
+        row_of(driver, "wobbly"),
+    )
+    assert title == "the total of its 3 runs; 1.00s per run"
+    click(driver, "#tests-table tr.test-row", row_of(driver, "wobbly"))
+    wait_for(
+        driver, "document.querySelector('tr.test-detail') && !document.querySelector('tr.test-detail').hidden"
+    )
+    detail = driver.find_element(By.CSS_SELECTOR, "tr.test-detail").text
+    assert "very unstable (CV" in detail and "critical" not in detail
+    assert "– 100.0" in detail and "133" not in detail

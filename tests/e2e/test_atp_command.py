@@ -204,9 +204,11 @@ def test_report_renders_what_the_live_run_rendered(tmp_path: Path) -> None:
     assert again.returncode == 0
     assert (tmp_path / "live.json").read_text() == (tmp_path / "again.json").read_text()
     console = atp("report", str(run_dir), cwd=tmp_path)
-    # the live run printed the header first and a line per finished test, then the same report
+    # the live run printed the header first and each test as it finished, then the same summary
     header, body = console.stdout.split("Tests:\n", 1)
-    assert live.stdout.startswith(header) and live.stdout.endswith("\nTests:\n" + body)
+    listed, summary = body.split("\n\n", 1)
+    assert live.stdout.startswith(header) and live.stdout.endswith("\n\n" + summary)
+    assert all(live.stdout.count(line + "\n") == 1 for line in listed.splitlines())
 
 
 def test_json_to_stdout(tmp_path: Path) -> None:

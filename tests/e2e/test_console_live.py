@@ -97,7 +97,8 @@ def test_in_a_ci_log_each_test_is_printed_as_it_finishes(tmp_path: Path) -> None
         ["✓", "t1"],
         ["✓", "t2"],
     ]
-    assert lines[start + 4 : start + 6] == ["", "Tests:"]
+    assert lines[start + 4] == "" and lines[start + 5].startswith("Summary: 3 passed")
+    assert "Tests:" not in out  # without a terminal each test is printed once, as it finishes
     # each line came as its test finished, not all at the end
     when: dict[str, float] = {}
     for at, line in seen:
@@ -109,7 +110,9 @@ def test_in_a_ci_log_each_test_is_printed_as_it_finishes(tmp_path: Path) -> None
     (run_dir,) = (tmp_path / ".atp" / "runs").iterdir()
     report = atp("report", str(run_dir), cwd=tmp_path)
     header, body = report.stdout.split("Tests:\n", 1)
-    assert out.startswith(header) and out.endswith("\nTests:\n" + body)
+    listed, summary = body.split("\n\n", 1)
+    assert out.startswith(header) and out.endswith("\n\n" + summary)
+    assert all(out.count(line + "\n") == 1 for line in listed.splitlines())  # the same lines, once
     assert "Running" not in report.stdout
 
 
@@ -119,7 +122,7 @@ def test_a_crashing_agent_shows_its_error_once_and_folds_what_follows(tmp_path: 
     )
     result = atp("test", f"--suite={suite}", "--runs=3", cwd=tmp_path)
     assert result.returncode == 1, result.stdout + result.stderr
-    body = result.stdout[result.stdout.index("Tests:") :].splitlines()
+    body = result.stdout[result.stdout.index("Running 1 test") :].splitlines()
     assert body[1].startswith("  ✗ crashes    0.0/100  (σ=0.0)   time ") and body[1].endswith(
         "  0/3 runs passed"
     )

@@ -175,7 +175,10 @@ def test_a_failure_seen_in_several_runs_is_shown_once_with_its_runs(tmp_path: Pa
     ]
     out = render(*results_of(tmp_path, runs))
     body = out[out.index("Tests:") :].splitlines()
-    assert body[1] == "  ✗ t   25.0/100  (σ=50.0)  time 2.00s  1/4 runs passed, critical, flaky"
+    assert (
+        body[1]
+        == "  ✗ t   25.0/100  (σ=50.0)  time 0.50s/run, 2.00s total  1/4 runs passed, very unstable, flaky"
+    )
     assert body[2:4] == [
         "    - runs 1,3: contains:report.md: expected text 'Slack'; not found in 120 characters",
         "    - run 4: contains:report.md: expected text 'Slack'; not found in 99 characters",

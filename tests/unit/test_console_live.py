@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from atp.core.baseline import Baseline, BaselineTest
 from atp.core.reporter import ReportOptions
 from atp.core.results import PlannedTest, RunHeader, RunResult, RunStore, make_test_result
 from atp.reporters.console import ConsoleReporter, StatusLine, clock
@@ -114,7 +115,7 @@ def test_without_a_terminal_the_header_comes_first_then_a_line_per_finished_test
     runs = [make_run("first", 1), make_run("first", 2, "failed")]
     reporter.atp_test_finished(make_test_result(header.tests[0], runs, False))
     assert stream.getvalue().endswith(
-        "  ✗ first         50.0/100  (σ=70.7)  time 0.50s  1/2 runs passed, critical, flaky\n"
+        "  ✗ first         50.0/100  (σ=70.7)  time 0.25s/run, 0.50s total  1/2 runs passed, very unstable, flaky\n"
     )
     assert "\r" not in stream.getvalue() and "\033" not in stream.getvalue()
 
@@ -128,14 +129,52 @@ def test_the_live_report_does_not_repeat_the_header_but_atp_report_prints_it(tmp
     reporter.report(results, store)
     live = stream.getvalue()
     assert live.count("ATP Test Results") == 1 and live.count("Run directory:") == 1
-    assert "  ✓ second_test  100.0/100  time 0.25s\n\nTests:\n  ✓ first " in live
     again = io.StringIO()
     ConsoleReporter(ReportOptions(stream=again)).report(results, RunStore.open(store.directory))  # atp report
     header_part, body = again.getvalue().split("Tests:\n", 1)
     assert header_part.startswith("ATP Test Results\n") and header_part.endswith(
         f"Run directory: {store.directory}\n\n"
     )
-    assert live.startswith(header_part) and live.endswith("\nTests:\n" + body)
+    assert live.startswith(header_part)
+    listed = body[: body.index("\n\n")].splitlines()
+    assert [line.split()[1] for line in listed] == ["first", "second_test", "later"]
+    for line in listed:  # without a terminal each test is printed once, the same as atp report prints it
+        assert live.count(line.split()[1] + " ") == 1, live
+        assert line + "\n" in live
+    # printed as they finished: first and second_test; the report lists only the one not printed yet
+    assert "  ✓ second_test  100.0/100  time 0.25s\n\nTests:\n  - later " in live
+    assert live.endswith(body[body.index("\n\n") :])  # then the same summary as atp report's
+
+
+def test_without_a_terminal_a_failure_is_printed_once_under_its_test(tmp_path: Path) -> None:
+    header, store = new_store(tmp_path)
+    stream = io.StringIO()
+    reporter = ConsoleReporter(ReportOptions(stream=stream))
+    play(reporter, header, store, {"first": ["passed", "failed"], "second_test": ["passed"]})
+    reporter.report(store.results(), store)
+    live = stream.getvalue()
+    printed = live[: live.index("second_test  100.0")]
+    assert printed.count("✗ first") == 1 and live.count("✗ first") == 1
+    assert "1/2 runs passed, very unstable, flaky" in printed  # with the lines under it, as it finished
+
+
+def test_without_a_terminal_the_baseline_verdicts_follow_at_the_end(tmp_path: Path) -> None:
+    """A verdict with Holm's correction needs every test's p-value: it cannot be printed as a test
+    finishes, so the verdicts come at the end, under the test's id, and the line is not repeated."""
+    header, _ = new_store(tmp_path / "unused")
+    baseline = Baseline(suite="live", tests={"first": BaselineTest(mean_score=50.0, std=5.0, n_runs=3)})
+    store = RunStore.create(tmp_path, header, baseline=baseline)
+    stream = io.StringIO()
+    reporter = ConsoleReporter(ReportOptions(stream=stream))
+    play(reporter, header, store, {"first": ["passed", "passed"], "second_test": ["passed"]})
+    results = store.results()
+    assert results.tests[0].baseline is not None
+    reporter.report(results, store)
+    live = stream.getvalue()
+    assert live.count("✓ first ") == 1 and live.count("✓ second_test ") == 1
+    verdicts = live[live.index("Against the baseline:\n") :].splitlines()
+    assert verdicts[1] == "  first" and verdicts[2].startswith("    baseline: improvement +50.0")
+    assert live.count("baseline: improvement") == 1
 
 
 def test_on_a_terminal_a_status_line_is_rewritten_and_erased(tmp_path: Path) -> None:

@@ -126,7 +126,7 @@ def baseline_of(**tests: list[float]) -> Baseline:
 def test_several_runs_show_the_spread_and_no_count_when_every_run_passed(tmp_path: Path) -> None:
     results = results_of([planned("t")], runs_of("t", [80, 90, 70, 85, 75]))
     out = render(results, tmp_path)
-    assert body_of(out)[1] == "  ✓ t   80.0/100  (σ=7.9)   time 2.50s  moderate"
+    assert body_of(out)[1] == "  ✓ t   80.0/100  (σ=7.9)   time 0.50s/run, 2.50s total  moderate"
     assert "runs passed" not in out  # every run passed under the rule 'all': the ✓ says it
 
 
@@ -147,14 +147,14 @@ def test_the_stability_level_is_shown_when_not_stable(tmp_path: Path) -> None:
     ]
     results = results_of(tests, runs)
     out = render(results, tmp_path)
-    assert line_of(out, "steady").endswith("time 2.50s")  # stable: nothing said
+    assert line_of(out, "steady").endswith("time 0.50s/run, 2.50s total")  # stable: nothing said
     assert line_of(out, "moderate").endswith("  moderate")
     assert line_of(out, "unstable").endswith("  unstable")
-    assert line_of(out, "critical").endswith("  critical")
+    assert line_of(out, "critical").endswith("  very unstable")
     coloured = render(results, tmp_path, color=True)
-    assert "\033[33munstable\033[0m" in coloured and "\033[31mcritical\033[0m" in coloured
+    assert "\033[33munstable\033[0m" in coloured and "\033[31mvery unstable\033[0m" in coloured
     # the summary lists the unstable tests with their level
-    assert "Unstable: unstable (unstable), critical (critical)" in out
+    assert "Unstable: unstable (unstable), critical (very unstable)" in out
 
 
 def test_one_run_shows_no_spread(tmp_path: Path) -> None:
@@ -182,13 +182,13 @@ def test_the_pass_rule_is_said_with_the_count(tmp_path: Path) -> None:
     ]
     out = render(results_of(tests, runs), tmp_path)
     assert line_of(out, "rate").startswith(
-        "  ✓ rate   68.0/100  (σ=26.8)  time 2.50s  4/5 runs passed (rule: ≥80%)"
+        "  ✓ rate   68.0/100  (σ=26.8)  time 0.50s/run, 2.50s total  4/5 runs passed (rule: ≥80%)"
     )
     assert line_of(out, "mean").startswith(
-        "  ✓ mean   68.0/100  (σ=4.5)   time 2.50s  5/5 runs passed (rule: mean ≥60)"
+        "  ✓ mean   68.0/100  (σ=4.5)   time 0.50s/run, 2.50s total  5/5 runs passed (rule: mean ≥60)"
     )
     assert line_of(out, "all").startswith(
-        "  ✗ all    68.0/100  (σ=26.8)  time 2.50s  4/5 runs passed, critical"
+        "  ✗ all    68.0/100  (σ=26.8)  time 0.50s/run, 2.50s total  4/5 runs passed, very unstable"
     )
     verbose = render(results_of(tests, runs), tmp_path, verbose=True)
     assert "    pass rule: at least 80% of the runs pass\n" in verbose
@@ -204,9 +204,11 @@ def test_an_adaptive_test_says_how_many_runs_it_took_and_why_not_that_some_were_
     results = results_of(tests, runs)
     assert results.tests[0].stop is not None and results.tests[0].stop.runs == 3
     out = render(results, tmp_path)
-    assert line_of(out, "auto").endswith("time 1.50s  took 3 runs (95% interval ±1.4 ≤ ±5 points)")
+    assert line_of(out, "auto").endswith(
+        "time 0.50s/run, 1.50s total  took 3 runs (95% interval ±1.4 ≤ ±5 points)"
+    )
     assert line_of(out, "late").endswith(
-        "time 2.50s  took 5 runs (decided after 3: 95% interval ±1.4 ≤ ±5 points)"
+        "time 0.50s/run, 2.50s total  took 5 runs (decided after 3: 95% interval ±1.4 ≤ ±5 points)"
     )
     assert "not run" not in out and "not finished" not in out
     assert "Runs per test: auto (3-20)\n" in out
@@ -250,7 +252,9 @@ def test_verbose_shows_the_interval_components_metrics_and_pass_at_k(tmp_path: P
     ]
     out = render(results_of([planned("t")], runs), tmp_path, verbose=True)
     body = body_of(out)
-    assert body[1] == "  ✗ t   80.0/100  (σ=7.9)   time 2.50s  4/5 runs passed, moderate, flaky"
+    assert (
+        body[1] == "  ✗ t   80.0/100  (σ=7.9)   time 0.50s/run, 2.50s total  4/5 runs passed, moderate, flaky"
+    )
     assert body[2:6] == [
         "    score: 95% CI [70.2, 89.8], median 80.0, min 70.0, max 90.0, CV 0.10 (moderate)",
         "    components (mean): quality 0.82, completeness 0.90, efficiency 0.80 (3 of 5 runs); "
@@ -276,7 +280,7 @@ def test_verbose_says_when_no_component_counted_and_a_cv_is_undefined(tmp_path: 
     score = spread.tests[0].statistics.score
     score.std, score.cv, score.stability = 1.0, None, None  # as the kernel gives a mean 0 with a spread
     out = render(spread, tmp_path, verbose=True)
-    assert "CV —\n" in out and line_of(out, "z").endswith("time 1.00s")
+    assert "CV —\n" in out and line_of(out, "z").endswith("time 0.50s/run, 1.00s total")
 
 
 # --- the baseline --------------------------------------------------------------------------------
@@ -429,7 +433,7 @@ def test_ids_from_the_suite_and_the_baseline_are_escaped(tmp_path: Path) -> None
     results = results_of([planned(evil)], runs_of(evil, [50, 80, 30, 70, 90]), baseline)
     out = render(results, tmp_path, verbose=True)
     assert "\x1b" not in out and "\x07" not in out
-    assert "Unstable: x\\e]0;pwned\\x07 (critical)" in out
+    assert "Unstable: x\\e]0;pwned\\x07 (very unstable)" in out
     assert "  in the baseline but not in this run: gone\\e[2J" in out
 
 
@@ -452,7 +456,7 @@ def test_the_live_line_and_status_of_an_adaptive_run(tmp_path: Path) -> None:
 
     reporter.atp_test_finished(make_test_result(header.tests[0], runs_of("auto", [80, 81, 80]), False))
     assert stream.getvalue().endswith(
-        "  ✓ auto   80.3/100  (σ=0.6)   time 1.50s  took 3 runs (95% interval ±1.4 ≤ ±5 points)\n"
+        "  ✓ auto   80.3/100  (σ=0.6)   time 0.50s/run, 1.50s total  took 3 runs (95% interval ±1.4 ≤ ±5 points)\n"
     )
     from atp.reporters.console import StatusLine
 

@@ -165,3 +165,28 @@ def test_names_and_the_kernel_requirement() -> None:
     major, minor = atp.core.__version__.split(".")[:2]
     if major == "0":
         assert core_requirement() == f"{CORE_DISTRIBUTION}>=0.{minor},<0.{int(minor) + 1}"
+
+
+def test_the_plugins_test_command_installs_pytest_with_the_python_that_runs_atp(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ATP does not install pytest: the printed command installs the package's `test` extra
+    (which has it) before running it, with the Python that runs ATP."""
+    monkeypatch.setenv("PATH", str(Path(sys.executable).parent))  # an activated venv: `python` is ATP's
+    if not (Path(sys.executable).parent / "python").exists():
+        pytest.skip("this Python's folder has no `python`")
+    result = init(tmp_path, monkeypatch, "--plugin", "evaluator", "house-style")
+    assert result.exit_code == 0, result.output
+    line = next(line for line in result.output.splitlines() if line.startswith("Test it:"))
+    assert line.endswith(
+        "cd atp-evaluator-house-style && python -m pip install -e '.[test]' && python -m pytest"
+    )
+    project = tomllib.loads((tmp_path / "atp-evaluator-house-style" / "pyproject.toml").read_text())
+    assert any(r.startswith("pytest") for r in project["project"]["optional-dependencies"]["test"])
+    elsewhere = tmp_path / "other"
+    elsewhere.mkdir()
+    write(elsewhere / "python", "#!/bin/sh\n").chmod(0o755)
+    monkeypatch.setenv("PATH", str(elsewhere))  # `python` is another one: ATP's is named by its path
+    again = init(tmp_path, monkeypatch, "--plugin", "adapter", "house-style")
+    line = next(line for line in again.output.splitlines() if line.startswith("Test it:"))
+    assert f"&& {sys.executable} -m pip install -e '.[test]' && {sys.executable} -m pytest" in line

@@ -128,7 +128,7 @@ def test_console_marks_each_test_and_lists_the_retries_of_runs_that_did_not_pass
     body = out[out.index("Tests:") :].splitlines()
     assert body[1:9] == [
         "  ✓ steady     100.0/100  time 0.50s  1 retry",
-        "  ✗ wobbly      66.7/100  (σ=57.7)  time 1.50s  2/3 runs passed, critical, flaky, 2 retries",
+        "  ✗ wobbly      66.7/100  (σ=57.7)  time 0.50s/run, 1.50s total  2/3 runs passed, very unstable, flaky, 2 retries",
         "    - run 2: contains:out.txt: expected 'good'; not found",
         "    ~ run 2: retried: attempt 1 on 10.0.0.7:7001: worker died (waited 1.25 s)",
         "    ~ run 2: retried: attempt 2: agent unreachable (waited 2 s)",

@@ -111,7 +111,7 @@ def test_console_layout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None
     ]
     body = out[out.index("Tests:") :]
     assert body.splitlines()[1:5] == [
-        "  ✓ basic_search      85.0/100  (σ=4.2)   time 1.20s",  # every run passed: no count
+        "  ✓ basic_search      85.0/100  (σ=4.2)   time 0.60s/run, 1.20s total",  # every run passed: no count
         "  ✗ unknown_company    0.0/100  time 2.00s",
         "    - timeout: timed out after 2 s; the agent was stopped",
         "    - sections:report.md: missing ['Summary']",
@@ -156,7 +156,8 @@ def test_console_falls_back_to_ascii(tmp_path: Path) -> None:
     stream.flush()
     text = raw.getvalue().decode("ascii")
     assert (
-        "  PASS basic_search      85.0/100  (sd=4.2)   time 1.20s" in text and "FAIL unknown_company" in text
+        "  PASS basic_search      85.0/100  (sd=4.2)   time 0.60s/run, 1.20s total" in text
+        and "FAIL unknown_company" in text
     )
 
 

@@ -27,6 +27,7 @@ from atp.core.stats import (
     CONFIDENCE,
     STABILITY_LEVELS,
     STABILITY_MEANING,
+    STABILITY_WORDS,
     Difference,
     Running,
     Sample,
@@ -40,6 +41,7 @@ from atp.core.stats import (
     pass_at_k,
     pass_hat_k,
     stability,
+    stability_word,
     t_cdf,
     t_density,
     t_quantile,
@@ -248,6 +250,50 @@ def test_stability_levels_of_design_6_2(cv: float | None, level: str | None):
 def test_stability_thresholds_and_meanings():
     assert STABILITY_LEVELS == ((0.05, "stable"), (0.15, "moderate"), (0.30, "unstable"))
     assert set(STABILITY_MEANING) == {"stable", "moderate", "unstable", "critical"}
+
+
+def test_the_highest_level_is_shown_as_very_unstable_not_critical():
+    """``critical`` stays the value in the results; what a report shows cannot be read as an
+    assertion's ``critical: true``."""
+    assert set(STABILITY_WORDS) == set(STABILITY_MEANING)
+    assert stability_word("critical") == "very unstable"
+    assert [stability_word(level) for level in ("stable", "moderate", "unstable")] == [
+        "stable",
+        "moderate",
+        "unstable",
+    ]
+    assert not any("critical" in word for word in STABILITY_WORDS.values())
+
+
+def test_a_bounded_interval_is_clipped_to_the_bounds():
+    # 100, 100, 70: mean 90, std sqrt(300) = 17.32; half t(0.975, 2) * 17.32 / sqrt(3)
+    # = 4.3027 * 10 = 43.03: Student's t gives [46.97, 133.03], past 100.
+    raw = describe([100, 100, 70])
+    assert raw.ci_95 is not None and raw.ci_95[1] == pytest.approx(133.027, abs=1e-3)
+    clipped = describe([100, 100, 70], (0.0, 100.0))
+    assert clipped.ci_95 == (raw.ci_95[0], 100.0)
+    assert clipped.ci_95[0] == pytest.approx(46.973, abs=1e-3)
+    assert (clipped.mean, clipped.std, clipped.cv, clipped.stability) == (
+        raw.mean,
+        raw.std,
+        raw.cv,
+        raw.stability,
+    )
+    # at the other end, and both ends at once
+    low = describe([0, 0, 30], (0.0, 100.0))
+    assert low.ci_95 is not None and low.ci_95[0] == 0.0 and low.ci_95[1] == pytest.approx(53.027, abs=1e-3)
+    both = describe([0, 100], (0.0, 100.0))
+    assert both.ci_95 == (0.0, 100.0)
+    # a metric: 0 and up
+    metric = describe([1, 1, 40], (0.0, math.inf))
+    assert metric.ci_95 is not None and metric.ci_95[0] == 0.0 and metric.ci_95[1] > 40
+
+
+def test_an_interval_inside_its_bounds_is_the_t_interval():
+    values = [80, 85, 90, 75, 88]
+    assert describe(values, (0.0, 100.0)).ci_95 == describe(values).ci_95
+    assert describe([100, 100, 100], (0.0, 100.0)).ci_95 == (100.0, 100.0)
+    assert describe([55.0], (0.0, 100.0)).ci_95 is None
 
 
 @pytest.mark.parametrize(

@@ -35,7 +35,16 @@ from atp.core.records import (
     Usage,
     add_usage,
 )
-from atp.core.stats import ALPHA, describe, k_values, pass_at_k, pass_hat_k
+from atp.core.stats import (
+    ALPHA,
+    COMPONENT_BOUNDS,
+    METRIC_BOUNDS,
+    SCORE_BOUNDS,
+    describe,
+    k_values,
+    pass_at_k,
+    pass_hat_k,
+)
 
 
 def status_of_runs(runs: list[RunResult], rule: PassRule = ALL_RUNS) -> TestStatus:
@@ -103,9 +112,9 @@ def test_statistics(runs: list[RunResult]) -> TestStatistics:
         runs=n,
         passed_runs=passed,
         pass_rate=passed / n,
-        score=describe([r.score for r in runs]),
-        components={name: describe(values) for name, values in components.items()},
-        metrics={name: describe(metrics[name]) for name in METRIC_NAMES if name in metrics},
+        score=describe([r.score for r in runs], SCORE_BOUNDS),
+        components={name: describe(values, COMPONENT_BOUNDS) for name, values in components.items()},
+        metrics={name: describe(metrics[name], METRIC_BOUNDS) for name in METRIC_NAMES if name in metrics},
         pass_at_k={k: pass_at_k(n, passed, k) for k in ks},
         pass_hat_k={k: pass_hat_k(n, passed, k) for k in ks},
         error_codes=codes_of(runs),
@@ -130,7 +139,7 @@ def suite_statistics(tests: list[TestResult]) -> SuiteStatistics:
     at_k = {k: fmean(pass_at_k(s.runs, s.passed_runs, k) for s in having) for k in ks}
     hat_k = {k: fmean(pass_hat_k(s.runs, s.passed_runs, k) for s in having) for k in ks}
     return SuiteStatistics(
-        score=describe([t.score for t in ran]),
+        score=describe([t.score for t in ran], SCORE_BOUNDS),
         pass_at_k=at_k,
         pass_hat_k=hat_k,
         unstable=[

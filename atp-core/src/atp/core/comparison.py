@@ -24,7 +24,18 @@ from typing import Literal
 import msgspec
 
 from atp.core.results import SuiteResults, TestResult
-from atp.core.stats import ALPHA, CONFIDENCE, Difference, Sample, Stats, describe, holm, paired, welch
+from atp.core.stats import (
+    ALPHA,
+    CONFIDENCE,
+    SCORE_BOUNDS,
+    Difference,
+    Sample,
+    Stats,
+    describe,
+    holm,
+    paired,
+    welch,
+)
 
 COMPARISON_FORMAT = "atp-comparison"
 COMPARISON_VERSION = "1.0"
@@ -153,7 +164,7 @@ class AgentComparison(msgspec.Struct, kw_only=True):
 def _score(agent: str, values: Sequence[float]) -> AgentScore:
     if not values:
         return AgentScore(agent=agent, n=0)
-    stats: Stats = describe(values)
+    stats: Stats = describe(values, SCORE_BOUNDS)
     return AgentScore(
         agent=agent, n=stats.n, mean=stats.mean, std=stats.std, ci_95=stats.ci_95, half_width=stats.half_width
     )

@@ -15,6 +15,14 @@ Edge cases give defined values, never NaN:
 - one value: ``std``, ``ci_95`` and ``cv`` are ``None`` (a spread needs two runs);
 - identical values (``std`` 0): the interval is the mean itself, ``cv`` is 0, stable;
 - mean 0 with a spread: ``cv`` is ``None`` (undefined) and the stability level is ``None``.
+
+A quantity that cannot leave a range (a score 0-100, a component 0-1, a count or a time at least
+0) is described with that range as ``bounds``: its interval is Student's t interval clipped to
+the range. The true mean lies in the range, so clipping never drops it from the interval: the
+coverage is the t interval's, and an interval already inside the range is unchanged. (A logit
+interval is undefined when every run scores 100 or 0, which is common; a bootstrap is random
+and unreliable for the few runs a test has.) Tests of a difference (:func:`welch`,
+:func:`paired`) are not clipped: a difference may be negative.
 """
 
 from __future__ import annotations
@@ -45,6 +53,20 @@ STABILITY_MEANING: dict[Stability, str] = {
     "unstable": "results may be unreliable",
     "critical": "unpredictable behaviour",
 }
+STABILITY_WORDS: dict[Stability, str] = {
+    "stable": "stable",
+    "moderate": "moderate",
+    "unstable": "unstable",
+    "critical": "very unstable",
+}
+"""How reports show a level: ``critical`` (the value in the results, kept for compatibility)
+is shown as ``very unstable``, so that it is not read as a failed ``critical`` check."""
+SCORE_BOUNDS = (0.0, 100.0)
+"""The range of a score (a run's, a test's, a suite's)."""
+COMPONENT_BOUNDS = (0.0, 1.0)
+"""The range of a score component."""
+METRIC_BOUNDS = (0.0, math.inf)
+"""The range of a metric (counts, seconds, dollars: never negative)."""
 
 
 class Stats(msgspec.Struct, kw_only=True):
@@ -58,8 +80,8 @@ class Stats(msgspec.Struct, kw_only=True):
     max: float
     median: float
     ci_95: tuple[float, float] | None
-    """The 95% confidence interval of the mean (Student's t, n - 1 degrees of freedom);
-    ``None`` for one value."""
+    """The 95% confidence interval of the mean (Student's t, n - 1 degrees of freedom,
+    clipped to the quantity's bounds when it has them); ``None`` for one value."""
     cv: float | None
     """The coefficient of variation, std / |mean|: 0 when every value is the same; ``None``
     for one value or a mean of 0 with a spread."""
@@ -84,8 +106,14 @@ def stability(cv: float | None) -> Stability | None:
     return "critical"
 
 
-def describe(values: Sequence[float]) -> Stats:
-    """The statistics of one or more finite values."""
+def stability_word(level: Stability) -> str:
+    """The words a report shows for a stability level (see :data:`STABILITY_WORDS`)."""
+    return STABILITY_WORDS.get(level, level)
+
+
+def describe(values: Sequence[float], bounds: tuple[float, float] | None = None) -> Stats:
+    """The statistics of one or more finite values; ``bounds``: the range the quantity cannot
+    leave (``(0, 100)`` for a score), to which the confidence interval is clipped."""
     n = len(values)
     if n == 0:
         raise ValueError("describe() needs at least one value")
@@ -115,10 +143,18 @@ def describe(values: Sequence[float]) -> Stats:
         min=low,
         max=high,
         median=middle,
-        ci_95=(mean - half, mean + half),
+        ci_95=clip((mean - half, mean + half), bounds),
         cv=cv,
         stability=stability(cv),
     )
+
+
+def clip(interval: tuple[float, float], bounds: tuple[float, float] | None) -> tuple[float, float]:
+    """``interval`` with each end moved inside ``bounds`` (unchanged without bounds)."""
+    if bounds is None:
+        return interval
+    low, high = bounds
+    return (min(max(interval[0], low), high), min(max(interval[1], low), high))
 
 
 # --- pass@k and pass^k ---------------------------------------------------------------------

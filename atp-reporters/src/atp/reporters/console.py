@@ -27,8 +27,11 @@ lines: no header, no progress. Colour only on a terminal, never with ``NO_COLOR`
 
 During a live ``atp test`` the header is printed before the first run starts. On a terminal a
 status line (runs done, in progress, failed, elapsed time) is rewritten in place, refreshed
-about once a second by a daemon thread; without a terminal (a CI log) a line is printed as each
-test finishes. ``atp report`` prints the whole report, header included.
+about once a second by a daemon thread, and the report lists every test under ``Tests:``.
+Without a terminal (a CI log) each test's entry (its line and what follows it) is printed as it
+finishes, and the report does not print it again: it lists only the tests not printed yet (not
+run, skipped) and, with a baseline, each test's verdict under ``Against the baseline:`` (a
+verdict needs every test's p-value). ``atp report`` prints the whole report, header included.
 
 The report's parts are rendered by the modules of :mod:`atp.reporters.terminal`; this module
 puts them together, in order, and drives the live progress from the runner's hooks.
@@ -39,13 +42,15 @@ from __future__ import annotations
 import contextlib
 from pathlib import Path
 
+import msgspec
+
 from atp.core.hookspecs import hookimpl
 from atp.core.reporter import Reporter, ReportOptions
 from atp.core.results import PassRule, RunHeader, RunResult, RunStore, SuiteResults, TestResult
 from atp.core.text import printable as safe
 from atp.reporters.terminal.artifacts import MAX_ARTIFACTS_SHOWN, PREVIEW_LINES, preview
-from atp.reporters.terminal.baseline import baseline_summary_lines
-from atp.reporters.terminal.entry import entry_lines, result_line
+from atp.reporters.terminal.baseline import baseline_summary_lines, verdict_lines
+from atp.reporters.terminal.entry import entry_lines
 from atp.reporters.terminal.failures import agent_failed, follow_on_checks
 from atp.reporters.terminal.statistics import COMPONENTS, suite_statistics_lines
 from atp.reporters.terminal.status import TICK_SECONDS, StatusLine
@@ -139,6 +144,8 @@ class ConsoleReporter(Reporter):
         self._resumed: int | None = None
         """``atp test --resume``: the runs the run directory already held."""
         self._lines_shown = False
+        self._shown: dict[str, list[str]] = {}
+        """Without a terminal: each test printed as it finished, and the lines printed for it."""
         self._progress_off = False
         self._holm = True
         """Which verdict against the baseline counts: Holm's, unless the run's correction is ``none``."""
@@ -228,7 +235,9 @@ class ConsoleReporter(Reporter):
     def atp_test_finished(self, result: TestResult) -> None:
         try:
             if self.status is None and self._lines_shown and not self._progress_off:
-                self._write(result_line(result, self._width, self.style) + "\n")
+                lines = self._entry(result, self._width)
+                self._write("\n".join(lines) + "\n")
+                self._shown[result.id] = lines
         except Exception:
             self._stop_progress()
 
@@ -273,7 +282,8 @@ class ConsoleReporter(Reporter):
         if self.options.quiet:
             self._quiet_report(results)
             return
-        if self._header_shown is not None and self._header_shown == store.directory:
+        live = self._header_shown is not None and self._header_shown == store.directory
+        if live:
             if self._lines_shown:
                 out.append("")
         else:
@@ -285,14 +295,7 @@ class ConsoleReporter(Reporter):
                     results.suite, results.agent, results.agent_type, labels, store.directory, self.style
                 )
             )
-        out.append("Tests:")
-        width = max((len(safe(t.id)) for t in results.tests), default=0)
-        for test in results.tests:
-            out.extend(self._entry(test, width))
-            if len(out) >= REPORT_LINES_PER_WRITE:
-                self.stream.write("\n".join(out) + "\n")
-                out = []
-        out.append("")
+        out = self._tests_section(results, out, self._shown if live and self._lines_shown else {})
         out.extend(self._problems(results))
         out.append(summary_line(results, self.style))
         out.extend(reliability_lines(results, self.style))
@@ -304,6 +307,43 @@ class ConsoleReporter(Reporter):
         out.append(f"Total time: {seconds(results.duration_seconds)}")
         self.stream.write("\n".join(out) + "\n")
         self.stream.flush()
+
+    def _tests_section(self, results: SuiteResults, out: list[str], shown: dict[str, list[str]]) -> list[str]:
+        """``Tests:``, each test's entry, written as it grows; what is left to write is returned.
+
+        ``shown``: the tests already printed as they finished (without a terminal), each once:
+        those printed as they are now are not repeated, and for those that only gained their
+        verdict against the baseline (it needs every test's p-value) the verdicts follow
+        ``Against the baseline:``."""
+        width = max((len(safe(t.id)) for t in results.tests), default=0)
+        listed: list[TestResult] = []
+        verdicts: list[str] = []
+        for test in results.tests:
+            before = shown.get(test.id)
+            if before is None:
+                listed.append(test)
+            elif (
+                test.baseline is not None
+                and self._entry(msgspec.structs.replace(test, baseline=None), width) == before
+            ):
+                verdicts.append(f"  {safe(test.id)}")
+                verdicts.extend(
+                    verdict_lines(test.baseline, self.style, holm=self._holm, verbose=self.options.verbose)
+                )
+            elif self._entry(test, width) != before:
+                listed.append(test)  # it changed since it was printed (it is printed again, whole)
+        if listed or not shown:
+            out.append("Tests:")
+        for test in listed:
+            out.extend(self._entry(test, width))
+            if len(out) >= REPORT_LINES_PER_WRITE:
+                self.stream.write("\n".join(out) + "\n")
+                out = []
+        if listed or not shown:
+            out.append("")
+        if verdicts:
+            out.extend(["Against the baseline:", *verdicts, ""])
+        return out
 
     def _quiet_report(self, results: SuiteResults) -> None:
         """``--quiet``: the tests that did not pass with their failures, then the summary."""

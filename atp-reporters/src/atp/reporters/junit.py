@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING
 
 from atp.core.bounds import number_in
 from atp.core.reporter import Reporter
+from atp.core.stats import stability_word
 from atp.core.text import printable
 
 if TYPE_CHECKING:
@@ -219,7 +220,7 @@ def test_properties(test: TestResult) -> list[tuple[str, str]]:
         found.append((f"{test.id}.passed_runs", str(stats.passed_runs)))
         found.append((f"{test.id}.pass_rate", _figure(stats.pass_rate)))
         if stats.score.stability is not None:
-            found.append((f"{test.id}.stability", stats.score.stability))
+            found.append((f"{test.id}.stability", stability_word(stats.score.stability)))
         if stats.score.ci_95 is not None:
             low, high = stats.score.ci_95
             found.append((f"{test.id}.ci_95", f"{_figure(low)}..{_figure(high)}"))

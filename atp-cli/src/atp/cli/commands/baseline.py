@@ -21,7 +21,14 @@ from typing import TYPE_CHECKING, Any
 import click
 import msgspec
 
-from atp.cli.app import RunsType, config_option, debug_option, write_output
+from atp.cli.app import (
+    RunsType,
+    check_verbosity,
+    config_option,
+    debug_option,
+    verbosity_options,
+    write_output,
+)
 from atp.cli.tables import p_text, table
 from atp.core.hookspecs import hookimpl
 from atp.core.text import printable
@@ -105,12 +112,7 @@ class _RunDirectory:
     is_flag=True,
     help="Save the baseline of a run that was interrupted all the same (its tests may have fewer runs than planned).",
 )
-@click.option(
-    "-v",
-    "--verbose",
-    is_flag=True,
-    help="Show every check, each failed run's response, warnings and log tails.",
-)
+@verbosity_options
 @config_option
 @debug_option
 def save_command(
@@ -123,6 +125,7 @@ def save_command(
     run_dir: Path | None,
     force: bool,
     verbose: bool,
+    quiet: bool,
     config_path: Path | None,
 ) -> int:
     """Run a suite (or take a stored run, with --from) and write the baseline of its scores:
@@ -131,9 +134,11 @@ def save_command(
     Exit code 0 when the baseline was written (also when tests failed: a baseline records
     scores), 2 for a usage, config, suite or file error, 130/143 when the run was interrupted.
     """
+    from atp.cli.running import Options
     from atp.core.errors import AtpError
     from atp.core.results import RunStore
 
+    check_verbosity(verbose, quiet)
     if from_dir is not None:
         given = [
             name
@@ -160,27 +165,20 @@ def save_command(
         return _save(results, output, store.directory)
     if suite_path is None:
         raise click.UsageError("name the suite to run with --suite=FILE, or a stored run with --from=RUN_DIR")
-    return _run_and_save(suite_path, agent_name, output, runs, parallel, run_dir, force, verbose, config_path)
+    options = Options(
+        agent_name=agent_name, runs=runs, parallel=parallel, run_dir=run_dir, verbose=verbose, quiet=quiet
+    )
+    return _run_and_save(suite_path, output, options, force, config_path)
 
 
 def _run_and_save(
-    suite_path: Path,
-    agent_name: str | None,
-    output: Path,
-    runs: int | str | None,
-    parallel: int | None,
-    run_dir: Path | None,
-    force: bool,
-    verbose: bool,
-    config_path: Path | None,
+    suite_path: Path, output: Path, options: Options, force: bool, config_path: Path | None
 ) -> int:
-    from atp.cli.running import Options
     from atp.core.config import load_config
     from atp.core.results import RunStore
 
     config = load_config(config_path, suites=[suite_path])
     _check_output(output, [suite_path] + ([config.path] if config.path is not None else []))
-    options = Options(agent_name=agent_name, runs=runs, parallel=parallel, run_dir=run_dir, verbose=verbose)
     code, directory = _run_now(suite_path, config, options)
     if directory is None:  # stopped before the run directory was made
         return code
@@ -389,6 +387,7 @@ class Comparing:
     type=click.Path(path_type=Path, dir_okay=False),
     help="With --output=json: the file to write (default: standard output).",
 )
+@verbosity_options
 @config_option
 @debug_option
 def compare_command(
@@ -403,6 +402,8 @@ def compare_command(
     fail_on_regression: bool,
     output: str,
     output_file: Path | None,
+    verbose: bool,
+    quiet: bool,
     config_path: Path | None,
 ) -> int:
     """Compare a run with a baseline: each test's scores by Welch's t-test, with Holm's
@@ -420,18 +421,17 @@ def compare_command(
 
     if output_file is not None and output != "json":
         raise click.UsageError("--output-file takes --output=json")
+    check_verbosity(verbose, quiet)
     how = Comparing(baseline_path, correction, fail_on_regression, output, output_file)
     if suite_path is None:
-        given = [
-            name
-            for name, value in (
-                ("--agent", agent_name),
-                ("--runs", runs),
-                ("--parallel", parallel),
-                ("--run-dir", runs_root),
-            )
-            if value is not None
-        ]
+        given = _given(
+            ("--agent", agent_name),
+            ("--runs", runs),
+            ("--parallel", parallel),
+            ("--run-dir", runs_root),
+            ("--verbose", verbose or None),
+            ("--quiet", quiet or None),
+        )
         if given:
             raise click.UsageError(
                 f"{', '.join(given)} name{'s' if len(given) == 1 else ''} how to run a suite: give it with --suite=FILE"
@@ -457,6 +457,8 @@ def compare_command(
         runs=runs,
         parallel=parallel,
         run_dir=runs_root,
+        verbose=verbose,
+        quiet=quiet,
     )  # (no baseline in the run itself: the comparison below is the one shown)
     with contextlib.redirect_stdout(sys.stderr) if how.to_stdout else contextlib.nullcontext():
         code, directory = _run_now(suite_path, config, options)
@@ -464,6 +466,11 @@ def compare_command(
         return code  # stopped: its finished runs are kept (atp baseline compare RUN_DIR compares them)
     compared = _compare(directory, baseline, how)
     return code if code in (2, 3) else compared  # a reporter that failed still says so
+
+
+def _given(*options: tuple[str, object]) -> list[str]:
+    """The names of the options given a value (not ``None``)."""
+    return [name for name, value in options if value is not None]
 
 
 def _compare(run_dir: Path, baseline: Baseline, how: Comparing) -> int:

@@ -96,6 +96,12 @@ MARK = "*"
     type=click.Path(path_type=Path, file_okay=False),
     help="Where run directories go (default: .atp/runs); each agent gets one.",
 )
+@click.option(
+    "-q",
+    "--quiet",
+    is_flag=True,
+    help="No start line (what is compared, where the runs go): only the comparison and warnings.",
+)
 @config_option
 @debug_option
 def compare_command(
@@ -108,6 +114,7 @@ def compare_command(
     output: str,
     output_file: Path | None,
     run_dir: Path | None,
+    quiet: bool,
     config_path: Path | None,
 ) -> int:
     """Run the suite against each agent, their runs interleaved (run k of a test goes to every
@@ -123,9 +130,11 @@ def compare_command(
     """
     names = _agent_names(agent_names, runs, output, output_file)
     setup_warnings()
-    runners, in_flight, suite_path_text = _runners(
+    runners, in_flight, suite_path_text, start = _runners(
         names, suite_path, runs, parallel, (tags, test_ids), output_file, run_dir, config_path
     )
+    if not quiet:
+        click.echo(start, err=True)
     code, outcomes = _run(runners, in_flight)
     results: list[SuiteResults] = []
     for outcome in outcomes:
@@ -169,8 +178,9 @@ def _runners(
     output_file: Path | None,
     run_dir: Path | None,
     config_path: Path | None,
-) -> tuple[list[Runner], int, str]:
-    """A runner for each agent, prepared the same way (:mod:`atp.core.prepare`), paced together."""
+) -> tuple[list[Runner], int, str, str]:
+    """A runner for each agent, prepared the same way (:mod:`atp.core.prepare`), paced together;
+    the line that says what is compared, how, and where its runs go."""
     from atp.cli.app import check_output_file, plugins_for, warn_problems
     from atp.core.config import load_config
     from atp.core.errors import ConfigError
@@ -211,14 +221,11 @@ def _runners(
         options = resolve_options(each, asked)
         runners.append(Runner(loaded, suite, each.selected, each.agent, options, parts))
     planned = sum(runners[0].plan.runs_of(t) for t in selected if t.skip is None)
-    click.echo(
-        printable(
-            f"Comparing {', '.join(names)} on suite {suite.name}: {_count(len(selected), 'test')}, "
-            f"{_count(planned, 'run')} per agent, interleaved, {in_flight} at a time; runs go to {run_root}"
-        ),
-        err=True,
+    start = printable(
+        f"Comparing {', '.join(names)} on suite {suite.name}: {_count(len(selected), 'test')}, "
+        f"{_count(planned, 'run')} per agent, interleaved, {in_flight} at a time; runs go to {run_root}"
     )
-    return runners, in_flight, str(suite_path)
+    return runners, in_flight, str(suite_path), start
 
 
 def _run(runners: list[Runner], in_flight: int) -> tuple[int | None, list[Outcome]]:
@@ -334,9 +341,17 @@ def _count(n: int, noun: str) -> str:
 
 
 def _mean(score: AgentScore) -> str:
+    """``mean ± half width (n)``; where the interval was clipped to 0-100 (it is no longer
+    centred on the mean), ``mean [low, high] (n)``."""
     if score.mean is None:
         return "—"
-    spread = f" ± {score.half_width:.1f}" if score.half_width is not None else ""
+    spread = ""
+    if score.ci_95 is not None and score.half_width is not None:
+        low, high = score.ci_95
+        if abs((high - score.mean) - (score.mean - low)) > 1e-9 * max(1.0, abs(score.mean)):
+            spread = f" [{low:.1f}, {high:.1f}]"
+        else:
+            spread = f" ± {score.half_width:.1f}"
     return f"{score.mean:.1f}{spread} ({score.n})"
 
 

@@ -13,6 +13,9 @@ and the command exits with code 2.
 from __future__ import annotations
 
 import re
+import shlex
+import shutil
+import sys
 from importlib import resources
 from pathlib import Path
 
@@ -106,10 +109,23 @@ def init_command(name: str | None, kind: str | None, force: bool) -> int:
     click.echo(f"Wrote the {kind} plugin {name!r} in {folder}:")
     for path in files:
         click.echo(f"  {path.relative_to(where)}")
+    python = python_command()
     click.echo("")
-    click.echo("Test it:            cd " + folder.name + " && python -m pytest")
-    click.echo("Install it for ATP: pip install -e " + folder.name + "    (then: atp plugins)")
+    click.echo(
+        f"Test it:  cd {shlex.quote(folder.name)} && {python} -m pip install -e '.[test]' && {python} -m pytest"
+    )
+    click.echo("          (installs it for ATP with its test extra, pytest; then: atp plugins lists it)")
     return 0
+
+
+def python_command() -> str:
+    """How to name the Python that runs ATP in a command to type: ``python`` when that is the
+    one the shell finds (an activated venv), else its path (ATP run as ``.venv/bin/atp``)."""
+    found = shutil.which("python")
+    here = Path(sys.executable)
+    if found is not None and Path(found).absolute().parent == here.absolute().parent:
+        return "python"
+    return shlex.quote(str(here))
 
 
 # --- a project ---------------------------------------------------------------------------------

@@ -729,7 +729,9 @@
     tr.appendChild(el("td", "col-status", statusBadge(t.status), regression ? el("span", "badge status-failed", "regression") : null, flagBadges(t)));
     tr.appendChild(el("td", "col-score num", runs ? fixed(t.score, 1) : "—"));
     tr.appendChild(el("td", "col-runs num", runsText));
-    tr.appendChild(el("td", "col-duration num", runs ? seconds(t.duration_seconds) : "—"));
+    var duration = el("td", "col-duration num", runs ? seconds(t.duration_seconds) : "—");
+    if (runs > 1) duration.title = "the total of its " + runs + " runs; " + seconds(t.duration_seconds / runs) + " per run";
+    tr.appendChild(duration);
     tr.appendChild(tags);
     tr.addEventListener("click", function (event) {
       if (event.target.closest && event.target.closest("a")) return;
@@ -912,13 +914,19 @@
     return Math.abs(v) >= 100 ? v.toFixed(1) : v.toFixed(3);
   }
 
+  /* A stability level as shown: the results' "critical" (a coefficient of variation of 0.30 or
+     more) reads "very unstable", so that it is not taken for a failed critical check. */
+  function stabilityWord(level) {
+    return level === "critical" ? "very unstable" : level;
+  }
+
   function statsRows(stats) {
     return [
       measure(stats.mean),
       stats.ci_95 ? measure(stats.ci_95[0]) + " – " + measure(stats.ci_95[1]) : "—",
       measure(stats.std),
       measure(stats.min) + " – " + measure(stats.max),
-      stats.stability || "—"
+      stats.stability ? stabilityWord(stats.stability) : "—"
     ];
   }
 
@@ -953,7 +961,7 @@
             ["Std", fixed(score.std, 2)],
             ["Median", fixed(score.median, 1)],
             ["Range", fixed(score.min, 1) + " – " + fixed(score.max, 1)],
-            ["Stability", score.stability ? score.stability + " (CV " + fixed(score.cv, 3) + ")" : "—"],
+            ["Stability", score.stability ? stabilityWord(score.stability) + " (CV " + fixed(score.cv, 3) + ")" : "—"],
             ["Pass rate", percent(st.pass_rate) + " (" + st.passed_runs + " of " + st.runs + ")"],
             kTable("pass@k", st.pass_at_k),
             kTable("pass^k", st.pass_hat_k)

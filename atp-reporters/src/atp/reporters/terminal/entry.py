@@ -1,6 +1,6 @@
 """A test's entry in the console report: its one line, then what follows it.
 
-The line: the test's mark, id, score and time; with several runs the score's spread, how many
+The line: the test's mark, id, score and time (with several runs, per run and in all); with several runs the score's spread, how many
 runs passed (and the pass rule), its stability, how an adaptive run count decided; and its
 marks (``flaky``, ``quarantined``, retries, checks skipped). Under it: the verdict against the
 baseline, then its failures (the default) or, with ``--verbose``, its statistics and everything
@@ -10,6 +10,7 @@ about each run.
 from __future__ import annotations
 
 from atp.core.results import TestResult
+from atp.core.stats import stability_word
 from atp.core.text import printable as safe
 from atp.reporters.terminal.baseline import verdict_lines
 from atp.reporters.terminal.failures import failure_lines
@@ -21,7 +22,8 @@ from atp.reporters.terminal.words import finite, plural, seconds
 TEST_COLORS = {"passed": "green", "failed": "red", "error": "red", "skipped": "yellow"}
 """The colour of a test's mark, by its status."""
 STABILITY_COLORS = {"moderate": "dim", "unstable": "yellow", "critical": "red"}
-"""The colour of a test's stability level (``stable`` is not shown)."""
+"""The colour of a test's stability level (``stable`` is not shown; ``critical`` is shown as
+``very unstable``)."""
 
 
 def result_line(test: TestResult, width: int, style: Style) -> str:
@@ -31,7 +33,7 @@ def result_line(test: TestResult, width: int, style: Style) -> str:
     if test.status == "skipped":
         return f"  {mark} {test_id}  skipped: {safe(test.skip_reason or '')}"
     ran = len(test.runs)
-    time_part = f"time {seconds(test.duration_seconds)}"
+    time_part = time_text(test)
     line = f"  {mark} {test_id}  {test.score:5.1f}/100  "
     unmade = len(test.skipped_checks)
     not_made = style.paint(f"{plural(unmade, 'check')} skipped", "yellow") if unmade else ""
@@ -47,9 +49,18 @@ def result_line(test: TestResult, width: int, style: Style) -> str:
     parts = runs_parts(test, style)
     level = stats.score.stability if stats is not None and finite(std) else None
     if level is not None and level != "stable":
-        parts.append(style.paint(level, STABILITY_COLORS.get(level, "yellow")))
+        parts.append(style.paint(stability_word(level), STABILITY_COLORS.get(level, "yellow")))
     parts.extend(marks)
     return f"{line}{spread}  {time_part:<10}  {', '.join(parts)}".rstrip()
+
+
+def time_text(test: TestResult) -> str:
+    """A test's time: ``time 0.42s`` for one run; for several, the mean per run and the total
+    (``time 1.20s/run, 12.0s total``): a test's duration is the sum of its runs'."""
+    ran = len(test.runs)
+    if ran <= 1:
+        return f"time {seconds(test.duration_seconds)}"
+    return f"time {seconds(test.duration_seconds / ran)}/run, {seconds(test.duration_seconds)} total"
 
 
 def runs_parts(test: TestResult, style: Style) -> list[str]:

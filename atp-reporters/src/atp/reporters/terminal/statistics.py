@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from atp.core.bounds import number_in
 from atp.core.results import METRIC_NAMES, SuiteResults, TestResult
+from atp.core.stats import Stability, stability_word
 from atp.core.text import printable as safe
 from atp.reporters.terminal.style import Style
 from atp.reporters.terminal.words import id_list, plural, seconds
@@ -36,7 +37,7 @@ def statistics_lines(test: TestResult, style: Style) -> list[str]:
     if score.n > 1:
         cv = f"CV {style.number(score.cv, '.2f')}"
         if score.stability is not None:
-            cv += f" ({score.stability})"
+            cv += f" ({stability_word(score.stability)})"
         lines.append(
             f"score: 95% CI {style.interval(score.ci_95)}, median {style.number(score.median)}, "
             f"min {style.number(score.min)}, max {style.number(score.max)}, {cv}"
@@ -108,6 +109,10 @@ def suite_statistics_lines(results: SuiteResults, style: Style) -> list[str]:
         lines.append(f"Pass rates: {', '.join(parts)} (mean over {plural(ran, 'test')})")
     if stats.unstable:
         levels = {t.id: t.statistics.score.stability for t in results.tests if t.statistics is not None}
-        unstable = [f"{safe(i)} ({levels.get(i) or '?'})" for i in stats.unstable]
+        unstable = [f"{safe(i)} ({_level(levels.get(i))})" for i in stats.unstable]
         lines.append(style.paint(f"Unstable: {id_list(unstable)}", "yellow"))
     return lines
+
+
+def _level(level: Stability | None) -> str:
+    return stability_word(level) if level is not None else "?"
