@@ -245,8 +245,10 @@ class RunMaker:
             workspace = Path(os.path.abspath(directory / workspace_path(test.id, run_number)))
             if test.workspace_fixture is not None:
                 await anyio.to_thread.run_sync(copy_fixture, test.workspace_fixture, workspace, not fresh)
+            elif fresh:
+                make_folder(workspace)  # (one mkdir, on the event loop: cheaper than a thread's round trip)
             else:
-                await anyio.to_thread.run_sync(make_folder, workspace, not fresh)
+                await anyio.to_thread.run_sync(make_folder, workspace, True)
         tried = Tried(
             self.request_of(test, run_number, workspace, task_id),
             events_path(test.id, run_number),
@@ -451,6 +453,13 @@ class RunMaker:
         if test.workspace_fixture is not None or not adapter.folder_per_run:
             return
         folder = directory / workspace_path(test.id, result.run_number)
+        try:  # the usual end, at the cost of one call: the agent left nothing there
+            os.rmdir(folder)
+            return
+        except FileNotFoundError:
+            return
+        except OSError:
+            pass  # (not empty; or a link or a file in its place: tidy_folder says)
         keep = self.options.keep_workspaces
         bounded = not keep and result.outcome != "passed"
         if bounded and self.kept < MAX_KEPT_FOLDERS:
@@ -458,7 +467,7 @@ class RunMaker:
             self.kept += 1  # (counted before the wait: runs finishing at once stay within the bound)
         kept, problem = await anyio.to_thread.run_sync(tidy_folder, folder, keep)
         if bounded and keep and not kept:
-            self.kept -= 1  # (it was empty)
+            self.kept -= 1  # (it was gone meanwhile)
         if problem is not None:
             result.warnings.append(
                 shorten(f"ATP could not remove the run's folder {problem}", MAX_ERROR_CHARS)
@@ -516,8 +525,11 @@ def make_folder(folder: Path, replace: bool = False) -> None:
     if replace:
         remove_paths(folder)
     try:
-        folder.parent.mkdir(parents=True, exist_ok=True)
-        folder.mkdir()
+        try:
+            folder.mkdir()
+        except FileNotFoundError:  # (the run's first: workspaces/ is made too)
+            folder.parent.mkdir(parents=True, exist_ok=True)
+            folder.mkdir()
     except OSError as exc:
         raise StorageError(f"cannot make the run's folder {folder}: {exc.strerror or exc}") from None
 
