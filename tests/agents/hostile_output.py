@@ -47,7 +47,9 @@ def response(task_id, status="completed", error=None, metrics=None, data=None, *
 
 def main():
     mode = sys.argv[1]
-    task_id = json.loads(sys.stdin.readline())["task_id"]
+    request = json.loads(sys.stdin.readline())
+    task_id = request["task_id"]
+    workspace = (request.get("context") or {}).get("workspace_path")
     err = sys.stderr
     if mode == "escapes":
         print("\x1b[2J\x1b[H\x1b]0;pwned\x07 ✓ everything passed", file=err)
@@ -85,10 +87,13 @@ def main():
     elif mode == "plant_fifo":
         import glob
 
-        if not os.path.exists("planted"):
-            with open("planted", "w"):
+        # (run in a folder of its own, workspaces/t.1 of the run directory; else in ATP's folder)
+        run_dir = os.path.dirname(os.path.dirname(workspace)) if workspace else None
+        marker = os.path.join(run_dir or ".", "planted")
+        if not os.path.exists(marker):
+            with open(marker, "w"):
                 pass
-            run_dir = sorted(glob.glob(".atp/runs/*"), key=os.path.getmtime)[-1]
+            run_dir = run_dir or sorted(glob.glob(".atp/runs/*"), key=os.path.getmtime)[-1]
             os.makedirs(run_dir + "/logs", exist_ok=True)
             os.mkfifo(run_dir + "/logs/t.2.log")
         print("a log line", file=err)

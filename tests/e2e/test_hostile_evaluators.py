@@ -54,8 +54,11 @@ def run_atp(*args: str, cwd: Path, timeout: float = 60) -> tuple[subprocess.Comp
     return result, time.monotonic() - started
 
 
-def hostile_suite(tmp_path: Path, tests: str, agent_cwd: str | None = None) -> Path:
+def hostile_suite(tmp_path: Path, tests: str, agent_cwd: str | None = None, shared: bool = False) -> Path:
+    """``shared``: every run in the agent's ``cwd`` (``working_folder: shared``), without a
+    workspace: paths are read as the agent gives them, not from a folder of the run's own."""
     cwd = f"\n    cwd: {agent_cwd}" if agent_cwd else ""
+    cwd += "\n    working_folder: shared" if shared else ""
     return write(
         tmp_path / "suite.yaml",
         f"test_suite: hostile\nagents:\n  - name: agent\n    type: cli\n    command: {HOSTILE!r}{cwd}\n"
@@ -162,7 +165,7 @@ def test_fifos_devices_and_directories_are_refused_without_blocking(tmp_path: Pa
             f"  - id: {test_id}\n    task: {{description: x, input_data: {json.dumps(data)}}}\n"
             f"    assertions:\n      - type: contains\n        config: {{path: {json.dumps(str(path))}, pattern: x}}\n"
         )
-    suite = hostile_suite(tmp_path, tests)
+    suite = hostile_suite(tmp_path, tests, shared=True)  # (absolute paths: no workspace to leave)
     result, elapsed = run_atp(
         "test", f"--suite={suite}", "--output=json", "--output-file=results.json", cwd=tmp_path
     )
@@ -241,6 +244,7 @@ def test_relative_artifact_paths_are_read_from_the_agents_folder(tmp_path: Path)
         config: {path: report.md, pattern: DECOY}
 """,
         agent_cwd="agent_home",
+        shared=True,  # (the agent's folder, not one of the run's own: tests/e2e/test_run_folders.py)
     )
     result, elapsed = run_atp(
         "test", f"--suite={suite}", "--output=json", "--output-file=results.json", cwd=tmp_path

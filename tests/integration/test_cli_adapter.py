@@ -211,6 +211,7 @@ def test_cwd_env_and_relative_command(tmp_path: Path, plugins: Plugins) -> None:
     command = behave_agent("env")
     text = (
         f"test_suite: s\nagents:\n  - name: agent\n    type: cli\n    command: {command!r}\n    cwd: work\n"
+        "    working_folder: shared\n"  # (every run in cwd; by default each in its own folder)
         f"    env: {{ATP_TEST_VALUE: '42'}}\ntests:\n  - id: t\n    task: {{description: x}}\n"
     )
     suite = load_suite(write(tmp_path / "suite.yaml", text), plugins.evaluators)

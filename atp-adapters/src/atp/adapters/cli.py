@@ -11,12 +11,22 @@ every other stderr line is kept as the agent's log. Settings::
         command: [python3, agent.py]      # a list, or a string split like a shell would
         args: [--verbose]                 # optional: arguments after the command
         cwd: .                            # default: the folder of the file defining the agent
+        working_folder: per-run           # or shared: every run in cwd (see below)
         env: {LOG_LEVEL: debug}           # added to ATP's environment (inherit_env: false: only these)
         timeout: 120                      # seconds; the test's timeout_seconds applies too
 
 :meth:`CliAdapter.start` checks once, before any run, that the command can be started at all
 (its working folder exists, its program is found and executable): if not, the suite does not
 start. An agent that ends without a response has the last lines of its stderr in the reason.
+
+With ``working_folder: per-run`` (the default) every run gets a fresh folder of its own, which
+ATP makes below the run directory (a copy of the test's ``workspace_fixture`` when it has one)
+and sends as ``context.workspace_path``: the agent's process runs in it, and its relative
+artifact paths resolve in it. The command is resolved against ``cwd`` first (a program with a
+``/``, and arguments naming a file or folder there: ``[python3, agent.py]``), so it starts the
+same from the run's folder. A persistent agent's process serves many runs and stays in ``cwd``:
+it is to write a run's files in that run's ``context.workspace_path``. ``working_folder:
+shared`` runs every run in ``cwd``, as before (runs in parallel then share its files).
 
 The response is complete when stdout ends, or when its last line is a valid response for the
 request and nothing more comes on stdout for ``EXIT_DRAIN_SECONDS`` while the agent runs on:
@@ -27,12 +37,13 @@ it started are sent SIGTERM, then SIGKILL after ``grace_seconds`` (see
 """
 
 import asyncio
+import itertools
 import os
 import shlex
 import stat
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Protocol
+from typing import Annotated, Literal, Protocol
 
 import anyio
 import msgspec
@@ -83,11 +94,61 @@ def command_argv(command: str | list[str], args: list[str]) -> list[str]:
     return [*(shlex.split(command) if isinstance(command, str) else command), *args]
 
 
+def resolve_argv(command: str | list[str], folder: Path, args: list[str] | None = None) -> list[str]:
+    """The argv of ``command`` (and ``args``) with the relative paths of ``folder`` (the
+    agent's folder) made absolute, so that it starts the same from any working folder: a
+    program with a ``/`` (``./bin/agent``), and any other argument that names an existing file
+    or folder there (``agent.py``); not arguments starting with ``-``, ``.`` alone, nor what
+    follows ``-m`` or ``-c`` (a module, code)."""
+    argv = command_argv(command, args or [])
+    program = argv[0]
+    if os.sep in program and not os.path.isabs(program):
+        program = str(folder / program)
+    resolved = [program]
+    for arg in argv[1:]:
+        resolved.append(arg if resolved[-1] in ("-m", "-c") else _absolute(folder, arg))
+    return resolved
+
+
+def unresolved_files(argv: list[str]) -> list[str]:
+    """The arguments of a resolved ``argv`` (:func:`resolve_argv`) left relative that look like
+    files (a name with a ``.`` or a ``/``: ``agent.py``, ``src/main.js``; not a number), not
+    options nor what follows ``-m`` or ``-c``."""
+    found = []
+    for before, arg in itertools.pairwise(argv):
+        if before in ("-m", "-c") or not arg or arg.startswith("-") or os.path.isabs(arg) or arg == ".":
+            continue
+        if ("." in arg.strip(".") or os.sep in arg) and not _number(arg):
+            found.append(arg)
+    return found
+
+
+def _number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _absolute(folder: Path, arg: str) -> str:
+    if not arg or arg == "." or arg.startswith("-") or os.path.isabs(arg):
+        return arg
+    try:
+        path = folder / arg
+        return str(path) if path.exists() else arg
+    except (OSError, ValueError):
+        return arg
+
+
 class CliSettings(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     command: str | list[str]
     args: list[str] = msgspec.field(default_factory=list)
     """Arguments after ``command`` (``command: python3`` with ``args: [agent.py]``)."""
     cwd: str | None = None
+    working_folder: Literal["per-run", "shared"] = "per-run"
+    """``per-run``: each run in a fresh folder of its own (``context.workspace_path``);
+    ``shared``: every run in ``cwd``."""
     env: dict[str, str] = msgspec.field(default_factory=dict)
     inherit_env: bool = True
     grace_seconds: Annotated[float, msgspec.Meta(ge=0, le=MAX_GRACE_SECONDS)] = 3.0
@@ -154,9 +215,17 @@ class CliAdapter(Adapter):
         """The command as the settings give it, for messages."""
         base_dir = self.base_dir  # (absolute)
         self.cwd = (base_dir / settings.cwd).resolve() if settings.cwd else base_dir
-        program = argv[0]
-        if os.sep in program and not os.path.isabs(program):
-            argv[0] = str(self.cwd / program)
+        self.folder_per_run = settings.working_folder == "per-run"
+        self.unresolved: list[str] = []
+        """The command's relative arguments that look like files (``agent.py``) and named none
+        in ``cwd`` when the suite loaded: a run that fails says they were looked for in its folder."""
+        if self.folder_per_run:  # resolved before the move to the run's folder
+            argv = resolve_argv(settings.command, self.cwd, settings.args)
+            self.unresolved = unresolved_files(argv)
+        else:
+            program = argv[0]
+            if os.sep in program and not os.path.isabs(program):
+                argv[0] = str(self.cwd / program)
         self.argv = argv
         environment = dict(os.environ) if settings.inherit_env else {}
         environment.update(settings.env)
@@ -178,7 +247,16 @@ class CliAdapter(Adapter):
             )
 
     def artifact_dir(self, request: ATPRequest) -> Path | None:
-        """The agent's working folder: its relative artifact paths are relative to it."""
+        """The agent's working folder: its relative artifact paths are relative to it (when
+        the request names no workspace)."""
+        return self.cwd
+
+    def working_folder(self, request: ATPRequest) -> Path:
+        """Where the process of a run runs: the run's own folder (``context.workspace_path``)
+        with ``working_folder: per-run``, else ``cwd``."""
+        context = request.context
+        if self.folder_per_run and context is not None and context.workspace_path:
+            return Path(context.workspace_path)
         return self.cwd
 
     def abort(self) -> None:
@@ -200,7 +278,18 @@ class CliAdapter(Adapter):
         if self.pool is not None:
             return await self.pool.execute(request, sink)
         env = with_request_environment(self.encoded_env, request)
-        return await run_process(self, self.argv, self.cwd, env, request, sink)
+        folder = self.working_folder(request)
+        try:
+            return await run_process(self, self.argv, folder, env, request, sink)
+        except AgentError as exc:
+            if not self.unresolved or folder == self.cwd or "without writing a response" not in str(exc):
+                raise
+            named = ", ".join(repr(arg) for arg in self.unresolved[:3])
+            hint = (
+                f"the command's {named} named no file in the agent's cwd {self.cwd}, so it was "
+                f"looked for in the run's own folder {folder}"
+            )
+            raise AgentError(f"{hint}; {exc.message}", evidence=exc.evidence) from None
 
 
 class ProcessSettings(Protocol):

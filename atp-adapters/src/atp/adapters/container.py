@@ -9,11 +9,18 @@ for each run and spoken to over stdin/stdout/stderr exactly like a ``cli`` agent
         env: {API_KEY: "${API_KEY}"}       # into the container's environment only
         resources: {memory: 512Mi, cpu: "1", pids: 256}
         network: none                      # the default; bridge, host or a named network
+        working_folder: per-run            # the default without workspace; or shared
         workspace: ./work                  # optional: a host folder mounted read-write
         readonly_mounts: [/opt/models]     # HOST or HOST:CONTAINER, read-only
         pull: missing                      # never | missing | always
         user: "65534:65534"                # the default (nobody); "0" for root
         read_only_rootfs: false            # true: only the workspace and /tmp are writable
+
+With ``working_folder: per-run`` (the default, unless ``workspace`` is set) every run gets a
+fresh folder of its own (a copy of the test's ``workspace_fixture`` when it has one), mounted
+read-write at the same path and made the container's working directory: its path is the
+request's ``context.workspace_path``. ``working_folder: shared``: the ``workspace`` folder,
+when set, is mounted for every run; without it nothing is (the image's working directory).
 
 Each run is one ``docker run -i`` of the image with the request on stdin: the stdin/stdout/stderr
 transport, its framing, event decoding, size limits and log keeping are the ``cli`` adapter's
@@ -169,9 +176,13 @@ class ContainerSettings(msgspec.Struct, forbid_unknown_fields=True, kw_only=True
     env: dict[str, str] = msgspec.field(default_factory=dict)
     resources: Resources = msgspec.field(default_factory=Resources)
     network: Annotated[str, msgspec.Meta(min_length=1)] = "none"
+    working_folder: Literal["per-run", "shared"] | None = None
+    """``per-run``: a fresh folder per run, mounted as the working directory; ``shared``: the
+    ``workspace`` folder (if any) for every run. By default ``per-run``, or ``shared`` when
+    ``workspace`` is set."""
     workspace: str | None = None
     """A host folder mounted read-write at the request's workspace path (the same path as on
-    the host); relative to the file defining the agent."""
+    the host), shared by every run; relative to the file defining the agent."""
     readonly_mounts: list[str] = msgspec.field(default_factory=list)
     pull: Literal["never", "missing", "always"] = "missing"
     user: str | None = NOBODY
@@ -184,6 +195,11 @@ class ContainerSettings(msgspec.Struct, forbid_unknown_fields=True, kw_only=True
     """The Docker command-line client that carries the container's streams."""
 
     def __post_init__(self) -> None:
+        if self.working_folder == "per-run" and self.workspace is not None:
+            raise ValueError(
+                "'workspace' is a folder shared by every run, and 'working_folder: per-run' gives each "
+                "run its own: drop 'workspace', or write 'working_folder: shared'"
+            )
         for key, value in self.env.items():
             if not key or "=" in key or "\0" in key or "\0" in value:
                 raise ValueError(f"'env' variable {key!r} is not a variable name with a value")
@@ -323,6 +339,10 @@ class ContainerAdapter(Adapter):
     def __init__(self, settings: ContainerSettings, *, name: str, base_dir: Path) -> None:
         super().__init__(settings, name=name, base_dir=base_dir)
         self.workspace = (self.base_dir / settings.workspace).resolve() if settings.workspace else None
+        shared = settings.working_folder == "shared" or (
+            settings.working_folder is None and settings.workspace is not None
+        )
+        self.folder_per_run = not shared
         self.mounts = [_mount(entry, self.base_dir) for entry in settings.readonly_mounts]
         self.command = (
             command_argv(settings.command, settings.args)

@@ -39,6 +39,7 @@ import anyio
 import msgspec
 
 from atp.adapters.cli import MAX_GRACE_SECONDS, cannot_start, command_argv
+from atp.adapters.cli import resolve_argv as resolve_argv
 from atp.adapters.process import (
     READ_SIZE,
     AgentProcess,
@@ -125,31 +126,6 @@ def check_env(env: Mapping[str, str], port_variable: str) -> None:
 
 
 # --- the command ---------------------------------------------------------------------------
-
-
-def resolve_argv(command: str | list[str], folder: Path) -> list[str]:
-    """The argv of ``command`` with the relative paths of ``folder`` (the agent's folder) made
-    absolute: a program with a ``/`` (``./bin/agent``), and any other argument that names an
-    existing file or folder there (``agent.py``); not arguments starting with ``-``, ``.``
-    alone, nor what follows ``-m`` or ``-c`` (a module, code)."""
-    argv = command_argv(command, [])
-    program = argv[0]
-    if os.sep in program and not os.path.isabs(program):
-        program = str(folder / program)
-    resolved = [program]
-    for arg in argv[1:]:
-        resolved.append(arg if resolved[-1] in ("-m", "-c") else _absolute(folder, arg))
-    return resolved
-
-
-def _absolute(folder: Path, arg: str) -> str:
-    if not arg or arg == "." or arg.startswith("-") or os.path.isabs(arg):
-        return arg
-    try:
-        path = folder / arg
-        return str(path) if path.exists() else arg
-    except (OSError, ValueError):
-        return arg
 
 
 def command_line(command: str | list[str]) -> str:

@@ -90,6 +90,7 @@ class Options:
     """``--resume``: ``""`` for the latest unfinished run of the suite and agent, else a run
     directory."""
     force: bool = False
+    keep_workspaces: bool = False
     shard: str | None = None
     max_cost_usd: float | None = None
     max_tokens: int | None = None
@@ -200,6 +201,7 @@ def runner_for(prepared: Prepared, options: Options) -> Runner:
         force=options.force,
         baseline=reference,
         parallel_from_workers=options.parallel is None and config.spec.defaults.parallel_workers is None,
+        keep_workspaces=options.keep_workspaces,
     )
     run_options = resolve_options(prepared, asked)
     if options.executor is not None or options.address is not None:

@@ -109,6 +109,13 @@ class Adapter(ABC):
     the adapter translates each ATP Request into it. Checks that send raw ATP requests to see the
     agent refuse them (``atp validate``'s ``malformed`` and ``version``) mean nothing then, and
     are skipped with this as the reason. ``None``: the agent is given ATP Requests as they are."""
+    folder_per_run: bool = False
+    """Whether every run gets a fresh, empty folder of its own even when its test has no
+    ``workspace_fixture``: ATP makes it below the run directory (as it makes the copy of a
+    fixture) and sends it as ``context.workspace_path``; relative artifact paths resolve in it.
+    Adapters that run agents as local processes (``cli``, ``container``) set it from their
+    ``working_folder`` setting; the folder is kept or removed after the run as docs/suites.md
+    says."""
 
     @classmethod
     def secret_values(cls, settings: Any) -> list[str]:

@@ -328,6 +328,23 @@ def resolve_path(path: str, where: Where, masker: Masker | None = None) -> tuple
     )
 
 
+def _elsewhere(path: str, where: Where, exc: OSError) -> str:
+    """A hint when a relative path missing from the run's workspace names a file in the agent's
+    own folder: the agent wrote it there (a persistent agent, whose process stays in its
+    ``cwd``), not in the run's folder."""
+    if not isinstance(exc, FileNotFoundError) or where.workspace is None or where.agent_dir is None:
+        return ""
+    try:
+        if os.path.isabs(path) or not (where.agent_dir / path).is_file():
+            return ""
+    except (OSError, ValueError):
+        return ""
+    return (
+        f" in the run's folder (context.workspace_path); the agent's own folder {where.agent_dir} has "
+        "one: write the run's files in context.workspace_path"
+    )
+
+
 def _not_regular(shown: str, mode: int) -> str:
     what = kind(mode)
     what = "a special file" if what == "not a regular file" else what
@@ -356,7 +373,7 @@ def _open(path: str, where: Where, masker: Masker | None) -> tuple[int, int] | s
         else:
             fd = os.open(real, os.O_RDONLY | RAW_FLAGS | getattr(os, "O_NOCTTY", 0))
     except OSError as exc:
-        return f"{shown} cannot be read: {reason(exc)}"
+        return f"{shown} cannot be read: {reason(exc)}{_elsewhere(path, where, exc)}"
     try:
         opened = os.fstat(fd)
     except OSError as exc:

@@ -11,6 +11,8 @@ times out, crashes, lies or floods fails its own run with a reason.
 
 from __future__ import annotations
 
+import os
+import stat
 import time
 import uuid
 from collections.abc import Callable, Mapping
@@ -53,6 +55,7 @@ from atp.core.tree import copy_tree, remove_tree
 
 __all__ = [
     "MAX_ERROR_CHARS",
+    "MAX_KEPT_FOLDERS",
     "MAX_TRACEBACK_CHARS",
     "Gate",
     "NotStarted",
@@ -63,6 +66,10 @@ __all__ = [
 
 MAX_TRACEBACK_CHARS = 8000
 """A plugin's traceback is kept up to this many characters."""
+MAX_KEPT_FOLDERS = 100
+"""The most run folders (made for runs of an agent with a folder per run, not copies of a
+fixture) kept for runs that did not pass, per suite and agent; later ones are removed too
+(``--keep-workspaces`` keeps every one)."""
 
 
 class NotStarted(Exception):
@@ -159,6 +166,8 @@ class RunMaker:
         self.processes: ProcessLedger | None = None
         """The process ledger of the run in progress (the runner's), for evaluators that start
         processes (:attr:`~atp.core.evaluator.EvalContext.processes`)."""
+        self.kept = 0
+        """How many run folders of runs that did not pass are kept (:meth:`tidy`)."""
 
     async def perform(self, adapter: Adapter, test: Test, run_number: int, directory: Path) -> RunResult:
         """One run's result, its events and log written below ``directory``: the request
@@ -180,7 +189,9 @@ class RunMaker:
             attempt += 1
         if tried.fault is not None and retries:
             tried.error = after_retries(tried.error or tried.fault.reason, retries)
-        return await self.finish(adapter, test, run_number, tried, retries)
+        result = await self.finish(adapter, test, run_number, tried, retries)
+        await self.tidy(adapter, test, directory, result)
+        return result
 
     async def perform_once(
         self, adapter: Adapter, test: Test, run_number: int, directory: Path, task_id: str | None = None
@@ -188,6 +199,7 @@ class RunMaker:
         """One attempt at a run and its result, with the fault of the infrastructure it met, if
         any, for the caller to decide on another attempt (a cluster worker's runs: ATP decides)."""
         tried = await self.attempt(adapter, test, run_number, directory, 1, task_id)
+        # (no tidy: a cluster worker removes the whole folder of the run once it is shipped)
         return await self.finish(adapter, test, run_number, tried, []), tried.fault
 
     def next_attempt(
@@ -228,9 +240,15 @@ class RunMaker:
             await self.gate.turn()
         fresh = attempt == 1 and not self.resuming
         workspace = None
-        if test.workspace_fixture is not None:
-            workspace = directory / workspace_path(test.id, run_number)
-            await anyio.to_thread.run_sync(copy_fixture, test.workspace_fixture, workspace, not fresh)
+        if test.workspace_fixture is not None or adapter.folder_per_run:
+            # (absolute: the agent gets it, and a relative --run-dir is relative to ATP's folder)
+            workspace = Path(os.path.abspath(directory / workspace_path(test.id, run_number)))
+            if test.workspace_fixture is not None:
+                await anyio.to_thread.run_sync(copy_fixture, test.workspace_fixture, workspace, not fresh)
+            elif fresh:
+                make_folder(workspace)  # (one mkdir, on the event loop: cheaper than a thread's round trip)
+            else:
+                await anyio.to_thread.run_sync(make_folder, workspace, True)
         tried = Tried(
             self.request_of(test, run_number, workspace, task_id),
             events_path(test.id, run_number),
@@ -428,6 +446,40 @@ class RunMaker:
             retries=retries,
         )
 
+    async def tidy(self, adapter: Adapter, test: Test, directory: Path, result: RunResult) -> None:
+        """After a run (its evaluators done), the folder ATP made for it (an agent with a
+        folder per run; a copy of a test's ``workspace_fixture`` is always kept): removed when
+        the run passed, unless ``--keep-workspaces``, or when the agent left nothing in it;
+        kept as the agent left it when the run did not pass, for at most
+        :data:`MAX_KEPT_FOLDERS` runs (later ones are removed, with a warning saying so)."""
+        if test.workspace_fixture is not None or not adapter.folder_per_run:
+            return
+        folder = directory / workspace_path(test.id, result.run_number)
+        try:  # the usual end, at the cost of one call: the agent left nothing there
+            os.rmdir(folder)
+            return
+        except FileNotFoundError:
+            return
+        except OSError:
+            pass  # (not empty; or a link or a file in its place: tidy_folder says)
+        keep = self.options.keep_workspaces
+        bounded = not keep and result.outcome != "passed"
+        if bounded and self.kept < MAX_KEPT_FOLDERS:
+            keep = True
+            self.kept += 1  # (counted before the wait: runs finishing at once stay within the bound)
+        kept, problem = await anyio.to_thread.run_sync(tidy_folder, folder, keep)
+        if bounded and keep and not kept:
+            self.kept -= 1  # (it was gone meanwhile)
+        if problem is not None:
+            result.warnings.append(
+                shorten(f"ATP could not remove the run's folder {problem}", MAX_ERROR_CHARS)
+            )
+        elif bounded and not keep:
+            result.warnings.append(
+                f"ATP removed the run's folder {folder}: the folders of at most {MAX_KEPT_FOLDERS} runs that "
+                "did not pass are kept (--keep-workspaces keeps every one)"
+            )
+
     async def _verified(
         self, response: ATPResponse, error: str | None, trace: RunTrace, where: Where
     ) -> tuple[ArtifactContents | None, str | None]:
@@ -466,6 +518,51 @@ def remove_paths(*paths: Path) -> None:
             raise StorageError(
                 f"cannot remove {path} for a new attempt at its run: {exc.strerror or exc}"
             ) from None
+
+
+def make_folder(folder: Path, replace: bool = False) -> None:
+    """A fresh, empty folder of a run's own (an agent with a folder per run); a failure is a
+    :class:`~atp.core.errors.StorageError`. ``replace``: what an earlier attempt left there
+    goes first."""
+    if replace:
+        remove_paths(folder)
+    try:
+        try:
+            folder.mkdir()
+        except FileNotFoundError:  # (the run's first: workspaces/ is made too)
+            folder.parent.mkdir(parents=True, exist_ok=True)
+            folder.mkdir()
+    except OSError as exc:
+        raise StorageError(f"cannot make the run's folder {folder}: {exc.strerror or exc}") from None
+
+
+def tidy_folder(folder: Path, keep: bool) -> tuple[bool, str | None]:
+    """Keep (``keep``) or remove a run's folder after its run; an empty one is removed anyway.
+    Whether it is kept, and what could not be removed (``None``: nothing). Nothing the agent
+    put there is followed: a link (or a file) in the folder's place is removed itself, and the
+    tree is removed by :func:`atp.core.tree.remove_tree`. (Blocking.)"""
+    try:
+        mode = os.lstat(folder).st_mode
+    except FileNotFoundError:
+        return False, None
+    except OSError as exc:
+        return True, f"{folder}: {exc.strerror or exc}"
+    if not stat.S_ISDIR(mode):  # the agent replaced its folder with a link or a file
+        if keep:
+            return True, None
+        try:
+            os.unlink(folder)
+        except OSError as exc:
+            return True, f"{folder}: {exc.strerror or exc}"
+        return False, None
+    if keep:
+        try:
+            os.rmdir(folder)  # (only when the agent left nothing in it)
+        except OSError:
+            return True, None
+        return False, None
+    problem = remove_tree(folder)
+    return problem is not None, problem
 
 
 def copy_fixture(fixture: Path, workspace: Path, replace: bool = False) -> None:

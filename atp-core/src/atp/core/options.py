@@ -69,6 +69,9 @@ class RunOptions(msgspec.Struct, frozen=True, kw_only=True):
     """With ``resume``: go on even when the suite changed since."""
     baseline_ref: BaselineRef | None = None
     """How the results are compared with the baseline, when there is one."""
+    keep_workspaces: bool = False
+    """``--keep-workspaces``: keep the folder of every run of an agent with a folder per run
+    (by default a passed run's is removed: :meth:`atp.core.attempt.RunMaker.tidy`)."""
 
 
 class Pacing:
@@ -134,6 +137,7 @@ class RunSettings(TypedDict, total=False):
     resume: Path | str | None
     force: bool
     baseline_ref: BaselineRef | None
+    keep_workspaces: bool
     masker: Masker | None
     evaluator_settings: Callable[[str], dict[str, Any]] | None
     secrets: Mapping[str, str] | None

@@ -50,6 +50,7 @@ class Asked(msgspec.Struct, frozen=True, kw_only=True):
     force: bool = False
     baseline: BaselineRef | None = None
     parallel_from_workers: bool = False
+    keep_workspaces: bool = False
 
 
 class Prepared:
@@ -170,6 +171,7 @@ def resolve_options(prepared: Prepared, asked: Asked) -> RunOptions:
         resume=asked.resume,
         force=asked.force,
         baseline_ref=asked.baseline,
+        keep_workspaces=asked.keep_workspaces,
     )
     if asked.shard is not None:
         options = _sharded(options, prepared.selected, asked.shard, run_root, suite.name)

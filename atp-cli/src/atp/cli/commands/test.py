@@ -49,6 +49,11 @@ from atp.core.errors import ConfigError
 @click.option("--parallel", type=click.IntRange(1, 1024), help="How many runs may be in flight at once.")
 @click.option("-x", "--fail-fast", is_flag=True, help="Stop at the first run that does not pass.")
 @click.option(
+    "--keep-workspaces",
+    is_flag=True,
+    help="Keep every run's working folder in the run directory (by default a passed run's is removed; docs/suites.md).",
+)
+@click.option(
     "--lf",
     "--last-failed",
     "last_failed",

@@ -110,12 +110,14 @@ class ProbeTask:
 
         if self.test is None:
             request = make_request(PROBE_DESCRIPTION, timeout)
-            if self.environment:
+            if self.environment or workspace is not None:
                 from atp.core.protocol import Context
 
-                request = msgspec.structs.replace(
-                    request, context=Context(environment=dict(self.environment))
+                context = Context(
+                    environment=dict(self.environment) if self.environment else None,
+                    workspace_path=str(workspace) if workspace is not None else None,
                 )
+                request = msgspec.structs.replace(request, context=context)
             return request
         from atp.core.attempt import build_request
         from atp.core.plan import RunPlan
@@ -129,21 +131,29 @@ class ProbeTask:
         )
 
     @contextlib.contextmanager
-    def workspace(self) -> Iterator[Path | None]:
-        """A fresh copy of the test's workspace fixture for the probe, removed after it (``None``
-        without one)."""
+    def workspace(self, folder_per_run: bool = False) -> Iterator[Path | None]:
+        """A fresh copy of the test's workspace fixture for the probe, or a fresh empty folder
+        for an agent with a folder per run (``folder_per_run``), removed after it (``None``
+        without either)."""
         fixture = self.test.workspace_fixture if self.test is not None else None
-        if fixture is None:
+        if fixture is None and not folder_per_run:
             yield None
             return
         import tempfile
 
         from atp.core.attempt import copy_fixture
+        from atp.core.tree import remove_tree
 
-        with tempfile.TemporaryDirectory(prefix="atp-validate-") as folder:
-            workspace = Path(folder) / "workspace"
-            copy_fixture(fixture, workspace)
+        folder = Path(tempfile.mkdtemp(prefix="atp-validate-"))
+        try:  # (what the agent left is removed without recursion, links never followed)
+            workspace = folder / "workspace"
+            if fixture is not None:
+                copy_fixture(fixture, workspace)
+            else:
+                workspace.mkdir()
             yield workspace
+        finally:
+            remove_tree(folder)
 
     @contextlib.asynccontextmanager
     async def served(self, request: ATPRequest, sink: ProbeSink) -> AsyncIterator[ATPRequest]:

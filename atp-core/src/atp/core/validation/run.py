@@ -158,7 +158,8 @@ class Validation:
             reason = "the agent is not healthy" if reached == "unhealthy" else "the agent is not reachable"
             self._skip(("probe", "events", "malformed", "version"), reason)
             return
-        with self.probe.workspace() as workspace:
+        assert self.adapter is not None
+        with self.probe.workspace(self.adapter.folder_per_run) as workspace:
             probe = await self._send(self.probe.request(self.timeout, workspace), around=self.probe.served)
         self._add(probe_check(probe, self.context))
         if isinstance(probe.error, AdapterError):
