@@ -74,18 +74,19 @@ def test_a_missing_script_fails_each_run_with_the_interpreters_words(tmp_path: P
     result = atp("test", f"--suite={path}", "--output=json", "--output-file=results.json", cwd=tmp_path)
     assert result.returncode == 1, result.stdout + result.stderr
     run = json.loads((tmp_path / "results.json").read_text())["tests"][0]["runs"][0]
-    # the run's own folder was its working folder: the reason says agent.py was not in cwd
-    folder = Path(run["error"].split("the run's own folder ", 1)[1].split(";", 1)[0])
-    assert folder.parent.name == "workspaces"
+    # the run's own folder was its working folder (agent.py is in neither): the reason says
+    # so, where the agent's cwd is, and how to run in it
+    (folder,) = (run_dir / "workspaces" for run_dir in (tmp_path / ".atp" / "runs").iterdir())
     says(
         run["error"],
-        f"the command's 'agent.py' named no file in the agent's cwd {tmp_path}",
         "agent exited with code 2 without writing a response on stdout",
-        f"{PYTHON}: can't open file '{folder}/agent.py'",
+        f"{PYTHON}: can't open file '{folder}/",
+        f"not in the agent's cwd ({tmp_path}, given to it as $ATP_AGENT_DIR)",
+        "'working_folder: shared'",
     )
     console = atp("test", f"--suite={path}", cwd=tmp_path)
     assert console.returncode == 1
-    assert "can't open file" in console.stdout and f"cwd {tmp_path}, so" in console.stdout
+    assert "can't open file" in console.stdout and "'working_folder: shared'" in console.stdout
 
 
 def test_a_program_path_in_the_suites_folder_resolves_once_from_any_working_folder(tmp_path: Path) -> None:

@@ -97,7 +97,53 @@ def test_parallel_runs_of_a_cli_agent_each_work_in_a_folder_of_their_own(tmp_pat
         # agent left it (--keep-workspaces), answer.md holding that run's task_id
         assert seen(run)["cwd"] == seen(run)["workspace_path"] == str(folder)
         assert (folder / "answer.md").read_text() == run["task_id"]
+        assert seen(run)["agent_dir"] == str(tmp_path / "agent")  # ATP_AGENT_DIR: its own folder
     assert not (tmp_path / "agent" / "answer.md").exists()  # nothing in the agent's own folder
+
+
+def test_an_argument_after_the_script_stays_in_the_runs_folder(tmp_path: Path) -> None:
+    """Only what starts the agent is resolved against its folder: ``--out answer.md`` after the
+    script stays relative, though the agent's folder has an answer.md left from an earlier run."""
+    suite = project(tmp_path, "")
+    suite.write_text(suite.read_text().replace("answer_file.py]", "answer_file.py, --out, answer.md]"))
+    (tmp_path / "agent" / "answer.md").write_text("left over")
+
+    result = atp(tmp_path, "--parallel=6")
+
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert_each_run_had_its_own_file(runs_of(tmp_path))
+    assert (tmp_path / "agent" / "answer.md").read_text() == "left over"
+
+
+def test_an_agent_that_ends_without_a_response_is_told_of_its_runs_folder(tmp_path: Path) -> None:
+    """An agent that opens a file beside it by a relative path fails in the run's folder: the
+    reason says where it ran, where its cwd is (ATP_AGENT_DIR) and how to keep the old way; not
+    when the agent says ``working_folder`` itself."""
+    (tmp_path / "agent").mkdir()
+    write(tmp_path / "agent" / "prompt.txt", "hello")
+    write(tmp_path / "agent" / "agent.py", "open('prompt.txt').read()\n")
+    head = (
+        "test_suite: folders\nagents:\n  - name: agent\n    type: cli\n"
+        f"    command: [{PYTHON!r}, agent.py, --model, gpt-4.1]\n    cwd: agent\n"
+    )
+    tests = "tests:\n  - id: t\n    task: {description: d}\n"
+    write(tmp_path / "suite.yaml", head + tests)
+
+    result = atp(tmp_path)
+
+    assert result.returncode == 1, result.stdout + result.stderr
+    (run,) = runs_of(tmp_path)
+    says(run["error"], "without writing a response", "prompt.txt")
+    says(run["error"], "context.workspace_path", tmp_path / "agent", "ATP_AGENT_DIR")
+    says(run["error"], "working_folder: shared")
+    says(result.stdout, "working_folder: shared")  # (the console's reason)
+
+    shutil.rmtree(tmp_path / "runs")
+    write(tmp_path / "suite.yaml", head + "    working_folder: per-run\n" + tests)
+    result = atp(tmp_path)
+    (run,) = runs_of(tmp_path)
+    says(run["error"], "without writing a response", "prompt.txt")
+    assert "working_folder" not in run["error"]
 
 
 def test_passed_runs_folders_are_removed_and_failed_runs_folders_kept(tmp_path: Path) -> None:

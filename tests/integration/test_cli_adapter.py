@@ -206,7 +206,7 @@ def test_cwd_env_and_relative_command(tmp_path: Path, plugins: Plugins) -> None:
     isolated = CliAdapter(
         CliSettings(command=["x"], env={"ONLY": "1"}, inherit_env=False), name="c", base_dir=tmp_path
     )
-    assert isolated.env == {"ONLY": "1"}
+    assert isolated.env == {"ONLY": "1", "ATP_AGENT_DIR": str(tmp_path)}
 
     command = behave_agent("env")
     text = (

@@ -53,7 +53,8 @@ def request() -> ATPRequest:
 def run_agent(tmp_path: Path, plugins: Plugins, agent: str, masker: Masker | None = None) -> SuiteResults:
     """One test against the agent whose settings are the YAML lines ``agent``."""
     text = (
-        f"test_suite: s\nagents:\n  - name: agent\n    type: cli\n    grace_seconds: 1\n{agent}"
+        "test_suite: s\nagents:\n  - name: agent\n    type: cli\n    grace_seconds: 1\n"
+        f"    working_folder: per-run\n{agent}"  # (written: no note on the default in the reason)
         "tests:\n  - id: t\n    task: {description: x}\n    constraints: {timeout_seconds: 30}\n"
     )
     suite = load_suite(write(tmp_path / "suite.yaml", text), plugins.evaluators)

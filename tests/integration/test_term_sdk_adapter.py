@@ -554,8 +554,9 @@ def test_relative_paths_of_the_command_are_the_agents_folder(tmp_path: Path) -> 
         "-m",
         "pkg",
     ]
-    adapter = adapter_for({"command": ["./bin/agent", "pkg"]}, base_dir=tmp_path)
-    assert adapter.argv == [str(tmp_path / "bin" / "agent"), str(tmp_path / "pkg")]
+    # the program, and the first file named (the script): not a folder, nor what follows it
+    adapter = adapter_for({"command": ["./bin/agent", "pkg", "agent.py", "agent.py"]}, base_dir=tmp_path)
+    assert adapter.argv == [str(tmp_path / "bin" / "agent"), "pkg", str(tmp_path / "agent.py"), "agent.py"]
 
 
 @pytest.mark.parametrize(

@@ -10,7 +10,7 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from atp.adapters.cli import CliAdapter, CliSettings, resolve_argv, unresolved_files
+from atp.adapters.cli import CliAdapter, CliSettings, resolve_argv
 from atp.adapters.container import ContainerAdapter, ContainerSettings
 from atp.core.attempt import make_folder, tidy_folder
 from atp.core.protocol import ATPRequest, Context, Task
@@ -21,15 +21,27 @@ def request(workspace: Path | None) -> ATPRequest:
     return ATPRequest(version="1.0", task_id="t", task=Task(description="d"), context=context)
 
 
-def test_the_command_is_resolved_against_cwd_before_the_move(tmp_path: Path) -> None:
+def test_only_what_starts_the_agent_is_resolved_against_cwd(tmp_path: Path) -> None:
     (tmp_path / "agent.py").write_text("")
+    (tmp_path / "answer.md").write_text("left over")
+    (tmp_path / "bin").mkdir()
     (tmp_path / "conf").mkdir()
-    argv = resolve_argv("python3 -u agent.py --config conf -m agent.py -c agent.py missing.py", tmp_path)
-    assert argv == [
-        "python3", "-u", str(tmp_path / "agent.py"), "--config", str(tmp_path / "conf"),
-        "-m", "agent.py", "-c", "agent.py", "missing.py",
+    agent, answer = str(tmp_path / "agent.py"), str(tmp_path / "answer.md")
+    # the script: the first argument naming a file there (not options, not a folder), no later one
+    assert resolve_argv("python3 -u -X dev conf agent.py --out answer.md", tmp_path) == [
+        "python3", "-u", "-X", "dev", "conf", agent, "--out", "answer.md",
     ]  # fmt: skip
-    assert unresolved_files([*argv, "0.7", "--x", "word", "src/main.js"]) == ["missing.py", "src/main.js"]
+    assert resolve_argv(["node", "agent.py"], tmp_path, ["answer.md"]) == ["node", agent, "answer.md"]
+    assert resolve_argv("bin/run answer.md", tmp_path) == [str(tmp_path / "bin/run"), answer]
+    assert resolve_argv("./agent.py --model gpt-4.1", tmp_path) == [
+        str(tmp_path / "agent.py"),
+        "--model",
+        "gpt-4.1",
+    ]
+    # a module or code: nothing from there on is a script
+    assert resolve_argv("python3 -m agent answer.md", tmp_path) == ["python3", "-m", "agent", "answer.md"]
+    assert resolve_argv("python3 -c pass agent.py", tmp_path) == ["python3", "-c", "pass", "agent.py"]
+    assert resolve_argv("python3 missing.py answer.md", tmp_path) == ["python3", "missing.py", answer]
 
 
 def test_a_cli_agent_runs_in_the_runs_folder_unless_shared(tmp_path: Path) -> None:
@@ -42,8 +54,14 @@ def test_a_cli_agent_runs_in_the_runs_folder_unless_shared(tmp_path: Path) -> No
     shared = CliAdapter(
         CliSettings(command=["python3", "agent.py"], working_folder="shared"), name="a", base_dir=tmp_path
     )
-    assert not shared.folder_per_run and shared.argv == ["python3", "agent.py"]
+    # one way to resolve the command, whatever the folder
+    assert not shared.folder_per_run and shared.argv == own.argv
     assert shared.working_folder(request(run)) == tmp_path
+    # the agent's own folder, wherever it runs; ATP's value, over an inherited or set one
+    own_env = CliAdapter(
+        CliSettings(command="a", env={"ATP_AGENT_DIR": "x"}, inherit_env=False), name="a", base_dir=tmp_path
+    ).env
+    assert own_env == {"ATP_AGENT_DIR": str(tmp_path)} == {"ATP_AGENT_DIR": shared.env["ATP_AGENT_DIR"]}
     with pytest.raises(msgspec.ValidationError, match="working_folder"):
         msgspec.convert({"command": "a", "working_folder": "own"}, CliSettings)
 

@@ -22,11 +22,14 @@ start. An agent that ends without a response has the last lines of its stderr in
 With ``working_folder: per-run`` (the default) every run gets a fresh folder of its own, which
 ATP makes below the run directory (a copy of the test's ``workspace_fixture`` when it has one)
 and sends as ``context.workspace_path``: the agent's process runs in it, and its relative
-artifact paths resolve in it. The command is resolved against ``cwd`` first (a program with a
-``/``, and arguments naming a file or folder there: ``[python3, agent.py]``), so it starts the
-same from the run's folder. A persistent agent's process serves many runs and stays in ``cwd``:
-it is to write a run's files in that run's ``context.workspace_path``. ``working_folder:
-shared`` runs every run in ``cwd``, as before (runs in parallel then share its files).
+artifact paths resolve in it. What starts the agent is resolved against ``cwd`` first
+(:func:`resolve_argv`: a program with a ``/``, and the first argument naming a file there, the
+script of ``[python3, agent.py]``), so it starts the same from the run's folder; the process
+finds ``cwd`` in ``ATP_AGENT_DIR``. When the default sends a run elsewhere and the agent ends
+without a response, the reason says so. A persistent agent's process serves many runs and
+stays in ``cwd``: it is to write a run's files in that run's ``context.workspace_path``.
+``working_folder: shared`` runs every run in ``cwd``, as before (runs in parallel then share
+its files).
 
 The response is complete when stdout ends, or when its last line is a valid response for the
 request and nothing more comes on stdout for ``EXIT_DRAIN_SECONDS`` while the agent runs on:
@@ -37,7 +40,6 @@ it started are sent SIGTERM, then SIGKILL after ``grace_seconds`` (see
 """
 
 import asyncio
-import itertools
 import os
 import shlex
 import stat
@@ -87,6 +89,12 @@ EARLIER_LINES = 20
 """How many stdout lines before a last line that is no response are looked at for the response
 (to say that the lines after it are the mistake)."""
 MAX_BYTES = 1024 * MiB
+AGENT_DIR_VARIABLE = "ATP_AGENT_DIR"
+"""Set for the agent's process: the agent's own folder (its ``cwd``), wherever the run runs."""
+
+
+class NoResponse(AgentError):
+    """The agent ended (or was stopped) without writing a valid response on stdout."""
 
 
 def command_argv(command: str | list[str], args: list[str]) -> list[str]:
@@ -95,50 +103,35 @@ def command_argv(command: str | list[str], args: list[str]) -> list[str]:
 
 
 def resolve_argv(command: str | list[str], folder: Path, args: list[str] | None = None) -> list[str]:
-    """The argv of ``command`` (and ``args``) with the relative paths of ``folder`` (the
-    agent's folder) made absolute, so that it starts the same from any working folder: a
-    program with a ``/`` (``./bin/agent``), and any other argument that names an existing file
-    or folder there (``agent.py``); not arguments starting with ``-``, ``.`` alone, nor what
-    follows ``-m`` or ``-c`` (a module, code)."""
+    """The argv of ``command`` (and ``args``) with what starts the agent made absolute against
+    ``folder`` (the agent's folder), so that it starts the same from any working folder: the
+    program when it has a ``/`` (``./bin/agent``), and the first argument that names an existing
+    file there (the script: ``python3 agent.py``, ``node index.js``, ``sh run.sh``). Nothing
+    after that (``--out answer.md`` stays relative: the run's own folder), no option (``-u``),
+    and nothing from ``-m`` or ``-c`` on (a module, code: no script to find)."""
     argv = command_argv(command, args or [])
     program = argv[0]
     if os.sep in program and not os.path.isabs(program):
-        program = str(folder / program)
-    resolved = [program]
-    for arg in argv[1:]:
-        resolved.append(arg if resolved[-1] in ("-m", "-c") else _absolute(folder, arg))
-    return resolved
-
-
-def unresolved_files(argv: list[str]) -> list[str]:
-    """The arguments of a resolved ``argv`` (:func:`resolve_argv`) left relative that look like
-    files (a name with a ``.`` or a ``/``: ``agent.py``, ``src/main.js``; not a number), not
-    options nor what follows ``-m`` or ``-c``."""
-    found = []
-    for before, arg in itertools.pairwise(argv):
-        if before in ("-m", "-c") or not arg or arg.startswith("-") or os.path.isabs(arg) or arg == ".":
+        argv[0] = str(folder / program)
+    for index, arg in enumerate(argv[1:], start=1):
+        if arg in ("-m", "-c"):
+            break
+        if arg.startswith("-") or os.path.isabs(arg):
             continue
-        if ("." in arg.strip(".") or os.sep in arg) and not _number(arg):
-            found.append(arg)
-    return found
+        path = _file_in(folder, arg)
+        if path is not None:
+            argv[index] = path
+            break
+    return argv
 
 
-def _number(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
-
-
-def _absolute(folder: Path, arg: str) -> str:
-    if not arg or arg == "." or arg.startswith("-") or os.path.isabs(arg):
-        return arg
+def _file_in(folder: Path, arg: str) -> str | None:
+    """The absolute path of the file ``arg`` names in ``folder``, if it names one."""
     try:
         path = folder / arg
-        return str(path) if path.exists() else arg
+        return str(path) if arg and path.is_file() else None
     except (OSError, ValueError):
-        return arg
+        return None
 
 
 class CliSettings(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
@@ -146,9 +139,9 @@ class CliSettings(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     args: list[str] = msgspec.field(default_factory=list)
     """Arguments after ``command`` (``command: python3`` with ``args: [agent.py]``)."""
     cwd: str | None = None
-    working_folder: Literal["per-run", "shared"] = "per-run"
-    """``per-run``: each run in a fresh folder of its own (``context.workspace_path``);
-    ``shared``: every run in ``cwd``."""
+    working_folder: Literal["per-run", "shared"] | None = None
+    """``per-run`` (the default): each run in a fresh folder of its own
+    (``context.workspace_path``); ``shared``: every run in ``cwd``."""
     env: dict[str, str] = msgspec.field(default_factory=dict)
     inherit_env: bool = True
     grace_seconds: Annotated[float, msgspec.Meta(ge=0, le=MAX_GRACE_SECONDS)] = 3.0
@@ -215,20 +208,13 @@ class CliAdapter(Adapter):
         """The command as the settings give it, for messages."""
         base_dir = self.base_dir  # (absolute)
         self.cwd = (base_dir / settings.cwd).resolve() if settings.cwd else base_dir
-        self.folder_per_run = settings.working_folder == "per-run"
-        self.unresolved: list[str] = []
-        """The command's relative arguments that look like files (``agent.py``) and named none
-        in ``cwd`` when the suite loaded: a run that fails says they were looked for in its folder."""
-        if self.folder_per_run:  # resolved before the move to the run's folder
-            argv = resolve_argv(settings.command, self.cwd, settings.args)
-            self.unresolved = unresolved_files(argv)
-        else:
-            program = argv[0]
-            if os.sep in program and not os.path.isabs(program):
-                argv[0] = str(self.cwd / program)
-        self.argv = argv
+        self.folder_per_run = settings.working_folder != "shared"
+        self.default_folders = settings.working_folder is None
+        """Whether the folder per run is the default (not written): a run that fails says so."""
+        self.argv = resolve_argv(settings.command, self.cwd, settings.args)
         environment = dict(os.environ) if settings.inherit_env else {}
         environment.update(settings.env)
+        environment[AGENT_DIR_VARIABLE] = str(self.cwd)
         self.env = environment
         self.encoded_env = encoded(environment)
         """The environment as agents are started with it (encoded once)."""
@@ -281,15 +267,14 @@ class CliAdapter(Adapter):
         folder = self.working_folder(request)
         try:
             return await run_process(self, self.argv, folder, env, request, sink)
-        except AgentError as exc:
-            if not self.unresolved or folder == self.cwd or "without writing a response" not in str(exc):
-                raise
-            named = ", ".join(repr(arg) for arg in self.unresolved[:3])
-            hint = (
-                f"the command's {named} named no file in the agent's cwd {self.cwd}, so it was "
-                f"looked for in the run's own folder {folder}"
-            )
-            raise AgentError(f"{hint}; {exc.message}", evidence=exc.evidence) from None
+        except NoResponse as exc:
+            if self.default_folders and folder != self.cwd and not exc.hint:
+                exc.hint = (
+                    f"note: by default each run is in a folder of its own (context.workspace_path), "
+                    f"not in the agent's cwd ({self.cwd}, given to it as ${AGENT_DIR_VARIABLE}); "
+                    f"'working_folder: shared' runs every run in cwd as before"
+                )
+            raise
 
 
 class ProcessSettings(Protocol):
@@ -627,10 +612,10 @@ class _Exchange(Exchange):
         tail = self.err.log_tail()
         if not self.text_end:
             if tail is not None:  # (the runner masks it, then cuts it)
-                raise AgentError(
+                raise NoResponse(
                     f"agent {how} without writing a response on stdout; its stderr ends with", evidence=tail
                 )
-            raise AgentError(f"agent {how} without writing a response on stdout")
+            raise NoResponse(f"agent {how} without writing a response on stdout")
         start, end = self._last_line()
         result = self._decode(start, end)
         in_block: int | None = None  # where the multi-line JSON the last line ends begins
@@ -657,7 +642,7 @@ class _Exchange(Exchange):
             number = out.count(b"\n", 0, start) + 1
             earlier = self._earlier_response(start) if in_block is None else None
             if earlier is not None:
-                raise AgentError(
+                raise NoResponse(
                     f"agent {how}; its response is on stdout line {earlier}, but more came after "
                     f"it: ATP reads the response from the last stdout line, so write logs to "
                     f"stderr (stdout line {number}, byte offset {start}, is not an ATP response: {result})",
@@ -668,7 +653,7 @@ class _Exchange(Exchange):
                 if in_block is None
                 else "its stdout, read as one multi-line JSON message, is not an ATP response"
             )
-            raise AgentError(
+            raise NoResponse(
                 f"agent {how}; {what} ({result}) (stdout line {number}, byte offset {start})",
                 evidence=bytes(out[start:end]),
             )

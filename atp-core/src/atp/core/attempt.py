@@ -358,12 +358,13 @@ class RunMaker:
         """The reason of an agent's failure, with its evidence masked, then cut and escaped."""
         message = str(exc)
         evidence = getattr(exc, "evidence", None)
-        if evidence is None:
-            return message
-        text = as_text(evidence)
-        if self.masker is not None:
-            text = self.masker.text(text)
-        return f"{message}: '{printable(shorten(text))}'"
+        if evidence is not None:
+            text = as_text(evidence)
+            if self.masker is not None:
+                text = self.masker.text(text)
+            message += f": '{printable(shorten(text))}'"
+        hint = getattr(exc, "hint", None)
+        return f"{message}; {hint}" if hint else message
 
     def _adapter_owner(self) -> str:
         return self.plugins.owner("adapter", self.agent.type)

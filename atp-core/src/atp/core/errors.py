@@ -175,12 +175,14 @@ class AgentError(Exception):
     ``evidence`` is what the agent sent that shows it (a response line, say), uncut: the runner
     masks secrets in it first, then shortens it and escapes control characters for the reason,
     so an adapter never cuts agent text itself (a cut could split a secret and leak half).
+    ``hint`` is ATP's own advice on what may have gone wrong, said after the evidence.
     """
 
-    def __init__(self, message: str, *, evidence: str | bytes | None = None) -> None:
+    def __init__(self, message: str, *, evidence: str | bytes | None = None, hint: str | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.evidence = evidence
+        self.hint = hint
 
 
 class AgentRefused(AgentError):

@@ -16,6 +16,8 @@ def error_text(error: BaseException) -> str:
     message = str(error)
     if isinstance(error, AgentError) and error.evidence is not None:
         message += f": '{as_text(error.evidence)}'"
+    if isinstance(error, AgentError) and error.hint:
+        message += f"; {error.hint}"
     return message
 
 
