@@ -37,6 +37,7 @@ def test_a_suite_run_from_the_parent_folder_finds_the_config_beside_it(tmp_path:
     result = atp("test", "myproj/suite.yaml", "--agent=calc", cwd=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "Agent: calc (cli)" in result.stdout and "✓ adds" in result.stdout
+    assert "Config: myproj/atp.config.yaml (beside the suite)" in result.stdout.splitlines()
     # relative paths of the config are relative to its folder: the runs are the project's
     assert list((tmp_path / "myproj" / ".atp" / "runs").iterdir())
     assert not (tmp_path / ".atp").exists()
@@ -95,10 +96,64 @@ def test_explicit_config_wins_and_the_suites_folder_beats_the_working_directory(
     write(tmp_path / "myproj" / "atp.config.yaml", config_with("ok"))
     result = atp("test", "myproj/suite.yaml", "--agent=calc", cwd=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr  # beside the suite, not cwd's
+    assert "Config: myproj/atp.config.yaml (beside the suite)" in result.stdout.splitlines()
+    # the working directory's config is not used, and a warning says so, once
+    (warning,) = result.stderr.splitlines()
+    says(warning, "atp: warning: ", tmp_path / "atp.config.yaml", "not used", "myproj/atp.config.yaml")
     write(tmp_path / "ci" / "atp.yaml", config_with("crash"))
     result = atp("test", "myproj/suite.yaml", "--agent=calc", "--config=ci/atp.yaml", cwd=tmp_path)
     assert result.returncode == 1, result.stdout + result.stderr  # --config named the crashing one
-    assert "✗ adds" in result.stdout
+    assert "✗ adds" in result.stdout and "Config: ci/atp.yaml (--config)" in result.stdout.splitlines()
+    assert "not used" not in result.stderr
+
+
+def test_the_header_says_when_no_config_was_found(tmp_path: Path) -> None:
+    write(
+        tmp_path / "myproj" / "suite.yaml",
+        SUITE + config_with("ok").replace("agents:\n  calc:", "agents:\n  - name: calc"),
+    )
+    result = atp("test", "myproj/suite.yaml", cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    (line,) = (line for line in result.stdout.splitlines() if line.startswith("Config: "))
+    says(line, "none found", "beside the suite (myproj)", "in the working directory")
+
+
+def test_baseline_compare_with_a_suite_finds_the_config_beside_it(tmp_path: Path) -> None:
+    """As ``baseline save`` does: run from the parent folder, the agent of the config beside
+    the suite is found."""
+    write(tmp_path / "myproj" / "suite.yaml", SUITE)
+    write(tmp_path / "myproj" / "atp.config.yaml", config_with("ok"))
+    saved = atp(
+        "baseline",
+        "save",
+        "--suite=myproj/suite.yaml",
+        "--agent=calc",
+        "--runs=3",
+        "--output=b.json",
+        cwd=tmp_path,
+    )
+    assert saved.returncode == 0, saved.stdout + saved.stderr
+    compared = atp(
+        "baseline", "compare", "--baseline=b.json", "--suite=myproj/suite.yaml", "--agent=calc", "--runs=3",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert compared.returncode == 0, compared.stdout + compared.stderr
+    says(compared.stdout, "Config: myproj/atp.config.yaml (beside the suite)", "ATP Baseline Comparison")
+
+
+def test_the_config_option_says_where_each_command_looks(tmp_path: Path) -> None:
+    for command in (
+        ["test"],
+        ["validate"],
+        ["compare"],
+        ["baseline", "save"],
+        ["baseline", "compare"],
+        ["list-agents"],
+    ):
+        says(atp(*command, "--help", cwd=tmp_path).stdout, "beside")
+    for command in (["schema"], ["report"], ["view"], ["clean"], ["merge"], ["plugins"], ["list-evaluators"]):
+        text = atp(*command, "--help", cwd=tmp_path).stdout
+        assert "--config" in text and "beside" not in text, (command, text)
 
 
 def test_suites_that_would_find_different_configs_are_refused_before_any_run(tmp_path: Path) -> None:

@@ -411,11 +411,21 @@ def test_the_config_beside_the_suite_beats_the_working_directory(tmp_path: Path)
     assert config.path == tmp_path / "proj" / "pyproject.toml" and config.base_dir == tmp_path / "proj"
     assert config.spec.defaults.runs_per_test == 4
     says(config.origin, "proj/pyproject.toml", "beside the suite")
+    assert config.source == "proj/pyproject.toml [tool.atp] (beside the suite)"
+    # the working directory's config is hidden by it, and said so
+    (hidden,) = config.warnings
+    says(hidden, tmp_path / "atp.config.yaml", "not used", tmp_path / "proj" / "pyproject.toml", "--config=")
     write(tmp_path / "proj" / "atp.config.yml", "defaults: {runs_per_test: 5}\n")
     config = load_config(cwd=tmp_path, suites=[suite])
     assert config.path == tmp_path / "proj" / "atp.config.yml" and config.spec.defaults.runs_per_test == 5
-    assert len(config.warnings) == 1  # the table beside it is ignored, and said so
-    says(config.warnings[0], "proj/pyproject.toml", "ignored", "proj/atp.config.yml")
+    assert config.source == "proj/atp.config.yml (beside the suite)"
+    ignored, hidden = config.warnings  # the table beside it is ignored, and said so
+    says(ignored, "proj/pyproject.toml", "ignored", "proj/atp.config.yml")
+    says(hidden, tmp_path / "atp.config.yaml", "not used", tmp_path / "proj" / "atp.config.yml")
+    # nothing hidden when the working directory has no config, or is the suite's folder
+    (tmp_path / "atp.config.yaml").unlink()
+    assert load_config(cwd=tmp_path, suites=[suite]).warnings == [ignored]
+    assert load_config(cwd=tmp_path / "proj", suites=[suite]).warnings == [ignored]
 
 
 def test_without_a_config_beside_the_suite_the_working_directory_is_used(tmp_path: Path) -> None:
@@ -423,13 +433,16 @@ def test_without_a_config_beside_the_suite_the_working_directory_is_used(tmp_pat
     suite = write(tmp_path / "proj" / "suite.yaml", "test_suite: s\ntests: []\n")
     config = load_config(cwd=tmp_path, suites=[suite])
     assert config.path == tmp_path / "pyproject.toml" and config.spec.defaults.runs_per_test == 3
-    says(config.origin, "the working directory")
+    says(config.origin, "found in the working directory")
+    assert config.source == "pyproject.toml [tool.atp] (in the working directory)"
+    assert not config.warnings
     # --config wins over both
     other = write(tmp_path / "ci.yaml", "defaults: {runs_per_test: 7}\n")
     write(tmp_path / "proj" / "atp.config.yaml", "defaults: {runs_per_test: 9}\n")
     config = load_config(other, cwd=tmp_path, suites=[suite])
     assert config.spec.defaults.runs_per_test == 7
     says(config.origin, "ci.yaml", "--config")
+    assert config.source == "ci.yaml (--config)"  # (relative to the working directory)
 
 
 def test_no_config_found_names_every_place_looked_at(tmp_path: Path) -> None:
@@ -446,6 +459,9 @@ def test_no_config_found_names_every_place_looked_at(tmp_path: Path) -> None:
         f"{tmp_path / 'proj'} (beside the suite)",
         f"{tmp_path / 'elsewhere'} (the working directory)",
         f"{tmp_path / 'proj' / 'pyproject.toml'} has no [tool.atp] table",
+    )
+    assert config.source == (
+        f"none found (looked beside the suite ({tmp_path / 'proj'}) and in the working directory)"
     )
     with pytest.raises(ConfigError) as info:
         choose_agent(agent_definitions(config), "calc", config)

@@ -82,11 +82,23 @@ def debug_option(func: F) -> F:
 
 
 def config_option(func: F) -> F:
+    """``--config`` on a command that runs no suite: the config is looked for in the working
+    directory."""
+    return _config_option(func, "in the working directory")
+
+
+def suite_config_option(beside: str) -> Callable[[F], F]:
+    """``--config`` on a command that runs a suite: the config is looked for ``beside`` it
+    (``the suite``, ``--suite when given``), else in the working directory."""
+    return lambda func: _config_option(func, f"beside {beside}, else in the working directory")
+
+
+def _config_option(func: F, where: str) -> F:
     return click.option(
         "--config",
         "config_path",
         type=click.Path(path_type=Path, dir_okay=False),
-        help="Config file (default: atp.config.yaml, else pyproject.toml's [tool.atp], found beside the suite, else in the working directory).",
+        help=f"Config file (default: atp.config.yaml, else pyproject.toml's [tool.atp], {where}).",
     )(func)
 
 
@@ -211,13 +223,15 @@ def make_reporters(
     inputs: Sequence[Path] = (),
     rename: Callable[[Path], Path] | None = None,
     quiet: bool = False,
+    config: str | None = None,
 ) -> list[Reporter]:
     """The reporters for the ``--output`` values. A file-writing reporter writes the file its
     ``NAME:FILE`` gives; ``--output-file`` goes to the first one given none; the others write
     to stdout (``-`` means stdout too), and only one may. The console report is added unless
     a reporter writes to stdout. ``inputs`` (the suite, the config) must not be written over;
     ``rename`` makes each file's name (one file per suite when several run); with it, no report
-    may go to stdout (one document per suite would follow another there)."""
+    may go to stdout (one document per suite would follow another there). ``config`` says
+    which configuration the command used, for the console's header."""
     from atp.core.reporter import ReportOptions
 
     if not outputs:
@@ -243,7 +257,11 @@ def make_reporters(
         if cls.file_extension is not None and target is None:
             stdout_writers.append(output.name)
         reporters.append(
-            cls(ReportOptions(output_file=target, verbose=verbose, quiet=quiet, stream=sys.stdout))
+            cls(
+                ReportOptions(
+                    output_file=target, verbose=verbose, quiet=quiet, stream=sys.stdout, config=config
+                )
+            )
         )
     if stdout_writers and rename is not None:
         raise ConfigError(
@@ -262,7 +280,8 @@ def make_reporters(
         and "console" in loaded.reporters
     ):
         console = loaded.reporter("console")
-        reporters.insert(0, console(ReportOptions(verbose=verbose, quiet=quiet, stream=sys.stdout)))
+        options = ReportOptions(verbose=verbose, quiet=quiet, stream=sys.stdout, config=config)
+        reporters.insert(0, console(options))
     return reporters
 
 

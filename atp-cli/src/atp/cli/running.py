@@ -159,6 +159,7 @@ def reporters_for(prepared: Prepared, suite_path: Path, options: Options, *, sev
         inputs,
         rename,
         quiet=options.quiet,
+        config=config.source,
     )
 
 

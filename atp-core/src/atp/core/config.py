@@ -32,7 +32,7 @@ from atp.core.adapter import Adapter
 from atp.core.bounds import MAX_COUNT
 from atp.core.configsearch import CONFIG_NAMES as CONFIG_NAMES
 from atp.core.configsearch import PYPROJECT as PYPROJECT
-from atp.core.configsearch import search
+from atp.core.configsearch import search, shown
 from atp.core.errors import ConfigError, SuiteError
 from atp.core.protocol import TimeoutSeconds
 from atp.core.secrets import Masker, looks_secret
@@ -185,6 +185,9 @@ class Config:
         self.origin = "no config file was used"
         """Which config file this is and how it was found, or where none was found (for errors
         that depend on it, like an agent that is not defined)."""
+        self.source: str | None = None
+        """The same in a few words, for ``atp test``'s header (``myproj/atp.config.yaml
+        (beside the suite)``); ``None`` for a config not loaded by :func:`load_config`."""
         self.warnings: list[str] = []
         """What the user should hear about the configuration (a ``[tool.atp]`` table that a
         config file overrides), for a warning on stderr."""
@@ -297,11 +300,13 @@ def load_config(path: Path | None = None, cwd: Path | None = None, suites: Seque
     if path is not None:
         config = config_from_file(path)
         config.origin = f"the config is {path} (--config)"
+        config.source = f"{shown(path, cwd)} (--config)"
         return config
     found = search(suites, cwd)
     config = config_from_file(found.path) if found.path is not None else Config(ConfigSpec())
     config.warnings.extend(found.warnings)
     config.origin = found.origin()
+    config.source = found.summary(cwd)
     return config
 
 

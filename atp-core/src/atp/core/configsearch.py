@@ -7,6 +7,10 @@ folder is one project, so a suite's own folder beats the working directory whate
 keeps its configuration in. Without a suite (``atp report``, ``atp view``...) only the working
 directory is looked in.
 
+A config in the working directory that a suite's own one hides is warned about (it is not
+used). :meth:`Found.summary` says in a few words which config a command uses (``atp test``
+prints it), :meth:`Found.origin` says it in a sentence for an error.
+
 Suites of one command that would find different configurations are refused: one command runs
 with one configuration (its plugins, run directory, budget), and the message says how to
 split the command. :func:`search` says what it found, every folder it looked in and why, so
@@ -22,8 +26,10 @@ from atp.core.errors import ConfigError
 
 CONFIG_NAMES = ("atp.config.yaml", "atp.config.yml")
 PYPROJECT = "pyproject.toml"
+BESIDE_THE_SUITE = "beside the suite"
+WORKING_DIRECTORY = "the working directory"
 
-__all__ = ["CONFIG_NAMES", "PYPROJECT", "Found", "search"]
+__all__ = ["BESIDE_THE_SUITE", "CONFIG_NAMES", "PYPROJECT", "WORKING_DIRECTORY", "Found", "search", "shown"]
 
 
 class Found:
@@ -38,6 +44,16 @@ class Found:
         self.warnings: list[str] = []
         self.notes: list[str] = []
         """Near misses worth naming in an error: a ``pyproject.toml`` without ``[tool.atp]``."""
+
+    def summary(self, cwd: Path | None = None) -> str:
+        """In a few words: the config used and why (``myproj/atp.config.yaml (beside the
+        suite)``), or ``none found`` and where ATP looked; paths relative to ``cwd`` when below it."""
+        if self.path is not None:
+            table = " [tool.atp]" if self.path.name == PYPROJECT else ""
+            why = self.why.removeprefix("its [tool.atp] table, ").removeprefix("found ")
+            return f"{shown(self.path, cwd)}{table} ({why})"
+        folders = " and ".join(_place(folder, what, cwd) for folder, what in self.looked)
+        return f"none found (looked {folders})"
 
     def origin(self) -> str:
         """One sentence for an error: which config was used, or where none was found."""
@@ -58,12 +74,12 @@ def search(suites: Sequence[Path] = (), cwd: Path | None = None) -> Found:
         folder = suite.parent
         key = _key(folder)
         if key not in by_folder:
-            folders = [(where, "the working directory")]
+            folders = [(where, WORKING_DIRECTORY)]
             if key != _key(where):
-                folders.insert(0, (folder, "beside the suite"))
+                folders.insert(0, (folder, BESIDE_THE_SUITE))
             by_folder[key] = (_search_folders(folders), suite)
     if not by_folder:
-        return _search_folders([(where, "the working directory")])
+        return _search_folders([(where, WORKING_DIRECTORY)])
     found = list(by_folder.values())
     first, first_suite = found[0]
     for other, other_suite in found[1:]:
@@ -74,6 +90,22 @@ def search(suites: Sequence[Path] = (), cwd: Path | None = None) -> Found:
                 f"in separate commands, or name the config for all of them with --config=FILE"
             )
     return first
+
+
+def shown(path: Path, cwd: Path | None = None) -> str:
+    """``path`` as a message shows it: relative to ``cwd`` (the working directory) when below it."""
+    where = cwd if cwd is not None else Path.cwd()
+    try:
+        return str(path.absolute().relative_to(where.absolute()))
+    except ValueError:
+        return str(path)
+
+
+def _place(folder: Path, what: str, cwd: Path | None) -> str:
+    """Where a folder looked in is: ``in the working directory``, ``beside the suite (myproj)``."""
+    if what == WORKING_DIRECTORY:
+        return f"in {what}"
+    return f"{what} ({shown(folder, cwd)})"
 
 
 def _uses(found: Found) -> str:
@@ -90,26 +122,59 @@ def _key(path: Path | None) -> Path | None:
 
 
 def _search_folders(folders: Sequence[tuple[Path, str]]) -> Found:
-    from atp.core.config import TomlDocument
-
     looked: list[tuple[Path, str]] = []
     notes: list[str] = []
-    for folder, what in folders:
+    for index, (folder, what) in enumerate(folders):
         looked.append((folder, what))
-        pyproject = folder / PYPROJECT
-        path = next((folder / n for n in CONFIG_NAMES if (folder / n).is_file()), None)
+        path, warnings, note = _config_in(folder)
+        if note is not None:
+            notes.append(note)
         if path is not None:
-            found = Found(path, f"found {what}", looked)
-            if pyproject.is_file() and TomlDocument.mentions_table(pyproject):
-                found.warnings.append(
-                    f"{pyproject} has a [tool.atp] table, which is ignored: {path} is the "
-                    f"configuration (keep one of them)"
-                )
+            where = what if what == BESIDE_THE_SUITE else f"in {what}"
+            why = f"its [tool.atp] table, found {where}" if path.name == PYPROJECT else f"found {where}"
+            found = Found(path, why, looked)
+            found.warnings.extend(warnings)
+            found.warnings.extend(_hidden(path, where, folders[index + 1 :]))
             return found
-        if pyproject.is_file():
-            if TomlDocument.find(pyproject) is not None:
-                return Found(pyproject, f"its [tool.atp] table, found {what}", looked)
-            notes.append(f"{pyproject} has no [tool.atp] table")
     found = Found(None, "", looked)
     found.notes = notes
     return found
+
+
+def _hidden(path: Path, where: str, folders: Sequence[tuple[Path, str]]) -> list[str]:
+    """A warning for each configuration in ``folders`` (the working directory) that ``path``
+    (found ``where``: beside the suite) hides."""
+    warnings = []
+    for folder, what in folders:
+        try:
+            hidden, _, _ = _config_in(folder)
+        except ConfigError:  # (a broken file that is not used: not this command's business)
+            continue
+        if hidden is not None and _key(hidden) != _key(path):
+            warnings.append(
+                f"{hidden} in {what} is not used: {path}, {where}, is the configuration "
+                f"(--config={hidden} uses the other)"
+            )
+    return warnings
+
+
+def _config_in(folder: Path) -> tuple[Path | None, list[str], str | None]:
+    """The configuration ``folder`` holds (its config file, else a ``pyproject.toml`` with a
+    ``[tool.atp]`` table), what to warn of it, and a near miss worth a note."""
+    from atp.core.config import TomlDocument
+
+    pyproject = folder / PYPROJECT
+    path = next((folder / n for n in CONFIG_NAMES if (folder / n).is_file()), None)
+    if path is not None:
+        if pyproject.is_file() and TomlDocument.mentions_table(pyproject):
+            warning = (
+                f"{pyproject} has a [tool.atp] table, which is ignored: {path} is the "
+                f"configuration (keep one of them)"
+            )
+            return path, [warning], None
+        return path, [], None
+    if pyproject.is_file():
+        if TomlDocument.find(pyproject) is not None:
+            return pyproject, [], None
+        return None, [], f"{pyproject} has no [tool.atp] table"
+    return None, [], None

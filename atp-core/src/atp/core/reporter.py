@@ -25,9 +25,11 @@ from atp.core.results import RunStore, SuiteResults
 class ReportOptions:
     """How the command line asks a reporter to render: ``output_file`` (``None``: write to
     ``stream``, standard output by default), ``verbose`` (``--verbose``: more detail),
-    ``quiet`` (see below) and ``color`` (``None``: decide from the stream and ``NO_COLOR``)."""
+    ``quiet`` (see below), ``color`` (``None``: decide from the stream and ``NO_COLOR``) and
+    ``config`` (which configuration the command used, in a few words, for a header; ``None``
+    when it does not say)."""
 
-    __slots__ = ("color", "output_file", "quiet", "stream", "verbose")
+    __slots__ = ("color", "config", "output_file", "quiet", "stream", "verbose")
 
     def __init__(
         self,
@@ -37,8 +39,10 @@ class ReportOptions:
         quiet: bool = False,
         stream: TextIO | None = None,
         color: bool | None = None,
+        config: str | None = None,
     ) -> None:
         self.output_file = output_file
+        self.config = config
         self.verbose = verbose
         self.quiet = quiet
         """Say as little as is useful (``--quiet``): for a terminal report, only what did not

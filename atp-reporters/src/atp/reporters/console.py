@@ -113,12 +113,21 @@ as one string)."""
 
 
 def header_lines(
-    suite: str, agent: str, agent_type: str, runs: list[str], directory: Path, style: Style
+    suite: str,
+    agent: str,
+    agent_type: str,
+    runs: list[str],
+    directory: Path,
+    style: Style,
+    config: str | None = None,
 ) -> list[str]:
-    """``ATP Test Results``: the suite, the agent, the runs per test and the run directory."""
+    """``ATP Test Results``: the suite, the agent, the config (when the command says which),
+    the runs per test and the run directory."""
     out = [style.paint("ATP Test Results", "bold"), "================", ""]
     out.append(f"Suite: {safe(suite)}")
     out.append(f"Agent: {safe(agent)} ({safe(agent_type)})")
+    if config is not None:
+        out.append(f"Config: {safe(config)}")
     if runs:
         out.append(f"Runs per test: {', '.join(runs)}")
     out.append(f"Run directory: {safe(shown_path(directory))}")
@@ -188,7 +197,15 @@ class ConsoleReporter(Reporter):
             planned = [t for t in header.tests if t.skip is None]
             self._width = max((len(safe(t.id)) for t in header.tests), default=0)
             labels = run_labels({(t.runs, t.adaptive) for t in planned})
-            lines = header_lines(header.suite, header.agent, header.agent_type, labels, directory, self.style)
+            lines = header_lines(
+                header.suite,
+                header.agent,
+                header.agent_type,
+                labels,
+                directory,
+                self.style,
+                self.options.config,
+            )
             live = self.live
             total = sum(len(t.run_numbers) if t.run_numbers is not None else t.runs for t in planned)
             up_to = any(t.adaptive is not None for t in planned)
@@ -292,7 +309,13 @@ class ConsoleReporter(Reporter):
             )
             out.extend(
                 header_lines(
-                    results.suite, results.agent, results.agent_type, labels, store.directory, self.style
+                    results.suite,
+                    results.agent,
+                    results.agent_type,
+                    labels,
+                    store.directory,
+                    self.style,
+                    self.options.config,
                 )
             )
         out = self._tests_section(results, out, self._shown if live and self._lines_shown else {})

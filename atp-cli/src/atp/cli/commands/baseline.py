@@ -24,8 +24,8 @@ import msgspec
 from atp.cli.app import (
     RunsType,
     check_verbosity,
-    config_option,
     debug_option,
+    suite_config_option,
     verbosity_options,
     write_output,
 )
@@ -113,7 +113,7 @@ class _RunDirectory:
     help="Save the baseline of a run that was interrupted all the same (its tests may have fewer runs than planned).",
 )
 @verbosity_options
-@config_option
+@suite_config_option("the suite")
 @debug_option
 def save_command(
     suite_path: Path | None,
@@ -388,7 +388,7 @@ class Comparing:
     help="With --output=json: the file to write (default: standard output).",
 )
 @verbosity_options
-@config_option
+@suite_config_option("--suite, when given")
 @debug_option
 def compare_command(
     run_dir: Path | None,
@@ -449,7 +449,7 @@ def compare_command(
     from atp.cli.running import Options
 
     baseline = read_baseline(baseline_path)  # a broken baseline file fails before anything runs
-    config = load_config(config_path)
+    config = load_config(config_path, suites=[suite_path])
     if output_file is not None and not how.to_stdout:
         _check_output(output_file, [baseline_path, suite_path, *([config.path] if config.path else [])])
     options = Options(

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from atp.cli.app import RunsType, config_option, debug_option, write_output
+from atp.cli.app import RunsType, debug_option, suite_config_option, write_output
 from atp.cli.running import setup_warnings
 from atp.cli.tables import p_text, table
 from atp.core.text import printable
@@ -102,7 +102,7 @@ MARK = "*"
     is_flag=True,
     help="No start line (what is compared, where the runs go): only the comparison and warnings.",
 )
-@config_option
+@suite_config_option("the suite")
 @debug_option
 def compare_command(
     agent_names: tuple[str, ...],

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from atp.cli.app import BoundedFloat, config_option, plugins, plugins_for, warn_problems
+from atp.cli.app import BoundedFloat, config_option, plugins, plugins_for, suite_config_option, warn_problems
 from atp.core.text import printable
 
 if TYPE_CHECKING:
@@ -129,7 +129,7 @@ def _show_keys(title: str, struct: type) -> None:
     metavar="SECONDS",
     help=f"With --check: how long each agent may take to start and report (default {CHECK_SECONDS:g}).",
 )
-@config_option
+@suite_config_option("--suite, when given")
 def list_agents_command(
     suite_path: Path | None, check: bool, timeout: float, config_path: Path | None
 ) -> int:

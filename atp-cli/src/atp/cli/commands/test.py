@@ -10,8 +10,8 @@ from atp.cli.app import (
     BoundedFloat,
     RunsType,
     check_verbosity,
-    config_option,
     debug_option,
+    suite_config_option,
     verbosity_options,
 )
 from atp.cli.running import (
@@ -137,7 +137,7 @@ from atp.core.errors import ConfigError
 )
 @click.option("--address", help="With --executor: where its cluster is (like tcp://10.0.0.5:8786).")
 @verbosity_options
-@config_option
+@suite_config_option("the suite")
 @debug_option
 def test_command(
     paths: tuple[Path, ...],

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from atp.cli.app import BoundedFloat, config_option, debug_option, plugins_for
+from atp.cli.app import BoundedFloat, debug_option, plugins_for, suite_config_option
 from atp.core.validation import (
     CHECKS,
     CLOSE_SECONDS,
@@ -123,7 +123,7 @@ class TextReport:
     help=f"How long each probe may take (default {DEFAULT_TIMEOUT:g}).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the checks as JSON.")
-@config_option
+@suite_config_option("the suite, when given")
 @debug_option
 def validate_command(
     suite_path: Path | None,
