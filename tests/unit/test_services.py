@@ -574,6 +574,25 @@ class SpendAfterPlugin:
         register(SpendAfterService)
 
 
+def test_a_services_key_written_short_is_suggested_as_other_keys_are(
+    plugins: Plugins, tmp_path: Path
+) -> None:
+    """The service keys are suggested as every other key is (atp.core.spelling): a key with
+    letters left out (``spa``, of ``spend_after``) too."""
+    name = plugins.register(SpendAfterPlugin(), name="spend-after")
+    try:
+        with pytest.raises(SuiteError) as caught:
+            load(
+                tmp_path,
+                plugins,
+                suite_text("agent_plain", "  - id: a\n    task: {description: x}\n    spa: {value: 1}"),
+            )
+    finally:
+        plugins.unregister(name)
+    assert caught.value.path == "tests[0].spa"
+    says(caught.value.reason, "'spa'", "did you mean 'spend_after'?", "spend_after, tools")
+
+
 def test_what_a_service_records_after_the_agent_answered_stops_no_run(
     plugins: Plugins, tmp_path: Path
 ) -> None:

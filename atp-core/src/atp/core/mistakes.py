@@ -29,6 +29,7 @@ from atp.core.spelling import (
     PathPart,
     declared,
     describe_value,
+    is_struct,
     meant_field,
     shape_hint,
     type_options,
@@ -118,7 +119,7 @@ def _walk(
     options = type_options(type_)
     before = len(found)
     if isinstance(value, dict):
-        structs = [o for o in options if _is_struct(o)]
+        structs = [o for o in options if is_struct(o)]
         maps = [o for o in options if (typing.get_origin(o) or o) in (dict, Mapping)]
         if len(structs) == 1 and not maps and _walkable(structs[0], value):
             _walk_struct(value, structs[0], at, found, limit, error)
@@ -137,10 +138,6 @@ def _walk(
     if not parts:
         text = describe_value(value, type_) or shape_hint(text, example)
     found.append(([*at, *parts], text))
-
-
-def _is_struct(option: Any) -> bool:
-    return isinstance(option, type) and issubclass(option, msgspec.Struct)
 
 
 def _walkable(cls: type[msgspec.Struct], value: dict[Any, Any]) -> bool:

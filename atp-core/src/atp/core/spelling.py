@@ -42,6 +42,7 @@ __all__ = [
     "declared",
     "describe",
     "describe_value",
+    "is_struct",
     "meant_field",
     "mend",
     "restore_spellings",
@@ -64,7 +65,8 @@ def type_options(type_: Any) -> list[Any]:
     return [type_]
 
 
-def _is_struct(option: Any) -> bool:
+def is_struct(option: Any) -> bool:
+    """Whether ``option`` (one of :func:`type_options`) is a msgspec Struct class."""
     return isinstance(option, type) and issubclass(option, msgspec.Struct)
 
 
@@ -73,7 +75,7 @@ def _kind(option: Any) -> str:
     if option is None or option is type(None) or option is Any:
         return "none"  # Any takes null as it is
     origin = typing.get_origin(option) or option
-    if _is_struct(option) or origin in (dict, Mapping):
+    if is_struct(option) or origin in (dict, Mapping):
         return "map"
     if origin in (list, tuple, set, frozenset, Sequence):
         return "seq"
@@ -117,7 +119,7 @@ def mend(
         empty = _empty(options)
         return value if empty is None else empty
     if isinstance(value, dict):
-        structs = [o for o in options if _is_struct(o)]
+        structs = [o for o in options if is_struct(o)]
         maps = [o for o in options if (typing.get_origin(o) or o) in (dict, Mapping)]
         if len(structs) + len(maps) != 1:
             return value
@@ -219,7 +221,7 @@ def meant_field(key: str, cls: type[msgspec.Struct]) -> str | None:
 def unknown_key_hint(key: str, type_: Any) -> str:
     """What to say after ``unknown field 'KEY'`` of a value of ``type_`` (``""``: nothing)."""
     for option in type_options(type_):
-        if not _is_struct(option):
+        if not is_struct(option):
             continue
         aliases: Mapping[str, str] = declared(option, "aliases", {})
         if key in aliases:

@@ -570,19 +570,17 @@ def _with_service_keys(
 ) -> SuiteError:
     """An unknown key of a test or of the defaults that looks like a service's key (a typo of
     ``tools``) and like none of their own keys: the error names the service keys."""
-    import difflib
-
     head, _, key = (exc.path or "").rpartition(".")
     if not exc.reason.startswith("unknown field") or not (head == "defaults" or _is_test_path(head)):
         return exc
     if exc.reason.endswith(("?", "keep one of them")):  # a hint already (atp.core.spelling)
         return exc
-    close = difflib.get_close_matches(key, list(services), n=1, cutoff=0.6)
-    if not close:
+    meant = closest(key, list(services))
+    if meant is None:
         return exc
     where = "the suite's defaults take" if head == "defaults" else "a test takes"
     return doc.error_cls(
-        f"{exc.reason}; did you mean {close[0]!r}? Besides its own keys, {where} the keys of the "
+        f"{exc.reason}; did you mean {meant!r}? Besides its own keys, {where} the keys of the "
         f"installed services ({', '.join(sorted(services))})",
         file=exc.file,
         path=exc.path,
