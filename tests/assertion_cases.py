@@ -2,12 +2,13 @@
 on it and one that fails: for ``negate: true`` on every type (tests/unit/test_negate.py, through
 the kernel; tests/e2e/test_assertions_e2e.py, through ``atp test``).
 
-The run: four file artifacts (inline content), a structured artifact, two tool calls, a step, a
+The run: five text files and a binary one that is not text (inline content), a structured artifact, two tool calls, a step, a
 recoverable error, an LLM call with tokens and cost, and the metrics that say the same.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 from typing import Any
 
@@ -17,6 +18,14 @@ REPORT_JSON = {"total": 42, "items": [{"id": "a-1"}]}
 SOLUTION = "def add(a, b):\n    return a + b\n"
 MESSY = "import os\n"
 RESULT = {"status": "ok", "count": 3}
+BINARY = {
+    "type": "file",
+    "path": "logo.png",
+    "content_type": "image/png",
+    "content": base64.b64encode(b"\x89PNG\r\n\x1a\n\xff\xfe").decode(),
+}
+"""A file artifact with no text in it (its bytes are not UTF-8): nothing to judge for a check
+that reads text or JSON."""
 
 FILES = {
     "answer.md": ANSWER,
@@ -86,6 +95,53 @@ CASES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
 """Each built-in type: a config that passes on the run, one that fails (``llm_eval``: with a
 judge that scores 0.9)."""
 
+NOTHING_TO_JUDGE: dict[str, list[dict[str, Any]]] = {
+    "contains": [{"path": "gone.md", "pattern": "x"}, {"path": "logo.png", "pattern": "x"}],
+    "schema": [{"path": "report.md", "schema": {"type": "object"}}],
+    "sections": [{"path": "gone.md", "sections": ["Summary"]}, {"path": "logo.png", "sections": ["Summary"]}],
+    "equals": [
+        {"path": "report.json", "json_path": "$.nothing", "value": 1},
+        {"path": "answer.md", "json_path": "$.a", "value": 42},  # not JSON
+    ],
+    "python": [{"expression": "files['gone.md']"}],
+    "llm_eval": [
+        {"criteria": "factual_accuracy", "artifact": "gone.md"},
+        {"criteria": "factual_accuracy", "artifact": "logo.png"},
+    ],
+    "pytest": [
+        {"path": "solution.py", "python": "no-such-python-for-atp"},  # the interpreter cannot be used
+        {"path": "solution.py", "files": {"test_none.py": "x = 1\n"}},  # no tests collected
+        {"path": "solution.py", "args": ["--no-such-pytest-option"]},  # a usage error, no report
+    ],
+    "lint": [
+        {"path": "solution.py", "python": "no-such-python-for-atp"},
+        {"path": "solution.py", "timeout_seconds": 0.001},  # killed at its time limit
+    ],
+    "custom_command": [
+        {"command": ["no-such-program-for-atp"]},  # not found
+        {"command": ["python", "-c", "import time; time.sleep(30)"], "timeout_seconds": 0.5},  # killed
+    ],
+}
+"""Each built-in type that can find nothing to judge in the run: configs for which it does
+(the artifact is missing or has no text, the tool cannot run or ran no test), so that ``negate:
+true`` leaves the check failed."""
+
+ALWAYS_JUDGED = {
+    "artifact_exists",  # its subject is the artifact's presence: negated, it passes when missing
+    "must_use_tools",
+    "forbidden_tools",
+    "min_tool_calls",
+    "max_tool_calls",
+    "max_steps",
+    "no_errors",
+    "behavior",
+    "tool_called_with",
+    "tool_sequence",
+    "latency",  # with no duration measured its check is skipped, not failed
+    "cost",  # the same with no cost or tokens reported
+}
+"""The built-in types that judge every run: the trace is always there to judge."""
+
 
 def agent_source() -> str:
     """A cli agent (stdin/stdout transport, standard library only) that answers every request
@@ -100,6 +156,7 @@ def agent_source() -> str:
         "                      'sequence': number, 'event_type': kind, 'payload': payload}), file=sys.stderr)\n"
         f"files = {FILES!r}\n"
         "artifacts = [{'type': 'file', 'path': path, 'content': text} for path, text in files.items()]\n"
+        f"artifacts.append({BINARY!r})\n"
         f"artifacts.append({{'type': 'structured', 'name': 'result', 'data': {RESULT!r}}})\n"
         "print(json.dumps({'version': '1.0', 'task_id': task, 'status': 'completed',\n"
         f"                  'artifacts': artifacts, 'metrics': {METRICS!r}}}))\n"

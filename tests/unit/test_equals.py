@@ -3,18 +3,23 @@ equals a value; the path syntax and JSON equality behind it (atp.evaluators.json
 
 from __future__ import annotations
 
+import datetime
 import json
+from pathlib import Path
 from typing import Any
 
 import msgspec
 import pytest
 
+from atp.core.errors import SuiteError
 from atp.core.evaluator import UNMET
 from atp.core.results import Check
 from atp.core.secrets import Masker
+from atp.core.suite import load_suite
 from atp.core.testing import response, run_evaluator
 from atp.evaluators.equals import Equals, EqualsConfig
 from atp.evaluators.json_values import difference, lookup, parse_path, show_path
+from tests.conftest import builtin_plugins, write
 from tests.facts import says
 
 DOC = {
@@ -178,3 +183,48 @@ def test_wrong_configs(config: dict[str, Any], fact: str) -> None:
     with pytest.raises(msgspec.ValidationError) as raised:
         msgspec.convert(config, EqualsConfig)
     says(str(raised.value), fact)
+
+
+@pytest.mark.parametrize(
+    ("value", "fact"),
+    [
+        (datetime.date(2024, 1, 1), "'value' is a Python date"),
+        ({"when": [1, b"x"]}, "'value' at $.when[1] is a Python bytes"),
+        ({"a": {1: "x"}}, "'value' at $.a has a key that is not a string: 1"),
+        ({"a", "b"}, "'value' is a Python set"),
+    ],
+)
+def test_a_value_that_is_not_json_is_refused(value: Any, fact: str) -> None:
+    with pytest.raises(msgspec.ValidationError) as raised:
+        msgspec.convert({"path": "a.md", "value": value}, EqualsConfig)
+    says(str(raised.value), fact, "not a JSON value")
+
+
+def test_an_unquoted_date_in_a_suite_is_the_text_written(tmp_path: Path) -> None:
+    plugins = builtin_plugins(test_helpers=False)
+    body = "test_suite: s\ntests:\n  - id: t\n    task: {description: d}\n    assertions:\n"
+    assertions = [
+        "      - {type: equals, config: {path: day.md, value: 2024-01-01}}\n",
+        "      - {type: equals, config: {path: day.json, json_path: $.at, value: 2024-01-01 10:00:00}}\n",
+        "      - {type: equals, config: {path: day.json, value: {2024-01-01: 1, at: 2024-01-01 10:00:00}}}\n",
+    ]
+    suite = load_suite(write(tmp_path / "s.yaml", body + "".join(assertions)), plugins.evaluators)
+    resp = response(
+        files={
+            "day.md": "2024-01-01\n",
+            "day.json": json.dumps({"2024-01-01": 1, "at": "2024-01-01 10:00:00"}),
+        }
+    )
+    for assertion in suite.tests[0].assertions:
+        (made,) = run_evaluator(Equals, msgspec.to_builtins(assertion.config), resp)
+        assert made.passed, made.message
+
+
+def test_a_suite_value_that_is_not_json_is_a_located_error(tmp_path: Path) -> None:
+    plugins = builtin_plugins(test_helpers=False)
+    body = "test_suite: s\ntests:\n  - id: t\n    task: {description: d}\n    assertions:\n"
+    bad = "      - {type: equals, config: {path: a.json, value: {ids: !!set {a, b}}}}\n"
+    with pytest.raises(SuiteError) as raised:
+        load_suite(write(tmp_path / "s.yaml", body + bad), plugins.evaluators)
+    assert raised.value.line == 6
+    says(str(raised.value), "tests[0].assertions[0].config", "$.ids is a Python set", "not a JSON value")

@@ -11,7 +11,7 @@ import pytest
 
 from atp.core.errors import ProtocolError, SuiteError, SuiteErrors
 from atp.core.mistakes import MAX_MISTAKES, Mistakes, collect
-from atp.core.protocol import decode_response
+from atp.core.protocol import MAX_RESAID_BYTES, decode_response
 from atp.core.spelling import closest, describe
 from atp.core.yamlfile import YamlDocument
 from tests.facts import says
@@ -165,6 +165,34 @@ def test_a_response_missing_fields_names_every_one() -> None:
     with pytest.raises(ProtocolError) as info:
         decode_response(response(status=1))
     says(str(info.value), "missing required field `status`")
+
+
+def test_a_long_response_missing_fields_gets_the_first_error_only() -> None:
+    """Naming every missing field decodes the message a second time: only below a bound."""
+    import json
+
+    data = {"version": "1.0", "artifacts": [{"type": "file", "path": "a", "content": ""}]}
+    pad = MAX_RESAID_BYTES - len(json.dumps(data))
+    data["artifacts"][0]["content"] = "x" * pad  # at the bound: every field named
+    with pytest.raises(ProtocolError) as info:
+        decode_response(json.dumps(data))
+    says(str(info.value), "missing required fields", "`task_id`", "`status`", "`metrics`")
+    data["artifacts"][0]["content"] = "x" * (pad + 1)  # past it: msgspec's first error
+    with pytest.raises(ProtocolError) as info:
+        decode_response(json.dumps(data).encode())
+    says(str(info.value), "missing required field `task_id`")
+    assert "`status`" not in str(info.value)
+
+
+def test_a_key_in_a_hint_is_shown_escaped_and_cut() -> None:
+    class Assertion(msgspec.Struct, forbid_unknown_fields=True):
+        elsewhere: ClassVar[str] = "settings go under 'config:' (config: {{{key}: ...}})"
+        type: str = ""
+
+    key = "\x1b[2J\nzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzz"
+    ((_, text),) = collect({key: 1}, Assertion)
+    assert "\x1b" not in text and "\n" not in text, text
+    says(text, "config: {\\e[2J\\nzzz", "…: ...}")
 
 
 def test_a_response_status_not_allowed_lists_those_that_are() -> None:

@@ -18,12 +18,21 @@ import pytest
 from atp.core.evaluation import NEGATED_FAIL, NEGATED_PASS, NOT_NEGATED, Evaluation, negated
 from atp.core.evaluator import EvalContext, Evaluator, check, skipped, unmet
 from atp.core.plugins import Plugins
-from atp.core.protocol import PROTOCOL_VERSION, ATPRequest, Metrics, decode_event
+from atp.core.protocol import PROTOCOL_VERSION, ATPRequest, FileArtifact, Metrics, decode_event
 from atp.core.results import Check
 from atp.core.suite import Assertion, load_suite
 from atp.core.testing import make_test, response
 from atp.core.trace import Trace
-from tests.assertion_cases import CASES, EVENTS, FILES, METRICS, RESULT
+from tests.assertion_cases import (
+    ALWAYS_JUDGED,
+    BINARY,
+    CASES,
+    EVENTS,
+    FILES,
+    METRICS,
+    NOTHING_TO_JUDGE,
+    RESULT,
+)
 from tests.conftest import builtin_plugins, write
 from tests.facts import says
 
@@ -46,7 +55,12 @@ def context(tmp_path: Path) -> EvalContext:
         )
         for number, (kind, payload) in enumerate(EVENTS)
     ]
-    resp = response(files=FILES, structured=RESULT, metrics=Metrics(**METRICS))
+    resp = response(
+        artifacts=[msgspec.convert(BINARY, FileArtifact)],
+        files=FILES,
+        structured=RESULT,
+        metrics=Metrics(**METRICS),
+    )
     test = make_test()
     request = ATPRequest(version=PROTOCOL_VERSION, task_id=TASK, task=test.task, constraints=test.constraints)
     ctx = EvalContext(test=test, request=request, response=resp, trace=Trace.of(events), agent_dir=tmp_path)
@@ -126,17 +140,36 @@ def test_a_skipped_check_stays_skipped(tmp_path: Path) -> None:
     assert not judged.message.startswith(NEGATED_PASS)
 
 
-def test_a_check_with_nothing_to_judge_stays_failed(tmp_path: Path) -> None:
+def test_every_built_in_type_has_a_nothing_to_judge_case_or_always_judges() -> None:
+    assert set(NOTHING_TO_JUDGE) | ALWAYS_JUDGED == set(CASES)
+    assert not set(NOTHING_TO_JUDGE) & ALWAYS_JUDGED
+
+
+@pytest.mark.parametrize(
+    "kind",
+    [
+        pytest.param(kind, marks=[pytest.mark.slow] if kind in SLOW else [])
+        for kind in sorted(NOTHING_TO_JUDGE)
+    ],
+)
+def test_a_check_with_nothing_to_judge_stays_failed(
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
     plugins = builtin_plugins(test_helpers=False)
-    for kind, config in (
-        ("contains", {"path": "gone.md", "pattern": "x"}),
-        ("equals", {"path": "report.json", "json_path": "$.nothing", "value": 1}),
-        ("equals", {"path": "answer.md", "value": 42, "json_path": "$.a"}),
-        ("python", {"expression": "files['gone.md']"}),
-    ):
-        (made,), done = checks_of(plugins, tmp_path, kind, config, True)
-        assert done and not made.passed and made.score == 0.0, (kind, made)
-        assert made.message.startswith(NOT_NEGATED), made.message
+    judge_url = request.getfixturevalue("judge") if kind == "llm_eval" else None
+    for config in NOTHING_TO_JUDGE[kind]:
+        plain, done = checks_of(plugins, tmp_path, kind, config, False, judge_url)
+        assert done and plain and all(not c.passed and c.skipped is None for c in plain), (config, plain)
+        flipped, done = checks_of(plugins, tmp_path, kind, config, True, judge_url)
+        assert done and len(flipped) == len(plain)
+        for before, after in zip(plain, flipped, strict=True):
+            assert not after.passed and after.score == 0.0, (config, after)
+            assert after.message.startswith(NOT_NEGATED), (config, after.message)
+            assert after.message[len(NOT_NEGATED) : len(NOT_NEGATED) + 20] == before.message[:20]
+
+
+def test_an_artifact_missing_is_judged_by_artifact_exists(tmp_path: Path) -> None:
+    plugins = builtin_plugins(test_helpers=False)
     (exists,), _ = checks_of(plugins, tmp_path, "artifact_exists", {"path": "gone.md"}, True)
     assert exists.passed  # its artifact's absence is what artifact_exists judges
 

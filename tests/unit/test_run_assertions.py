@@ -3,6 +3,7 @@ check written in Python (an expression, or a module:function beside the suite)."
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -191,6 +192,35 @@ def test_a_function_beside_the_suite(tmp_path: Path) -> None:
     assert made.passed and made.message == "3 items" and made.name == "python:suite_checks_a:has_three"
     scored = python({"function": "suite_checks_a:Namespace.score"}, suite_dir=tmp_path)
     assert not scored.passed and scored.score == 0.25
+
+
+def test_a_suite_folder_shadows_no_module_of_atps(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A suite folder's ``statistics.py`` is not the standard library's ``statistics`` for
+    ATP once a check of that folder ran: the folder is never on Python's path."""
+    write(tmp_path / "statistics.py", "raise RuntimeError('the suite folder shadowed statistics')\n")
+    write(tmp_path / "checks.py", "def ok(run):\n    return True\n")
+    monkeypatch.delitem(sys.modules, "statistics")  # as if ATP imported it later
+    path = list(sys.path)
+    assert python({"function": "checks:ok"}, suite_dir=tmp_path).passed
+    assert sys.path == path
+    import statistics
+
+    assert statistics.mean([1, 2, 3]) == 2 and Path(statistics.__file__).parent != tmp_path
+
+
+def test_each_suite_folder_has_its_own_checks_module(tmp_path: Path) -> None:
+    for name in ("one", "two"):
+        write(
+            tmp_path / name / "checks.py",
+            "from . import helpers\n\ndef which(run):\n    return True, helpers.NAME\n",
+        )
+        write(tmp_path / name / "helpers.py", f"NAME = {name!r}\n")
+    check = PythonCheck()
+    made = [
+        run_with(check, {"function": "checks:which"}, RESP, suite_dir=tmp_path / n)[0] for n in ("one", "two")
+    ]
+    assert [m.message for m in made] == ["one", "two"]
+    assert "checks" not in sys.modules and "helpers" not in sys.modules
 
 
 def test_a_function_that_cannot_be_imported_is_an_error(tmp_path: Path) -> None:

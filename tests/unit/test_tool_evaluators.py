@@ -376,9 +376,9 @@ def test_suite_errors_are_located(tmp_path: Path, plugins: Plugins) -> None:
         (good.replace("[search, fetch]", "[]"), 7, "'tools' names no tool"),
         (good.replace("tool: search\n", "tool: search\n          call: 0\n"), 9, "'call' counts from 1"),
         (
-            good.replace("input_regex: {query: '^clim'}", "input: {day: 2026-01-01}"),
+            good.replace("input_regex: {query: '^clim'}", "input: {day: !!binary aGk=}"),
             9,
-            "'input.day' is a YAML date or time",
+            "'input.day' is a bytes, which no JSON input can equal",
         ),
     ]:
         with pytest.raises(SuiteError) as info:

@@ -542,10 +542,17 @@ def _problem(what: str, exc: Exception, data: bytes | str | None = None, type_: 
     return ProtocolError(f"{what} is not valid JSON: {text}")
 
 
+MAX_RESAID_BYTES = 1024 * 1024
+"""A message that misses required fields is decoded a second time, untyped, to name every
+field missing: only when it is at most this long (bytes, or characters of a ``str``). A longer
+one gets msgspec's first error, so an error costs no more memory than the message's typed
+decoding would have."""
+
+
 def _all_said(text: str, data: bytes | str | None, type_: Any) -> str:
     """msgspec's error about a message, saying more: every required field missing where one
-    is (not the first only), the values allowed where an enumerated one is not (the value
-    itself is msgspec's quote)."""
+    is (not the first only; for a message of at most :data:`MAX_RESAID_BYTES`), the values
+    allowed where an enumerated one is not (the value itself is msgspec's quote)."""
     split = message_path(text) if type_ is not None else None
     if split is None:
         return text
@@ -554,12 +561,15 @@ def _all_said(text: str, data: bytes | str | None, type_: Any) -> str:
     at = type_at(type_, parts)
     if words.startswith("Invalid enum value") and at is not None:
         return f"{words} (allowed: {describe(at)}){where}"
-    if not words.startswith("Object missing required field") or not (
-        isinstance(at, type) and issubclass(at, msgspec.Struct)
+    if (
+        not words.startswith("Object missing required field")
+        or not (isinstance(at, type) and issubclass(at, msgspec.Struct))
+        or data is None
+        or len(data) > MAX_RESAID_BYTES
     ):
         return text
     try:
-        value: Any = msgspec.json.decode(data) if data is not None else None
+        value: Any = msgspec.json.decode(data)
         for part in parts:
             value = value[part]
     except (*_DECODE_ERRORS, LookupError, TypeError):

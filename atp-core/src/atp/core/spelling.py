@@ -35,6 +35,8 @@ from typing import Any
 
 import msgspec
 
+from atp.core.text import printable
+
 PathPart = str | int
 
 __all__ = [
@@ -234,7 +236,7 @@ def unknown_key_hint(key: str, type_: Any) -> str:
             return f"; did you mean {close!r}?"
         elsewhere: str | None = declared(option, "elsewhere", None)
         if elsewhere:
-            return "; " + elsewhere.format(key=key if len(key) <= 40 else key[:39] + "\u2026")
+            return "; " + elsewhere.format(key=printable(key if len(key) <= 40 else key[:39] + "\u2026"))
     return ""
 
 

@@ -60,8 +60,9 @@ _C_PARSER = _Base is not yaml.SafeLoader  # the C parser reports positions in by
 
 
 class _Loader(_Base):  # type: ignore[misc]
-    """PyYAML's safe loader, whose constructors' own failures (an invalid date, an integer
-    too long to read, a tag that does not fit its value) become located YAML errors."""
+    """PyYAML's safe loader, whose constructors' own failures (an integer too long to read, a
+    tag that does not fit its value) become located YAML errors, and which reads a timestamp
+    as the text written (:func:`_construct_timestamp`)."""
 
     def __init__(self, stream: str) -> None:
         super().__init__(stream)
@@ -88,6 +89,16 @@ def _construct_int(loader: Any, node: yaml.Node) -> Any:
 
 
 _Loader.add_constructor("tag:yaml.org,2002:int", _construct_int)
+
+
+def _construct_timestamp(loader: Any, node: yaml.Node) -> Any:
+    """An unquoted date or time (``2024-01-01``, ``2024-01-01 10:00:00``) as the string written,
+    not a Python date: nothing ATP reads is a date, a date is no JSON value (``equals``' ``value:
+    2024-01-01`` would never equal anything), and YAML 1.2 has no timestamp type either."""
+    return loader.construct_scalar(node)
+
+
+_Loader.add_constructor("tag:yaml.org,2002:timestamp", _construct_timestamp)
 
 
 def _construct_built(loader: Any, node: yaml.Node) -> Any:

@@ -301,9 +301,8 @@ class Contains(Evaluator):
                 line = await off_loop(-1 if config.regex else len(text), find, text)
             except TimeoutError:
                 return [
-                    check(
+                    unmet(
                         label,
-                        False,
                         f"the regex {config.pattern!r} took longer than {timeout:g} s on "
                         f"{describe(artifact, ctx.masker)}; ATP stopped it",
                     )
@@ -408,14 +407,13 @@ class Schema(Evaluator):
             try:
                 errors = await off_loop(size, _validate, validator, data)
             except RecursionError:
-                checks.append(check(name, False, f"{described} is nested too deeply for ATP to validate"))
+                checks.append(unmet(name, f"{described} is nested too deeply for ATP to validate"))
                 continue
             except TimeoutError:
                 seconds = regex_timeout(self.settings, "schema")
                 checks.append(
-                    check(
+                    unmet(
                         name,
-                        False,
                         f"a regular expression of the schema took longer than {seconds:g} s on "
                         f"{described}; ATP stopped it (evaluators.schema.regex_timeout_seconds)",
                     )
@@ -483,17 +481,23 @@ class Sections(Evaluator):
         shown: list[str] = []
         named = 0
         notes: list[str] = []
+        read_any = False
         for artifact in matches:
             text, note = await text_of(artifact, ctx)
             if note is not None:
                 notes.append(note)
             if text is not None:
+                read_any = True
                 folded, first, count = await off_loop(len(text), _folded_headings, text)
                 found |= folded
                 named += count
                 shown.extend(
                     shorten(heading, 80, ctx.masker) for heading in first[: SHOWN_NAMES - len(shown)]
                 )
+        if not read_any:
+            noted = shorten("; ".join(notes), 1000, ctx.masker) or "no content ATP can read"
+            expected = f"expected sections {config.sections} in {_listing(matches, ctx.masker)}"
+            return [unmet(label, f"{expected}, but ATP read none of it: {noted}", expected=config.sections)]
         absent = [s for s in config.sections if s.strip().casefold() not in found]
         score = 1.0 - len(absent) / len(config.sections)
         if absent:

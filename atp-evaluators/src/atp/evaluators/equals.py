@@ -35,7 +35,7 @@ from atp.core.results import Check
 from atp.core.text import mask, printable, shorten
 from atp.evaluators.artifact import Target, data_of, describe, missing, select, text_of
 from atp.evaluators.evidence import preview
-from atp.evaluators.json_values import difference, lookup, parse_path, show_path
+from atp.evaluators.json_values import difference, lookup, not_json, parse_path, show_path
 from atp.evaluators.offload import off_loop, small_data
 
 __all__ = ["Equals", "EqualsConfig", "text_difference"]
@@ -61,6 +61,14 @@ class EqualsConfig(Target, kw_only=True):
             )
         if self.json_path is not None:
             parse_path(self.json_path)
+        found = not_json(self.value)
+        if found is not None:
+            steps, what = found
+            where = f"'value' at {show_path(steps)}" if steps else "'value'"
+            raise ValueError(
+                f"{where} {what}, not a JSON value, so it can never equal what the agent produced: "
+                "write it as JSON (a string quoted, an object's keys strings)"
+            )
         if self.exact and not self.as_text:
             raise ValueError(
                 "'exact' applies to a file's text compared with a string 'value' (no 'json_path', no 'name')"

@@ -8,9 +8,9 @@
       config: {function: "checks:has_three_items"}     # checks.py beside the suite
 
 An ``expression`` is evaluated with the run's names (:data:`NAMES`); a ``function``
-(``module:function``, imported once with the suite's folder at the front of Python's path, as
-the ``python`` adapter imports an agent) is called with one argument that has the same names as
-attributes. Either returns a verdict:
+(``module:function``: a module of the suite's folder, imported once under a name of its own
+without touching Python's path, :func:`suite_package`; else an installed one) is called with
+one argument that has the same names as attributes. Either returns a verdict:
 
 - ``True`` / ``False``;
 - ``(passed, "message")``;
@@ -29,7 +29,10 @@ agent). The names are the run's own objects: read them, do not change them.
 
 import builtins
 import functools
+import hashlib
 import importlib
+import importlib.machinery
+import importlib.util
 import json
 import re
 import sys
@@ -271,23 +274,52 @@ class PythonCheck(Evaluator):
         return found
 
 
+SUITE_MODULES = "atp_suite_"
+"""The prefix of the package a suite folder's check modules are imported under
+(:func:`suite_package`)."""
+
+
+def suite_package(folder: Path) -> str:
+    """The name of a package standing for the suite folder ``folder`` (``atp_suite_<hash>``, the
+    hash of its absolute path): a namespace package whose one location is the folder, made on
+    first use. A check module ``checks`` of the folder is ``<package>.checks``: two suites' own
+    ``checks.py`` are two modules, and neither stands in for a module ATP or another suite
+    imports by its plain name (the folder is never put on ``sys.path``)."""
+    resolved = str(folder.resolve())
+    name = SUITE_MODULES + hashlib.sha256(resolved.encode("utf-8", "surrogateescape")).hexdigest()[:16]
+    if name not in sys.modules:
+        spec = importlib.machinery.ModuleSpec(name, None, is_package=True)
+        spec.submodule_search_locations = [resolved]
+        sys.modules.setdefault(name, importlib.util.module_from_spec(spec))
+    return name
+
+
+def _in_folder(module_name: str, folder: Path) -> bool:
+    """Whether the top of dotted ``module_name`` is a module or package of ``folder``."""
+    top = module_name.partition(".")[0]
+    return (folder / f"{top}.py").is_file() or (folder / top).is_dir()
+
+
 def import_function(spec: str, folder: Path | None) -> Any:
-    """(Blocking.) The callable ``module:function`` names, imported with ``folder`` at the front
-    of ``sys.path``; :class:`CannotEvaluate` saying why not."""
+    """(Blocking.) The callable ``module:function`` names: a module of the suite's ``folder``
+    imported under its :func:`suite_package` (``from . import helpers`` in it imports the
+    folder's ``helpers.py``), else a module on Python's path (an installed one);
+    :class:`CannotEvaluate` saying why not."""
     module_name, _, attribute = spec.partition(":")
     where = ""
+    full = module_name
     if folder is not None:
-        entry = str(folder.resolve())
-        where = f" (looked in the suite's folder {entry} first)"
-        if entry not in sys.path:
-            sys.path.insert(0, entry)
-        importlib.invalidate_caches()
+        where = f" (looked in the suite's folder {folder.resolve()} and on Python's path)"
+        if _in_folder(module_name, folder):
+            importlib.invalidate_caches()
+            full = f"{suite_package(folder)}.{module_name}"
     try:
-        target: Any = call_agent(importlib.import_module, module_name)
+        target: Any = call_agent(importlib.import_module, full)
     except AgentRaised as raised:
         exc = raised.raised
-        if isinstance(exc, ModuleNotFoundError) and exc.name and module_name.startswith(exc.name):
-            raise CannotEvaluate(f"function {spec!r}: no module named {exc.name!r}{where}") from None
+        if isinstance(exc, ModuleNotFoundError) and exc.name and full.startswith(exc.name):
+            missing = exc.name.partition(".")[2] if full != module_name else exc.name
+            raise CannotEvaluate(f"function {spec!r}: no module named {missing!r}{where}") from None
         raise CannotEvaluate(
             f"function {spec!r}: importing {module_name!r} raised {type(exc).__name__}: {shorten(str(exc), 300)}",
             traceback=shorten(format_exception(exc), TRACEBACK_CHARS),
@@ -298,7 +330,7 @@ def import_function(spec: str, folder: Path | None) -> Any:
             target = call_agent(getattr, target, part)
         except AgentRaised as raised:
             exc = raised.raised
-            file = getattr(sys.modules.get(module_name), "__file__", None) or module_name
+            file = getattr(sys.modules.get(full), "__file__", None) or module_name
             raise CannotEvaluate(f"function {spec!r}: {walked} ({file}) has no {part!r}: {exc}") from None
         walked = f"{walked}{'.' if ':' in walked else ':'}{part}"
     if not callable(target):

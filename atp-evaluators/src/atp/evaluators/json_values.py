@@ -20,6 +20,8 @@ import json
 import math
 from typing import Any
 
+from atp.core.text import shorten
+
 Step = str | int
 
 _KINDS = (
@@ -40,6 +42,25 @@ def kind(value: Any) -> str:
         if type(value) is cls:
             return name
     return f"a Python {type(value).__name__} (no JSON value)"
+
+
+def not_json(value: Any) -> tuple[list[Step], str] | None:
+    """Where ``value`` first holds something that is no JSON value, and what (``None``: it is
+    all JSON): a Python type JSON has not (a date, bytes, a set), or an object key that is not
+    a string. Iterative, as :func:`difference`."""
+    stack: list[tuple[Any, Any]] = [(value, None)]
+    while stack:
+        item, link = stack.pop()
+        if isinstance(item, dict):
+            key = next((key for key in item if not isinstance(key, str)), None)
+            if key is not None:
+                return _path_of(link), f"has a key that is not a string: {shorten(repr(key), 80)}"
+            stack.extend((item[key], (link, key)) for key in reversed(list(item)))
+        elif isinstance(item, (list, tuple)):
+            stack.extend((item[i], (link, i)) for i in reversed(range(len(item))))
+        elif not any(type(item) is cls for cls, _ in _KINDS):
+            return _path_of(link), f"is a Python {type(item).__name__}"
+    return None
 
 
 def parse_path(text: str) -> tuple[Step, ...]:

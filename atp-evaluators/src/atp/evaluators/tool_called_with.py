@@ -5,7 +5,6 @@ check quotes the calls of the tool with their inputs and, for each, which field 
 
 import math
 from collections.abc import Callable, Iterable
-from datetime import date, time
 from typing import Annotated, Any
 
 import msgspec
@@ -31,8 +30,9 @@ SHOWN_MISMATCHES = 5
 
 
 def _refuse_non_json(value: Any, where: str) -> None:
-    """``input`` holds only what a call's JSON input can equal: a value YAML made something
-    else (a date, a non-finite number, a key that is not text) would never match."""
+    """``input`` holds only what a call's JSON input can equal: a value that is something else
+    (bytes from YAML's ``!!binary``, a non-finite number, a key that is not text) would never
+    match. (ATP's YAML reads an unquoted date as the text written.)"""
     stack: list[tuple[Any, str]] = [(value, where)]
     while stack:
         item, at = stack.pop()
@@ -43,11 +43,6 @@ def _refuse_non_json(value: Any, where: str) -> None:
                 stack.append((inner, f"{at}.{key}"))
         elif isinstance(item, list):
             stack.extend((inner, f"{at}.{index}") for index, inner in enumerate(item))
-        elif isinstance(item, (date, time)):
-            raise ValueError(
-                f"'{at}' is a YAML date or time, and a tool's JSON input has none; quote it to compare "
-                f"it with the input's text ('{item.isoformat()}')"
-            )
         elif isinstance(item, float) and not math.isfinite(item):
             raise ValueError(f"'{at}' is {item}, which no JSON input can equal")
         elif not isinstance(item, (str, int, float, bool)) and item is not None:

@@ -135,14 +135,15 @@ class _CodeEvaluator(Evaluator):
         """Make the folder, run the command ``argv(folder, python)`` gives, and have ``judge``
         turn how it ran into the check. A folder that cannot be made, an interpreter or program
         not found, a command that cannot start and one killed at its time limit are failed
-        checks here."""
+        checks with nothing to judge here (:func:`~atp.core.evaluator.unmet`: ``negate: true``
+        leaves them failed)."""
         chosen = self.python(config)
         python: str | None = chosen
         problem = None
         if chosen != sys.executable:  # (ATP's own interpreter is running: no need to look for it)
             python, problem = find_program(chosen, os.environ.get("PATH") or os.defpath, Path.cwd())
         if python is None:
-            return [check(label, False, f"the Python interpreter cannot be used: {problem}")]
+            return [unmet(label, f"the Python interpreter cannot be used: {problem}")]
         timeout, note = self.command_timeout(config)
         try:
             async with work_folder(
@@ -152,7 +153,7 @@ class _CodeEvaluator(Evaluator):
                 command = argv(folder, python)
                 program, problem = find_program(command[0], env["PATH"], folder.work)
                 if program is None:
-                    return [check(label, False, f"the command cannot be run: {problem}", command=command)]
+                    return [unmet(label, f"the command cannot be run: {problem}", command=command)]
                 try:
                     outcome = await run_command(
                         [program, *command[1:]],
@@ -165,17 +166,17 @@ class _CodeEvaluator(Evaluator):
                     )
                 except OSError as exc:
                     message = f"the command cannot be started: {exc.strerror or exc}"
-                    return [check(label, False, message, command=command)]
+                    return [unmet(label, message, command=command)]
                 details = await self.details(folder, outcome, note, ctx.masker)
                 if outcome.timed_out:
                     message = (
                         f"{shorten(shlex.join(command), 200, ctx.masker)} was killed after {timeout:g} s "
                         f"(timeout_seconds); its output ends: {_output_end(details, ctx.masker)}"
                     )
-                    return [check(label, False, message, **details)]
+                    return [unmet(label, message, **details)]
                 return [await judge(folder, outcome, details)]
         except FolderError as exc:
-            return [check(label, False, str(exc))]
+            return [unmet(label, str(exc))]
 
     async def details(
         self, folder: Folder, outcome: Outcome, note: str | None, masker: Masker | None = None
@@ -321,8 +322,10 @@ class Pytest(_CodeEvaluator):
     errors)``, skipped tests aside, and the check passes when that is at least
     ``min_pass_rate`` and at least one test ran. The details count the tests, and name each
     failed or errored one (at most 50) with its message and the end of its traceback; the
-    message names the first three. No tests collected (exit code 5), a collection error, no
-    report and pytest not installed are failed checks saying so.
+    message names the first three. A collection error is a failed check saying so; no tests
+    collected (exit code 5) or none run, no report, a report ATP does not trust (below) and
+    pytest not installed are failed checks with nothing to judge (``negate: true`` leaves them
+    failed).
 
     **The code under test runs in pytest's own process** (pytest imports it), so it can change
     what pytest reports: write the report itself, patch pytest, end the process with exit code
@@ -377,14 +380,14 @@ class Pytest(_CodeEvaluator):
             read_report, folder.root / "junit.xml", MAX_JUNIT_BYTES
         )
         if data is None:
-            return check(label, False, self._no_report(config, outcome, problem, details, masker), **details)
+            return unmet(label, self._no_report(config, outcome, problem, details, masker), **details)
         if code == 5:
-            return check(label, False, "pytest collected no tests (exit code 5)", **details)
+            return unmet(label, "pytest collected no tests (exit code 5)", **details)
         test_files = suite_tests(config.files)
         try:
             report = await off_loop(len(data), parse_junit, data, tuple(test_files), masker)
         except ReportError as exc:
-            return check(label, False, str(exc), **details)
+            return unmet(label, str(exc), **details)
         failed = _not_run(label, report, code, details, masker)
         if failed is None:
             failed = _distrusted(label, report, code, test_files, details, masker)
@@ -434,7 +437,7 @@ def _not_run(
         return check(label, False, message, failures=failures, **details)
     if code in _PYTEST_EXITS:
         message = f"pytest {_PYTEST_EXITS[code]} (exit code {code}); its output ends: {_output_end(details, masker)}"
-        return check(label, False, message, **details)
+        return unmet(label, message, **details)
     return None
 
 
@@ -461,19 +464,19 @@ def _distrusted(
             f"pytest {how}, which is not how pytest ends a test run{_UNTRUSTED}; "
             f"its output ends: {_output_end(details, masker)}"
         )
-        return check(label, False, message, tests=tests, **details)
+        return unmet(label, message, tests=tests, **details)
     if (code == 0) != (bad == 0):
         said = "every test passed" if code == 0 else "a test failed"
         counted = f"counts {bad} failed or errored" if bad else "counts none failed"
         message = f"pytest's exit code {code} says {said}, but its JUnit report {counted}{_UNTRUSTED}"
-        return check(label, False, message, tests=tests, **details)
+        return unmet(label, message, tests=tests, **details)
     if report.foreign:
         shown = printable(shorten(", ".join(report.foreign_tests[:NAMED_FAILURES]), 300, masker))
         message = (
             f"pytest's report holds {_tests(report.foreign)} from outside the suite's test files "
             f"({', '.join(test_files)}): {shown}; only the suite's tests count"
         )
-        return check(label, False, message, tests=tests, foreign_tests=report.foreign_tests, **details)
+        return unmet(label, message, tests=tests, foreign_tests=report.foreign_tests, **details)
     return None
 
 
@@ -493,7 +496,7 @@ def _too_few(
         )
     else:
         message += f"fewer than min_tests {least}"
-    return check(label, False, message, tests=_counts(report), min_tests=least, **details)
+    return unmet(label, message, tests=_counts(report), min_tests=least, **details)
 
 
 def _pass_rate(
@@ -508,7 +511,7 @@ def _pass_rate(
     tests = _counts(report)
     skipped = f"; {report.skipped} skipped" if report.skipped else ""
     if report.ran == 0:
-        return check(label, False, f"no test ran{skipped}", tests=tests, **details)
+        return unmet(label, f"no test ran{skipped}", tests=tests, **details)
     rate = report.passed / report.ran
     message = f"{report.passed} of {report.ran} tests passed ({rate:.0%}"
     message += f"; min_pass_rate {config.min_pass_rate:.0%})" if config.min_pass_rate < 1 else ")"
@@ -564,7 +567,7 @@ class Lint(_CodeEvaluator):
             if config.path is not None:
                 return [_missing_artifact(label, ctx, config)]
             message = f"expected a Python file to lint (*.py); the agent produced {produced(ctx)}"
-            return [check(label, False, message, produced=produced_names(ctx))]
+            return [unmet(label, message, produced=produced_names(ctx))]
 
         def argv(folder: Folder, python: str) -> list[str]:
             rules = []
@@ -601,11 +604,11 @@ class Lint(_CodeEvaluator):
                 message = f"ruff's report {problem}"
             else:
                 message = f"ruff wrote no report (exit code {outcome.exit_code}); its output ends: {_output_end(details, masker)}"
-            return check(label, False, message, **details)
+            return unmet(label, message, **details)
         try:
             count, findings = await off_loop(len(data), parse_ruff, data, folder.work, masker)
         except ReportError as exc:
-            return check(label, False, str(exc), **details)
+            return unmet(label, str(exc), **details)
         linted = printable(shorten(", ".join(folder.placed), 300, masker))
         listed: dict[str, Any] = {"findings": [f._asdict() for f in findings], "findings_total": count}
         if count <= config.max_findings:
@@ -686,7 +689,7 @@ class CustomCommand(_CodeEvaluator):
                 f"the regex {config.regex!r} took longer than {seconds:g} s on the output of {shown}; "
                 "ATP stopped it (evaluators.custom_command.regex_timeout_seconds)"
             )
-            return check(label, False, message, **details)
+            return unmet(label, message, **details)
         if found is None:
             message = (
                 f"{shown} {ended} as expected, but its output does not match {config.regex!r}; "

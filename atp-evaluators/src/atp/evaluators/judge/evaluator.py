@@ -29,7 +29,7 @@ from typing import Annotated, Any, ClassVar
 
 import msgspec
 
-from atp.core.evaluator import CannotEvaluate, EvalContext, Evaluator, check, skipped
+from atp.core.evaluator import CannotEvaluate, EvalContext, Evaluator, skipped, unmet
 from atp.core.protocol import Artifact, StructuredArtifact
 from atp.core.results import Check
 from atp.core.secrets import Masker
@@ -168,9 +168,8 @@ class LlmEval(Evaluator):
         if not artifacts:
             wanted = "artifact" + (f" matching {config.artifact!r}" if config.artifact else "")
             return [
-                check(
+                unmet(
                     f"llm_eval:{name}",
-                    False,
                     f"nothing to judge: the agent produced no {wanted}",
                     produced=produced(ctx),
                 )
@@ -178,9 +177,7 @@ class LlmEval(Evaluator):
             ]
         content, notes = await self._content(ctx, artifacts, settings.max_artifact_chars)
         if content is None:
-            return [
-                check(f"llm_eval:{name}", False, f"nothing to judge: {'; '.join(notes)}") for name in names
-            ]
+            return [unmet(f"llm_eval:{name}", f"nothing to judge: {'; '.join(notes)}") for name in names]
         threshold = config.threshold if config.threshold is not None else settings.threshold
         samples = config.samples or settings.samples
         task = task_text(ctx)
