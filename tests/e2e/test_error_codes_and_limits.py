@@ -33,7 +33,7 @@ def run_suite(
     suite = write(
         tmp_path / "suite.yaml",
         f"test_suite: codes\nagents:\n  - name: agent\n    type: cli\n    command: {AGENT!r}\n"
-        f"    cwd: {agent_dir}\ntests:\n{tests}",
+        f"    cwd: {agent_dir}\n    working_folder: shared\ntests:\n{tests}",  # (its beats files in one place)
     )
     result = subprocess.run(
         [

@@ -741,7 +741,7 @@ def test_relative_artifact_paths_resolve_against_the_agents_working_folder(
     )
     text = (
         f"test_suite: s\nagents:\n  - name: agent\n    type: cli\n    command: {HOSTILE!r}\n"
-        f"    cwd: work\ntests:\n{tests}"
+        f"    cwd: work\n    working_folder: shared\ntests:\n{tests}"  # (a run's own folder: test_run_folders)
     )
     suite = load_suite(write(tmp_path / "suite.yaml", text), plugins.evaluators)
     agent = resolve_agent(agent_definitions(load_config(cwd=tmp_path), suite)["agent"], plugins.adapters)

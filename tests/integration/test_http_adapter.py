@@ -168,7 +168,7 @@ STREAM_FAULTS = [
     (
         "not_response 1",
         "the agent broke the protocol in message 2 (after 1 event): ATP response: Object missing "
-        'required field `version`: \'{"hello": "world"}\'',
+        'required fields `version`, `task_id`, `status`, `artifacts`, `metrics`: \'{"hello": "world"}\'',
         1,
     ),
     (
@@ -239,7 +239,7 @@ SYNC_FAULTS = [
     (
         "not_response",
         "the agent broke the protocol: its answer is not an ATP Response (ATP response: Object "
-        'missing required field `version`): \'{"hello": "world"}\'',
+        'missing required fields `version`, `task_id`, `status`, `artifacts`, `metrics`): \'{"hello": "world"}\'',
     ),
     (
         "version2",

@@ -489,3 +489,20 @@ def test_suites_that_find_different_configs_are_refused(tmp_path: Path) -> None:
     c = write(tmp_path / "c" / "suite.yaml", "test_suite: c\ntests: []\n")
     assert load_config(cwd=tmp_path, suites=[b, c]).path == tmp_path / "atp.config.yaml"
     assert load_config(tmp_path / "atp.config.yaml", cwd=tmp_path, suites=[a, b]).path is not None
+
+
+def test_a_suite_below_the_working_directory_finds_the_config_of_a_folder_above_it(tmp_path: Path) -> None:
+    """`atp test suites/` with `suites/atp.config.yaml` and a suite in `suites/nested/`: every
+    suite finds that one config (the nearest folder up to the working directory)."""
+    from atp.core.configsearch import search
+
+    (tmp_path / "suites" / "nested").mkdir(parents=True)
+    config = tmp_path / "suites" / "atp.config.yaml"
+    config.write_text("defaults: {runs_per_test: 1}\n")
+    found = search([tmp_path / "suites" / "a.yaml", tmp_path / "suites" / "nested" / "b.yml"], cwd=tmp_path)
+    assert found.path == config
+    nested = search([tmp_path / "suites" / "nested" / "b.yml"], cwd=tmp_path)
+    assert nested.path == config and "above the suite" in nested.summary(tmp_path)
+    # the working directory's own config is not looked past: a suite outside it looks in its folder only
+    outside = search([tmp_path / "suites" / "nested" / "b.yml"], cwd=tmp_path / "elsewhere")
+    assert outside.path is None

@@ -1,7 +1,8 @@
 """Where the configuration is found (docs/config.md, "Where ATP looks").
 
-``--config=FILE`` wins. Without it, ATP looks in the folder of the suite the command runs, then
-in the working directory; in each folder, first ``atp.config.yaml`` (or ``atp.config.yml``),
+``--config=FILE`` wins. Without it, ATP looks in the folder of the suite the command runs (and,
+for a suite below the working directory, in each folder between the two, nearest first: a suite
+in ``suites/nested/`` finds ``suites/atp.config.yaml``), then in the working directory; in each folder, first ``atp.config.yaml`` (or ``atp.config.yml``),
 then the ``[tool.atp]`` table of ``pyproject.toml``. The first found is the configuration; a
 folder is one project, so a suite's own folder beats the working directory whatever form each
 keeps its configuration in. Without a suite (``atp report``, ``atp view``...) only the working
@@ -27,6 +28,7 @@ from atp.core.errors import ConfigError
 CONFIG_NAMES = ("atp.config.yaml", "atp.config.yml")
 PYPROJECT = "pyproject.toml"
 BESIDE_THE_SUITE = "beside the suite"
+ABOVE_THE_SUITE = "above the suite"
 WORKING_DIRECTORY = "the working directory"
 
 __all__ = ["BESIDE_THE_SUITE", "CONFIG_NAMES", "PYPROJECT", "WORKING_DIRECTORY", "Found", "search", "shown"]
@@ -74,10 +76,7 @@ def search(suites: Sequence[Path] = (), cwd: Path | None = None) -> Found:
         folder = suite.parent
         key = _key(folder)
         if key not in by_folder:
-            folders = [(where, WORKING_DIRECTORY)]
-            if key != _key(where):
-                folders.insert(0, (folder, BESIDE_THE_SUITE))
-            by_folder[key] = (_search_folders(folders), suite)
+            by_folder[key] = (_search_folders(_folders_of(folder, where)), suite)
     if not by_folder:
         return _search_folders([(where, WORKING_DIRECTORY)])
     found = list(by_folder.values())
@@ -90,6 +89,22 @@ def search(suites: Sequence[Path] = (), cwd: Path | None = None) -> Found:
                 f"in separate commands, or name the config for all of them with --config=FILE"
             )
     return first
+
+
+def _folders_of(folder: Path, where: Path) -> list[tuple[Path, str]]:
+    """The folders a suite in ``folder`` looks in, in order: its own; for a suite below the
+    working directory ``where``, each folder up to it; then the working directory."""
+    top = _key(where)
+    folders: list[tuple[Path, str]] = []
+    current = folder
+    if _key(current) != top:
+        folders.append((current, BESIDE_THE_SUITE))
+        below = top is not None and top in (_key(current) or current).parents
+        while below and _key(current.parent) != top and current.parent != current:
+            current = current.parent
+            folders.append((current, ABOVE_THE_SUITE))
+    folders.append((where, WORKING_DIRECTORY))
+    return folders
 
 
 def shown(path: Path, cwd: Path | None = None) -> str:
@@ -130,7 +145,7 @@ def _search_folders(folders: Sequence[tuple[Path, str]]) -> Found:
         if note is not None:
             notes.append(note)
         if path is not None:
-            where = what if what == BESIDE_THE_SUITE else f"in {what}"
+            where = what if what in (BESIDE_THE_SUITE, ABOVE_THE_SUITE) else f"in {what}"
             why = f"its [tool.atp] table, found {where}" if path.name == PYPROJECT else f"found {where}"
             found = Found(path, why, looked)
             found.warnings.extend(warnings)

@@ -482,6 +482,8 @@ class Runner:
             self._failed_fast = True
             if self._runs_scope is not None:
                 self._runs_scope.cancel()
+        if self.masker is not None:  # plugins (the console's live lines too) see what is stored: masked
+            result = self.masker.value(result)
         self.notify("atp_run_finished", result=result)
         runs = self._progress.finished(result)
         if runs is not None and self._progress.keep:
