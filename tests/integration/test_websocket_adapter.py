@@ -280,7 +280,7 @@ FAULTS_SUITE = [
     (
         "not_response",
         "{where}: the agent broke the protocol in message 2 (after 1 event): ATP response: Object missing "
-        'required field `version`: \'{{"task_id": ',
+        'required fields `version`, `status`, `artifacts`, `metrics`: \'{{"task_id": ',
         1,
     ),
     (
