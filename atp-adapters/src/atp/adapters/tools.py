@@ -75,12 +75,13 @@ import secrets
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Annotated, Any, Literal, cast
+from typing import Annotated, Any, cast
 from urllib.parse import unquote
 
 import anyio
 import msgspec
 
+from atp.core.error_codes import StandardCode
 from atp.core.plugins import require
 from atp.core.protocol import ATPRequest, ToolCallPayload
 from atp.core.secrets import Masker
@@ -107,15 +108,7 @@ run's agent cannot hold the connections every run shares."""
 READ_SIZE = 64 * 1024
 DEFAULT_PROXY_TIMEOUT = 30.0
 
-ErrorCode = Literal[
-    "INVALID_REQUEST",
-    "TOOL_NOT_FOUND",
-    "TOOL_ERROR",
-    "LLM_ERROR",
-    "TIMEOUT",
-    "BUDGET_EXCEEDED",
-    "INTERNAL_ERROR",
-]
+ErrorCode = StandardCode
 DEFAULT_STATUS: dict[str, int] = {
     "INVALID_REQUEST": 400,
     "TOOL_NOT_FOUND": 404,

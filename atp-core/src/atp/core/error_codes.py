@@ -19,7 +19,7 @@ to :data:`MAX_COUNTED_CODES` codes (the rest counted as :data:`OTHER_CODES`).
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal, get_args
 
 import msgspec
 
@@ -27,7 +27,7 @@ from atp.core.protocol import ResponseStatus
 from atp.core.secrets import Masker
 from atp.core.text import printable, shorten
 
-STANDARD_CODES = (
+StandardCode = Literal[
     "INVALID_REQUEST",
     "TOOL_NOT_FOUND",
     "TOOL_ERROR",
@@ -35,8 +35,9 @@ STANDARD_CODES = (
     "TIMEOUT",
     "BUDGET_EXCEEDED",
     "INTERNAL_ERROR",
-)
-"""The specification's standard codes; an agent may send others."""
+]
+"""The specification's standard codes (an agent may send others; the tool server sends these)."""
+STANDARD_CODES: tuple[str, ...] = get_args(StandardCode)
 TIMEOUT = "TIMEOUT"
 MAX_STEPS_EXCEEDED = "MAX_STEPS_EXCEEDED"
 MAX_TOKENS_EXCEEDED = "MAX_TOKENS_EXCEEDED"
