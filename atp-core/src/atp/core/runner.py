@@ -473,7 +473,7 @@ class Runner:
         plugins know of it."""
         store = self.store
         assert store is not None, "run() creates the store"
-        store.append(result)
+        stored = store.append(result)  # (masked, as the run directory holds it)
         if self._schedule is not None:
             self._schedule.finished(test, result)  # at once after the append: the stored order decides
         if self.budget is not None:
@@ -482,10 +482,9 @@ class Runner:
             self._failed_fast = True
             if self._runs_scope is not None:
                 self._runs_scope.cancel()
-        if self.masker is not None:  # plugins (the console's live lines too) see what is stored: masked
-            result = self.masker.value(result)
-        self.notify("atp_run_finished", result=result)
-        runs = self._progress.finished(result)
+        # plugins (the console's live lines too) see what is stored
+        self.notify("atp_run_finished", result=stored)
+        runs = self._progress.finished(stored)
         if runs is not None and self._progress.keep:
             self._test_finished(result.test_id, runs)
 

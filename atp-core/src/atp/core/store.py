@@ -262,18 +262,17 @@ class RunStore:
 
     # --- writing ---
 
-    def _encode(self, value: Any, decoder: msgspec.json.Decoder[Any]) -> bytes:
-        """``value`` masked and encoded, checked to decode back: ATP never writes a line it
-        cannot read."""
+    def _encode(self, value: Any, decoder: msgspec.json.Decoder[Any]) -> tuple[bytes, Any]:
+        """``value`` masked and encoded, checked to decode back (ATP never writes a line it
+        cannot read): the line, and what it decodes to (what a reader of it gets)."""
         if self.masker is not None:
             value = self.masker.value(value)
         data = _encoder.encode(value)
-        decoder.decode(data)
-        return data
+        return data, decoder.decode(data)
 
     def write_header(self, header: RunHeader) -> None:
         target = self.directory / HEADER_FILE
-        data = self._encode(header, _header_decoder) + b"\n"
+        data = self._encode(header, _header_decoder)[0] + b"\n"
         if len(data) > readback.MAX_HEADER_BYTES:  # ATP writes no header it would refuse to read
             raise StorageError(f"cannot write {target}: the header would be larger than a run's may be")
         try:
@@ -281,13 +280,15 @@ class RunStore:
         except OSError as exc:
             raise _storage_error("write", target, exc) from None
 
-    def append(self, result: RunResult) -> None:
+    def append(self, result: RunResult) -> RunResult:
         """Append one finished run: a single write, durable once this returns. A result that
-        cannot be written readably becomes an error result saying why."""
+        cannot be written readably becomes an error result saying why. Returns the result as
+        stored (masked; read back from the line written, at no extra cost: the line is decoded
+        anyway to check it)."""
         try:
-            data = self._encode(result, _result_decoder)
+            data, stored = self._encode(result, _result_decoder)
         except (msgspec.MsgspecError, TypeError, ValueError, OverflowError) as exc:
-            data = self._encode(_unstorable(result, exc), _result_decoder)
+            data, stored = self._encode(_unstorable(result, exc), _result_decoder)
         path = self.directory / RESULTS_FILE
         try:
             if self._results_fd is None:
@@ -306,6 +307,8 @@ class RunStore:
                         os.ftruncate(self._results_fd, end)
         except OSError as exc:
             raise _storage_error("append a result to", path, exc) from None
+        stored_result: RunResult = stored
+        return stored_result
 
     def close(self) -> None:
         if self._results_fd is not None:
